@@ -1,0 +1,116 @@
+"""Start and stop a real SGLang 0.5.23 server on the CPU with the tiny models.
+
+The server runs in its own session (process group) so that stopping it by PID also stops
+SGLang's scheduler and detokenizer children. The `*_cpu` kernels come from the pure-torch
+stand-in `harness/sgl_kernel_standin/` — the one part that is not SGLang's own code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STANDIN = os.path.join(HERE, "sgl_kernel_standin")
+LAUNCHER = os.path.join(HERE, "launch_cpu_server.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_args(models: str, port: int, steps: int = 3, topk: int = 1,
+                draft_tokens: int | None = None, max_running: int = 4) -> list[str]:
+    n = draft_tokens if draft_tokens is not None else (steps + 1 if topk == 1 else 2 * steps)
+    return [
+        "--model-path", os.path.join(models, "target"),
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", os.path.join(models, "draft"),
+        "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
+        "--speculative-num-draft-tokens", str(n),
+        "--device", "cpu", "--attention-backend", "intel_amx", "--sampling-backend", "pytorch",
+        "--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled",
+        "--dtype", "bfloat16", "--max-total-tokens", "4096",
+        "--max-running-requests", str(max_running),
+        "--host", "127.0.0.1", "--port", str(port), "--skip-server-warmup",
+    ]
+
+
+def cpu_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "TORCHDYNAMO_DISABLE": "1",
+                "PYTHONPATH": os.pathsep.join(p for p in (STANDIN, env.get("PYTHONPATH")) if p)})
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    port: int
+    log_path: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def generate(self, input_ids, max_new_tokens: int = 24, timeout: float = 120) -> dict:
+        body = {"input_ids": input_ids,
+                "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+        req = urllib.request.Request(self.url + "/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGKILL the whole process group, as SGLang itself does to its children."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=30)
+
+
+def start_server(models: str, log_path: str, env_extra: dict | None = None,
+                 steps: int = 3, topk: int = 1, draft_tokens: int | None = None,
+                 timeout: float = 240, python: str = sys.executable,
+                 extra_args: list[str] | None = None) -> Server:
+    port = free_port()
+    cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens) + (
+        extra_args or [])
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, env=cpu_env(env_extra), stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    server = Server(proc, port, log_path)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"SGLang server exited with {proc.returncode}; log {log_path}:\n"
+                               + server.log()[-4000:])
+        try:
+            with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return server
+        except OSError:
+            pass
+        time.sleep(0.5)
+    server.stop()
+    raise RuntimeError(f"SGLang server did not answer in {timeout} s; log {log_path}:\n"
+                       + server.log()[-4000:])

@@ -1,0 +1,146 @@
+"""Adapter for SGLang's v2 eagle worker (`sglang.srt.speculative.eagle_worker_v2`:
+`EAGLEWorkerV2` + `EagleDraftWorker`), SGLang 0.5.5 - 0.5.23, chosen by feature detection.
+
+Accept counts: read where SGLang already has them on the CPU, `on_verify_complete_cpu`
+(0.5.12+); on 0.5.5 - 0.5.8 the scheduler's `_resolve_spec_overlap_token_ids` (see
+`install_scheduler`). Draft/target agreement is computed on the device in `verify`.
+"""
+from __future__ import annotations
+
+from .. import signals
+from ..instrumentation import recorder
+from ..safety import guarded_wrapper
+from . import worker_common as wc
+
+WORKER = signals.WORKER_V2
+
+
+def install(module, patcher) -> None:
+    where = module.__name__
+    worker = getattr(module, "EAGLEWorkerV2", None)
+    if worker is None:
+        patcher.missing.append(f"{where}.EAGLEWorkerV2")
+        return
+    w = f"{where}.EAGLEWorkerV2"
+    patcher.wrap(worker, "__init__", guarded_wrapper("v2.__init__", before=_before_init), w)
+    patcher.wrap(worker, "forward_batch_generation", guarded_wrapper(
+        "v2.forward_batch_generation", before=_before_step, cleanup=wc.step_span_end), w)
+    patcher.wrap(worker, "verify", guarded_wrapper(
+        "v2.verify", before=_before_verify, after=_after_verify,
+        cleanup=_end_child), w)
+    if "on_verify_complete_cpu" in vars(worker):
+        patcher.wrap(worker, "on_verify_complete_cpu", guarded_wrapper(
+            "v2.on_verify_complete_cpu", before=_before_verify_complete_cpu), w)
+    draft = getattr(module, "EagleDraftWorker", None)
+    if draft is None:
+        patcher.missing.append(f"{where}.EagleDraftWorker")
+        return
+    d = f"{where}.EagleDraftWorker"
+    patcher.wrap(draft, "draft", guarded_wrapper(
+        "v2.draft", before=_child(signals.SPAN_DRAFT), cleanup=_end_child), d)
+    patcher.wrap(draft, "_draft_extend_for_decode", guarded_wrapper(
+        "v2.draft_extend", before=_child(signals.SPAN_DRAFT_EXTEND), cleanup=_end_child), d)
+
+
+def install_scheduler(module, patcher) -> None:
+    """0.5.5 - 0.5.8: accept counts reach the CPU in the scheduler's output processor."""
+    mixin = getattr(module, "SchedulerOutputProcessorMixin", None)
+    if mixin is None or "_resolve_spec_overlap_token_ids" not in vars(mixin):
+        return  # newer SGLang: on_verify_complete_cpu is used instead
+    try:
+        from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+        if "on_verify_complete_cpu" in vars(EAGLEWorkerV2):
+            return
+    except ImportError:
+        pass
+    patcher.wrap(mixin, "_resolve_spec_overlap_token_ids", guarded_wrapper(
+        "v2.resolve_spec_overlap", after=_after_resolve_overlap),
+        f"{module.__name__}.SchedulerOutputProcessorMixin")
+
+
+# -- hooks ------------------------------------------------------------------------------
+def _before_init(instance, args, kwargs):
+    wc.start_worker(args, kwargs)
+
+
+def _audit(worker) -> None:
+    target = getattr(getattr(worker, "target_worker", None), "model_runner", None)
+    draft = getattr(worker, "draft_runner", None) or getattr(
+        getattr(worker, "draft_worker", None), "draft_runner", None)
+    wc.audit_once(worker, getattr(target, "model", None), getattr(draft, "model", None))
+
+
+def _step_attrs(worker, batch) -> dict:
+    return {signals.SPAN_ATTR_BATCH_SIZE: len(batch.reqs) if getattr(batch, "reqs", None)
+            is not None else int(batch.seq_lens.shape[0]),
+            signals.SPAN_ATTR_NUM_STEPS: worker.speculative_num_steps,
+            signals.SPAN_ATTR_TOPK: worker.topk,
+            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: worker.speculative_num_draft_tokens}
+
+
+def _batch(args, kwargs):
+    if args:
+        return args[0]
+    return kwargs.get("batch", kwargs.get("model_worker_batch"))
+
+
+def _before_step(instance, args, kwargs):
+    batch = _batch(args, kwargs)
+    if id(instance) not in wc._audited:
+        _audit(instance)
+    if batch.forward_mode.is_extend() or getattr(batch, "is_extend_in_batch", False):
+        return None  # prefill: not a speculative step
+    rec = recorder()
+    rec.count_step(WORKER)
+    if rec.sample_step():
+        return wc.step_span_start(WORKER, _step_attrs(instance, batch))
+    return None
+
+
+def _child(name):
+    def before(instance, args, kwargs):
+        return wc.child_span_start(name)
+    return before
+
+
+def _end_child(span) -> None:
+    span.end()
+
+
+def _before_verify(instance, args, kwargs):
+    span = wc.child_span_start(signals.SPAN_VERIFY)
+    rec = recorder()
+    every = rec.cfg.agreement_every
+    if every and instance.topk == 1:
+        n = rec.steps.get(WORKER, 0)
+        if n % every == 0:
+            batch = _batch(args, kwargs)
+            instance._spectrace_draft_token = batch.spec_info.draft_token
+    return span
+
+
+def _after_verify(span, instance, args, kwargs, result):
+    draft_token = instance.__dict__.pop("_spectrace_draft_token", None)
+    if draft_token is None:
+        return
+    bs = int(result.accept_lens.shape[0])
+    if bs == 0:
+        return
+    counts, event = wc.compare_chain_tokens(draft_token, result.next_token_ids, bs,
+                                            instance.speculative_num_draft_tokens)
+    recorder().agreement.add(counts, event, bs)
+
+
+def _before_verify_complete_cpu(instance, args, kwargs):
+    counts = args[0] if args else kwargs["num_correct_drafts_per_req"]
+    recorder().acceptance.add(counts, instance.speculative_num_steps)
+
+
+def _after_resolve_overlap(ctx, scheduler, args, kwargs, result):
+    res = args[0] if args else kwargs["result"]
+    counts = getattr(res, "accept_length_per_req_cpu", None)
+    if counts is None:
+        return
+    worker = getattr(scheduler, "draft_worker", None)
+    steps = int(getattr(worker, "speculative_num_steps", 0) or 0)
+    recorder().acceptance.add(counts, steps)

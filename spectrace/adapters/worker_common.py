@@ -1,0 +1,118 @@
+"""Pieces both eagle-worker adapters (v1 `EAGLEWorker`, v2 `EAGLEWorkerV2`) share: rank
+discovery, step spans, the aux-capture audit, and the on-device token comparison."""
+from __future__ import annotations
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
+
+from .. import signals
+from ..instrumentation import STATE, note_ranks, recorder
+from ..telemetry import sglang_version
+
+
+def ranks_from_call(args, kwargs) -> dict:
+    """tp/dp/pp ranks from a worker constructor's arguments (or its target worker)."""
+    ranks = {k: kwargs.get(k) for k in ("tp_rank", "dp_rank", "pp_rank") if k in kwargs}
+    if ranks.get("tp_rank") is None:
+        for a in list(args) + list(kwargs.values()):
+            r = getattr(a, "tp_rank", None)
+            if isinstance(r, int):
+                ranks["tp_rank"] = r
+                ranks.setdefault("pp_rank", getattr(a, "pp_rank", None))
+                ranks.setdefault("dp_rank", getattr(a, "dp_rank", None))
+                break
+    ranks = {k: v for k, v in ranks.items() if isinstance(v, int)}
+    if "tp_rank" not in ranks:
+        ranks.update(_ranks_from_sglang())
+    return ranks
+
+
+def _ranks_from_sglang() -> dict:
+    """SGLang's own parallel state: `runtime_context.get_parallel()` (0.5.16+), else the
+    distributed group helpers (older releases)."""
+    try:
+        from sglang.srt.runtime_context import get_parallel
+        par = get_parallel()
+        return {k: getattr(par, k) for k in ("tp_rank", "pp_rank", "dp_rank")
+                if isinstance(getattr(par, k, None), int)}
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        from sglang.srt.distributed.parallel_state import get_tensor_model_parallel_rank
+        return {"tp_rank": int(get_tensor_model_parallel_rank())}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+def start_worker(args, kwargs) -> None:
+    """Called on entry to the worker constructor: fixes ranks, then sets up telemetry in
+    this process (the draft model loads inside the constructor)."""
+    note_ranks(**ranks_from_call(args, kwargs))
+    recorder()
+
+
+_audited: set[int] = set()
+
+
+def audit_once(worker, target_model, draft_model) -> None:
+    """Audit the target's aux capture against the draft, once per worker, at its first
+    forward (SGLang configures capture after the worker's constructor returns)."""
+    if id(worker) in _audited:
+        return
+    _audited.add(id(worker))
+    from .eagle3_model import audit_models
+    if target_model is None or draft_model is None:
+        return
+    rec = recorder()
+    for f in audit_models(target_model, draft_model):
+        rec.finding(f)
+
+
+def step_span_start(worker_kind: str, attrs: dict):
+    """Start a sampled step span and make it current; returns (span, token)."""
+    rec = recorder()
+    span = rec.tel.tracer.start_span(signals.SPAN_STEP, attributes={
+        signals.SPAN_ATTR_WORKER: worker_kind,
+        signals.SPAN_ATTR_SGLANG_VERSION: sglang_version(), **attrs})
+    token = otel_context.attach(otel_trace.set_span_in_context(span))
+    rec.step_span = span
+    return span, token
+
+
+def step_span_end(ctx) -> None:
+    span, token = ctx
+    rec = STATE.recorder
+    if rec is not None:
+        rec.step_span = None
+    otel_context.detach(token)
+    span.end()
+
+
+def child_span_start(name: str):
+    rec = STATE.recorder
+    if rec is None or rec.step_span is None:
+        return None
+    return rec.tel.tracer.start_span(name)
+
+
+def child_span_end(span) -> None:
+    span.end()
+
+
+def compare_chain_tokens(draft_token, predicted, batch_size: int, num_draft_tokens: int):
+    """Per-position agreement of a top-k 1 chain, computed on the device: draft token at
+    position k (column k+1 of the verify input) vs the target's prediction at column k.
+    Returns (counts on the CPU, completion event or None). Never blocks: on CUDA the copy
+    is asynchronous into pinned memory and its event is polled later."""
+    import torch
+    n = num_draft_tokens
+    d = draft_token.reshape(batch_size, n)[:, 1:]
+    t = predicted.reshape(batch_size, n)[:, :-1]
+    counts = (d == t).sum(0)
+    if counts.is_cuda:
+        host = torch.empty(counts.shape, dtype=counts.dtype, device="cpu", pin_memory=True)
+        host.copy_(counts, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        return host, event
+    return counts, None

@@ -1,0 +1,44 @@
+"""Auto-instrumentation from the environment alone (`SPECTRACE_ENABLED=1`).
+
+Two doors into SGLang's spawned processes, both ending in `start()`:
+- `spectrace_autostart.pth` (installed in site-packages) runs at every interpreter start
+  and calls `on_interpreter_start()`: works on every SGLang version;
+- the `sglang.srt.plugins` entry point `spectrace`, which SGLang >= 0.5.12 loads at the
+  start of each scheduler process, calls `sglang_plugin()`.
+A bad setting is logged with the variable's name and the process runs uninstrumented.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("spectrace")
+
+
+def start() -> bool:
+    from . import config
+    from .instrumentation import _install, is_instrumented
+    if is_instrumented():
+        return True
+    try:
+        cfg = config.from_env()
+    except config.ConfigError as exc:
+        logging.basicConfig()
+        log.error("spectrace: auto-instrumentation is off in this process: %s", exc)
+        return False
+    if not cfg.enabled:
+        return False
+    _install(cfg, propagate=False)
+    return True
+
+
+def on_interpreter_start() -> None:
+    """From the .pth file: cheap; the wrappers install when SGLang's modules are imported."""
+    if os.environ.get("SPECTRACE_ENABLED", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return
+    start()
+
+
+def sglang_plugin() -> None:
+    """Entry point of group `sglang.srt.plugins` (SGLang >= 0.5.12)."""
+    start()

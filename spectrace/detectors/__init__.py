@@ -1,0 +1,1 @@
+"""Pure checks shared by `spectrace doctor` (static) and the run-time instrumentation."""

@@ -1,0 +1,60 @@
+"""What the width of the hidden states reaching the EAGLE-3 draft means.
+
+SGLang's `llama_eagle3.LlamaModel.forward` applies `fc` only when the incoming width differs
+from the draft's hidden size. On a target-fed pass (extend / draft-extend) the width must be
+fc's input (num_aux x target hidden); equal to the draft hidden size means fc was skipped
+and the draft saw one layer. On the draft's own decode passes skipping fc is by design.
+Pure functions over ints: no SGLang, no tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import signals
+from ..findings import ERROR, Finding
+
+DRAFT_DECODE_MODES = frozenset({"DECODE", "IDLE"})
+
+
+def pass_kind(forward_mode_name: str) -> str:
+    """`target_fed` for extend-like modes (EXTEND, MIXED, DRAFT_EXTEND, DRAFT_EXTEND_V2, ...),
+    `draft_decode` for the draft's own steps."""
+    return (signals.PASS_DRAFT_DECODE if forward_mode_name in DRAFT_DECODE_MODES
+            else signals.PASS_TARGET_FED)
+
+
+@dataclass(frozen=True)
+class ExpectedWidths:
+    fc_in: int          # fc.in_features = num_aux x target_hidden
+    draft_hidden: int   # the draft's hidden size (width of its token embeddings)
+    target_hidden: int
+    num_aux: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"fc_in": self.fc_in, "draft_hidden": self.draft_hidden,
+                "target_hidden": self.target_hidden, "num_aux": self.num_aux}
+
+
+def check_width(kind: str, width: int, exp: ExpectedWidths) -> Finding | None:
+    """The finding for one draft pass, or None when the width is what the draft expects."""
+    if kind != signals.PASS_TARGET_FED or width == exp.fc_in:
+        return None
+    details = {"width": width, "pass_kind": kind, **exp.as_dict()}
+    if width == exp.draft_hidden:
+        return Finding(signals.FC_BYPASS, ERROR, (
+            f"fc bypass: a target-fed draft pass received hidden states {width} wide, the "
+            f"draft's own hidden size, so SGLang skipped fc and the draft saw one layer "
+            f"instead of {exp.num_aux} concatenated aux layers ({exp.fc_in} wide); its "
+            f"proposals are near random and acceptance length falls to about 1.0. Cause: the "
+            f"target is not capturing aux hidden states. Fix: check the draft's "
+            f"eagle_config.use_aux_hidden_state (must be true), "
+            f"eagle_config.eagle_aux_hidden_state_layer_ids, and that the target model class "
+            f"implements set_eagle3_layers_to_capture."), details)
+    layers = width / exp.target_hidden if exp.target_hidden else float("nan")
+    return Finding(signals.WIDTH_MISMATCH, ERROR, (
+        f"hidden-state width mismatch: a target-fed draft pass received {width} wide hidden "
+        f"states (about {layers:g} target layers), but fc expects {exp.fc_in} "
+        f"({exp.num_aux} x {exp.target_hidden}). The draft runs on features it was not "
+        f"trained on. Check that the target captures exactly the layers in "
+        f"eagle_config.eagle_aux_hidden_state_layer_ids (no duplicates dropped) and that "
+        f"transfer buffers are sized for {exp.fc_in}."), details)

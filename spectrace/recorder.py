@@ -1,0 +1,214 @@
+"""Per-process aggregation and reporting: the one place that turns observations into
+OpenTelemetry instruments, spans and findings (names from `signals`).
+
+The decode loop only appends references or bumps plain ints here. The work that grows with
+batch size (folding accept-count lists into totals) happens when the metric reader
+collects, in its own thread, through observable instruments.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import Counter, deque
+from typing import Any
+
+from opentelemetry import trace as otel_trace
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from . import signals
+from .config import Config
+from .findings import Finding
+from .safety import INTERNAL_ERRORS
+from .telemetry import ProcessTelemetry
+
+log = logging.getLogger("spectrace")
+
+EVENTS_PER_CODE = 20  # findings written in full per code and process; the rest are counted
+
+
+class AcceptanceTotals:
+    """Folds the accept-count lists SGLang hands over (correct drafts per request, bonus
+    excluded) into totals. `add` keeps a reference (O(1)); `fold` does the counting."""
+
+    def __init__(self) -> None:
+        self._pending: deque = deque()
+        self._lock = threading.Lock()
+        self.drafts = 0
+        self.draft_tokens = 0
+        self.accepted = 0
+        self.per_position: list[int] = []
+        self.length_counts: dict[int, int] = {}
+
+    def add(self, correct_per_request, num_steps: int) -> None:
+        self._pending.append((correct_per_request, num_steps))
+
+    def fold(self) -> None:
+        with self._lock:
+            while self._pending:
+                counts, steps = self._pending.popleft()
+                n = len(counts)
+                if not n:
+                    continue
+                self.drafts += n
+                self.draft_tokens += n * steps
+                if len(self.per_position) < steps:
+                    self.per_position.extend([0] * (steps - len(self.per_position)))
+                for c, k in Counter(counts).items():
+                    c = int(c)
+                    self.accepted += c * k
+                    self.length_counts[c + 1] = self.length_counts.get(c + 1, 0) + k
+                    for p in range(min(c, len(self.per_position))):
+                        self.per_position[p] += k
+
+
+class AgreementTotals:
+    """Per-position draft/target token agreement, from small count tensors computed on the
+    device and copied without blocking; read only once their copy has completed."""
+
+    def __init__(self) -> None:
+        self._pending: deque = deque()
+        self._lock = threading.Lock()
+        self.drafts = 0
+        self.per_position: list[int] = []
+
+    def add(self, agree_counts_cpu, done_event, batch_size: int) -> None:
+        self._pending.append((agree_counts_cpu, done_event, batch_size))
+
+    def fold(self) -> None:
+        with self._lock:
+            while self._pending:
+                counts, event, bs = self._pending[0]
+                if event is not None and not event.query():
+                    return  # copy still in flight: never wait for the device
+                self._pending.popleft()
+                values = counts.tolist()
+                if len(self.per_position) < len(values):
+                    self.per_position.extend([0] * (len(values) - len(self.per_position)))
+                for p, v in enumerate(values):
+                    self.per_position[p] += int(v)
+                self.drafts += bs
+
+
+class Recorder:
+    """Everything one instrumented process reports."""
+
+    def __init__(self, cfg: Config, tel: ProcessTelemetry) -> None:
+        self.cfg = cfg
+        self.tel = tel
+        self.acceptance = AcceptanceTotals()
+        self.agreement = AgreementTotals()
+        self.steps: dict[str, int] = {}
+        self.passes: dict[tuple[str, int], int] = {}
+        self.expected_width: dict[str, int] = {}
+        self._finding_counts: dict[str, int] = {}
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+        self.step_span = None  # the sampled step span in flight, if any
+        self._rand = random.random
+        m = tel.meter
+        self._fc_bypass = _counter(m, signals.EAGLE3_FC_BYPASS)
+        self._width_mismatch = _counter(m, signals.EAGLE3_WIDTH_MISMATCH)
+        self._unused_keys = _counter(m, signals.EAGLE3_UNUSED_KEYS)
+        self._unloaded = _counter(m, signals.EAGLE3_UNLOADED_PARAMS)
+        self._findings = _counter(m, signals.FINDINGS)
+        for counter in (self._fc_bypass, self._width_mismatch, self._unused_keys, self._unloaded):
+            counter.add(0)  # exists from the start: a healthy deployment shows 0, not "No data"
+        self._observe(signals.SPEC_STEPS, self._obs_steps)
+        self._observe(signals.SPEC_DRAFTS, lambda: [Observation(self._acc().drafts)])
+        self._observe(signals.SPEC_DRAFT_TOKENS, lambda: [Observation(self._acc().draft_tokens)])
+        self._observe(signals.SPEC_ACCEPTED_TOKENS, lambda: [Observation(self._acc().accepted)])
+        self._observe(signals.SPEC_ACCEPTED_PER_POSITION, lambda: [
+            Observation(v, {signals.ATTR_POSITION: p})
+            for p, v in enumerate(self._acc().per_position)])
+        self._observe(signals.SPEC_ACCEPT_LENGTH, lambda: [
+            Observation(v, {signals.ATTR_LENGTH: n})
+            for n, v in sorted(self._acc().length_counts.items())])
+        self._observe(signals.SPEC_AGREEMENT_DRAFTS, lambda: [Observation(self._agr().drafts)])
+        self._observe(signals.SPEC_AGREEMENT_PER_POSITION, lambda: [
+            Observation(v, {signals.ATTR_POSITION: p})
+            for p, v in enumerate(self._agr().per_position)])
+        self._observe(signals.EAGLE3_PASSES, lambda: [
+            Observation(v, {signals.ATTR_PASS_KIND: k, signals.ATTR_WIDTH: w})
+            for (k, w), v in dict(self.passes).items()])
+        self._observe(signals.EAGLE3_EXPECTED_WIDTH, lambda: [
+            Observation(v, {"kind": k}) for k, v in dict(self.expected_width).items()])
+        self._observe(signals.INTERNAL_ERRORS, lambda: [
+            Observation(v, {signals.ATTR_HOOK: h})
+            for h, v in dict(INTERNAL_ERRORS.counts).items()] or [Observation(0)])
+
+    # -- observable plumbing ------------------------------------------------------------
+    def _observe(self, spec: signals.MetricSpec, fn) -> None:
+        def callback(options: CallbackOptions):
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001
+                INTERNAL_ERRORS.record(f"observe:{spec.name}", exc)
+                return []
+        make = (self.tel.meter.create_observable_counter if spec.kind == signals.COUNTER
+                else self.tel.meter.create_observable_gauge)
+        make(spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
+
+    def _acc(self) -> AcceptanceTotals:
+        self.acceptance.fold()
+        return self.acceptance
+
+    def _agr(self) -> AgreementTotals:
+        self.agreement.fold()
+        return self.agreement
+
+    def _obs_steps(self):
+        return [Observation(v, {signals.ATTR_WORKER: w}) for w, v in dict(self.steps).items()]
+
+    # -- hot path -----------------------------------------------------------------------
+    def count_step(self, worker: str) -> None:
+        self.steps[worker] = self.steps.get(worker, 0) + 1
+
+    def sample_step(self) -> bool:
+        r = self.cfg.step_sample_ratio
+        return r > 0 and (r >= 1 or self._rand() < r)
+
+    def count_pass(self, kind: str, width: int) -> None:
+        key = (kind, width)
+        self.passes[key] = self.passes.get(key, 0) + 1
+
+    # -- findings -----------------------------------------------------------------------
+    def finding(self, f: Finding, span_attributes: dict[str, Any] | None = None,
+                warn_once: bool = True) -> None:
+        """Count a finding; write it (event file, span) in full for its first occurrences;
+        log its message once per process."""
+        self._findings.add(1, {signals.ATTR_CODE: f.code, signals.ATTR_SEVERITY: f.severity})
+        if f.code == signals.FC_BYPASS:
+            self._fc_bypass.add(1)
+        elif f.code == signals.WIDTH_MISMATCH:
+            self._width_mismatch.add(1)
+        with self._lock:
+            n = self._finding_counts[f.code] = self._finding_counts.get(f.code, 0) + 1
+            first = f.code not in self._warned
+            self._warned.add(f.code)
+        if n <= EVENTS_PER_CODE:
+            record = {"time": time.time(), "occurrence": n, **f.to_dict()}
+            if self.tel.events is not None:
+                self.tel.events.write(record)
+            attrs = {"spectrace.finding.code": f.code, "spectrace.finding.severity": f.severity,
+                     "spectrace.finding.message": f.message, signals.SPAN_ATTR_ANOMALY: True}
+            attrs.update(span_attributes or {})
+            # An anomaly is always recorded, whether or not its step was sampled.
+            current = otel_trace.get_current_span()
+            if current.is_recording():
+                current.set_attribute(signals.SPAN_ATTR_ANOMALY, True)
+                current.add_event(f.code, attrs)
+            with self.tel.tracer.start_as_current_span(signals.SPAN_FINDING, attributes=attrs) as s:
+                s.add_event(f.code, attrs)
+        if first and warn_once:
+            level = logging.WARNING if f.severity != "info" else logging.INFO
+            log.log(level, "spectrace [%s]: %s", f.code, f.message)
+
+    def weights_report(self, unused: int, unloaded: int) -> None:
+        self._unused_keys.add(unused)
+        self._unloaded.add(unloaded)
+
+
+def _counter(meter, spec: signals.MetricSpec):
+    return meter.create_counter(spec.name, unit=spec.unit, description=spec.description)

@@ -1,0 +1,81 @@
+"""Hooks must never break the server they observe.
+
+`guarded_wrapper` builds a wrapt wrapper that runs spectrace code before and after the
+wrapped SGLang call. An exception inside spectrace is caught, counted per hook in
+`spectrace.internal_errors`, and logged once per hook; the wrapped call runs exactly once
+with its own arguments, and its own result (or exception) is what the caller gets.
+The only exception spectrace lets through on purpose is `StrictModeError`.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from typing import Any, Callable
+
+log = logging.getLogger("spectrace")
+
+
+class StrictModeError(RuntimeError):
+    """Raised only with SPECTRACE_STRICT=1, at the first fc bypass, to stop staging/CI runs."""
+
+
+class InternalErrors:
+    """Counts exceptions raised inside spectrace hooks, per hook; logs the first of each."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = defaultdict(int)
+        self._logged: set[str] = set()
+        self._lock = threading.Lock()
+
+    def record(self, hook: str, exc: BaseException) -> None:
+        with self._lock:
+            self.counts[hook] += 1
+            first = hook not in self._logged
+            self._logged.add(hook)
+        if first:
+            log.error("spectrace: hook %s raised %s: %s; the SGLang call ran normally. "
+                      "Further errors in this hook are only counted (spectrace.internal_errors).",
+                      hook, type(exc).__name__, exc, exc_info=exc)
+
+
+INTERNAL_ERRORS = InternalErrors()
+
+Before = Callable[[Any, tuple, dict], Any]
+After = Callable[[Any, Any, tuple, dict, Any], None]
+
+
+def guarded_wrapper(hook: str, before: Before | None = None, after: After | None = None,
+                    cleanup: Callable[[Any], None] | None = None):
+    """A wrapt wrapper: `before(instance, args, kwargs) -> ctx`, then the call, then
+    `after(ctx, instance, args, kwargs, result)`; `cleanup(ctx)` runs last even when the
+    call raised (to end spans). Any of them may fail without consequence."""
+
+    def wrapper(wrapped, instance, args, kwargs):
+        ctx = None
+        if before is not None:
+            try:
+                ctx = before(instance, args, kwargs)
+            except StrictModeError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - that is the point
+                INTERNAL_ERRORS.record(hook, exc)
+        try:
+            result = wrapped(*args, **kwargs)
+            if after is not None:
+                try:
+                    after(ctx, instance, args, kwargs, result)
+                except StrictModeError:
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    INTERNAL_ERRORS.record(hook, exc)
+            return result
+        finally:
+            if cleanup is not None and ctx is not None:
+                try:
+                    cleanup(ctx)
+                except Exception as exc:  # noqa: BLE001
+                    INTERNAL_ERRORS.record(hook, exc)
+
+    wrapper.spectrace_hook = hook
+    return wrapper

@@ -1,0 +1,170 @@
+"""Every name spectrace emits: metrics, span names, attributes and finding codes.
+
+This module is the contract that the dashboards, alert rules and `docs/metrics.md`
+follow. Nothing else in spectrace spells a metric name; tests check the dashboards
+against `prometheus_name()` of the specs below.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+COUNTER = "counter"  # monotonic; Prometheus adds `_total`
+GAUGE = "gauge"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    kind: str
+    unit: str
+    description: str
+    attributes: tuple[str, ...] = ()
+
+    @property
+    def prometheus_name(self) -> str:
+        return prometheus_name(self.name, self.unit, self.kind)
+
+
+_UNIT_SUFFIX = {"s": "seconds", "ms": "milliseconds", "By": "bytes", "1": ""}
+
+
+def prometheus_name(name: str, unit: str, kind: str) -> str:
+    """The name a metric arrives under in Prometheus (OTel exporter / Collector rules):
+    invalid characters become `_`, units map to a suffix (curly units add nothing),
+    counters gain `_total`."""
+    out = re.sub(r"[^a-zA-Z0-9:]", "_", name)
+    suffix = "" if unit.startswith("{") else _UNIT_SUFFIX.get(unit, unit)
+    if suffix and not out.endswith("_" + suffix):
+        out += "_" + suffix
+    if kind == COUNTER:
+        out += "_total"
+    return out
+
+
+# Attributes on data points (resource attributes are added per process, see telemetry).
+ATTR_POSITION = "position"          # 0-based draft position
+ATTR_LENGTH = "length"              # accept length (accepted + bonus) of one request-step
+ATTR_PASS_KIND = "pass_kind"        # PASS_TARGET_FED | PASS_DRAFT_DECODE
+ATTR_WIDTH = "width"                # hidden-state width seen by the draft
+ATTR_CODE = "code"                  # finding code
+ATTR_SEVERITY = "severity"
+ATTR_HOOK = "hook"                  # which spectrace hook failed
+ATTR_SIGNAL = "signal"              # spans | metrics | events
+ATTR_WORKER = "worker"              # WORKER_V1 | WORKER_V2
+ATTR_TP_RANK = "tp_rank"
+ATTR_MODEL = "model"                # served model name / path basename
+
+PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target
+PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped by design
+
+WORKER_V1 = "EAGLEWorker"
+WORKER_V2 = "EAGLEWorkerV2"
+
+# Span names and their attributes.
+SPAN_STEP = "spectrace.spec.step"
+SPAN_DRAFT = "spectrace.spec.draft"
+SPAN_VERIFY = "spectrace.spec.verify"
+SPAN_DRAFT_EXTEND = "spectrace.spec.draft_extend"
+SPAN_FINDING = "spectrace.finding"
+SPAN_ATTR_BATCH_SIZE = "spectrace.batch_size"
+SPAN_ATTR_NUM_STEPS = "spectrace.speculative_num_steps"
+SPAN_ATTR_TOPK = "spectrace.speculative_eagle_topk"
+SPAN_ATTR_NUM_DRAFT_TOKENS = "spectrace.speculative_num_draft_tokens"
+SPAN_ATTR_WORKER = "spectrace.worker"
+SPAN_ATTR_SGLANG_VERSION = "spectrace.sglang.version"
+SPAN_ATTR_ANOMALY = "spectrace.anomaly"
+
+# Resource attributes (one set per process).
+RES_SGLANG_VERSION = "spectrace.sglang.version"
+RES_SPECTRACE_VERSION = "spectrace.version"
+RES_TP_RANK = "spectrace.tp_rank"
+RES_DP_RANK = "spectrace.dp_rank"
+RES_PP_RANK = "spectrace.pp_rank"
+RES_ROLE = "spectrace.process_role"
+
+# Finding codes raised at run time (the doctor uses the same codes, see docs/doctor.md).
+FC_BYPASS = "eagle3.fc_bypass"
+WIDTH_MISMATCH = "eagle3.width_mismatch"
+AUX_CAPTURE_DISABLED = "aux.capture_disabled"
+AUX_COUNT_MISMATCH = "aux.count_mismatch"
+AUX_ID_MISMATCH = "aux.layer_ids_mismatch"
+WEIGHTS_UNUSED_KEYS = "weights.unused_keys"
+WEIGHTS_MISSING_PARAMS = "weights.missing_params"
+VOCAB_D2T_MISSING = "vocab.d2t_missing"
+VOCAB_D2T_ABSOLUTE = "vocab.d2t_absolute"
+VOCAB_D2T_OUT_OF_RANGE = "vocab.d2t_out_of_range"
+VOCAB_D2T_DUPLICATES = "vocab.d2t_duplicates"
+
+# Metrics.
+SPEC_STEPS = MetricSpec(
+    "spectrace.spec.steps", COUNTER, "{step}",
+    "Speculative decode steps (draft + verify rounds) seen by the eagle worker.", (ATTR_WORKER,))
+SPEC_DRAFTS = MetricSpec(
+    "spectrace.spec.drafts", COUNTER, "{draft}",
+    "Request-steps verified (one per request per speculative step).")
+SPEC_DRAFT_TOKENS = MetricSpec(
+    "spectrace.spec.draft_tokens", COUNTER, "{token}",
+    "Draft tokens proposed for verification (drafts x speculative steps).")
+SPEC_ACCEPTED_TOKENS = MetricSpec(
+    "spectrace.spec.accepted_tokens", COUNTER, "{token}",
+    "Draft tokens accepted by the target (bonus token excluded).")
+SPEC_ACCEPTED_PER_POSITION = MetricSpec(
+    "spectrace.spec.accepted_tokens_per_position", COUNTER, "{token}",
+    "Draft tokens accepted at each 0-based draft position.", (ATTR_POSITION,))
+SPEC_ACCEPT_LENGTH = MetricSpec(
+    "spectrace.spec.accept_length", COUNTER, "{draft}",
+    "Accept-length distribution: request-steps whose accept length (accepted + bonus) "
+    "equals the `length` attribute.", (ATTR_LENGTH,))
+SPEC_AGREEMENT_DRAFTS = MetricSpec(
+    "spectrace.spec.agreement_drafts", COUNTER, "{draft}",
+    "Request-steps whose draft tokens were compared with the target's predictions "
+    "(the denominator of token agreement; sampled).")
+SPEC_AGREEMENT_PER_POSITION = MetricSpec(
+    "spectrace.spec.token_agreement_per_position", COUNTER, "{token}",
+    "Compared request-steps where the draft token at `position` equals the token the "
+    "target predicted there.", (ATTR_POSITION,))
+EAGLE3_PASSES = MetricSpec(
+    "spectrace.eagle3.hidden_state_passes", COUNTER, "{pass}",
+    "Draft forward passes run in Python, by pass kind and hidden-state width.",
+    (ATTR_PASS_KIND, ATTR_WIDTH))
+EAGLE3_EXPECTED_WIDTH = MetricSpec(
+    "spectrace.eagle3.expected_width", GAUGE, "1",
+    "Widths the draft expects: `fc_in` (fc.in_features), `draft_hidden`, `target_hidden`, "
+    "and `num_aux` layers, in the attribute `kind`.", ("kind",))
+EAGLE3_FC_BYPASS = MetricSpec(
+    "spectrace.eagle3.fc_bypass", COUNTER, "{pass}",
+    "Target-fed draft passes whose input width equals the draft hidden size: fc was "
+    "skipped and the draft saw one layer instead of the concatenated aux layers.")
+EAGLE3_WIDTH_MISMATCH = MetricSpec(
+    "spectrace.eagle3.width_mismatch", COUNTER, "{pass}",
+    "Target-fed draft passes whose input width matches neither fc's input nor the draft "
+    "hidden size (e.g. 2 of 3 aux layers).")
+EAGLE3_UNUSED_KEYS = MetricSpec(
+    "spectrace.eagle3.unused_checkpoint_keys", COUNTER, "{key}",
+    "Draft checkpoint keys that SGLang's load_weights dropped (matched no parameter).")
+EAGLE3_UNLOADED_PARAMS = MetricSpec(
+    "spectrace.eagle3.unloaded_parameters", COUNTER, "{parameter}",
+    "Draft parameters that no checkpoint key loaded (and that SGLang does not share "
+    "from the target).")
+FINDINGS = MetricSpec(
+    "spectrace.findings", COUNTER, "{finding}",
+    "Findings raised at run time (fc bypass, aux capture, weights, vocabulary map).",
+    (ATTR_CODE, ATTR_SEVERITY))
+INTERNAL_ERRORS = MetricSpec(
+    "spectrace.internal_errors", COUNTER, "{error}",
+    "Exceptions raised inside spectrace hooks (caught; the SGLang call ran normally).",
+    (ATTR_HOOK,))
+TELEMETRY_DROPPED = MetricSpec(
+    "spectrace.telemetry.dropped", COUNTER, "{item}",
+    "Telemetry items dropped because an exporter queue was full or a sink failed.",
+    (ATTR_SIGNAL,))
+
+ALL_METRICS: tuple[MetricSpec, ...] = (
+    SPEC_STEPS, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS,
+    SPEC_ACCEPTED_PER_POSITION, SPEC_ACCEPT_LENGTH, SPEC_AGREEMENT_DRAFTS,
+    SPEC_AGREEMENT_PER_POSITION, EAGLE3_PASSES, EAGLE3_EXPECTED_WIDTH, EAGLE3_FC_BYPASS,
+    EAGLE3_WIDTH_MISMATCH, EAGLE3_UNUSED_KEYS, EAGLE3_UNLOADED_PARAMS, FINDINGS,
+    INTERNAL_ERRORS, TELEMETRY_DROPPED,
+)
+METRICS_BY_NAME = {m.name: m for m in ALL_METRICS}
