@@ -1,0 +1,123 @@
+"""Acceptance telemetry from a real SGLang 0.5.23 CPU server (EAGLE-3, v2 worker), turned
+on by environment variables alone, checked against SGLang's own per-request meta_info.
+
+The tiny models have exactly known acceptance: `partial` accepts exactly one draft token
+per verify (acceptance length 2.0), `full` accepts all three (4.0).
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytestmark = pytest.mark.sglang
+
+FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_STEP_SAMPLE_RATIO": "1",
+        "SPECTRACE_AGREEMENT_EVERY": "1"}
+PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]
+
+
+def settle(run, drafts: int, timeout: float = 20) -> dict:
+    """The scheduler's summary once its exported totals reach `drafts` request-steps."""
+    deadline = time.time() + timeout
+    while True:
+        proc = run.scheduler()
+        if proc["drafts"] >= drafts or time.time() > deadline:
+            return proc
+        time.sleep(0.5)
+
+
+def sglang_totals(responses) -> tuple[int, int, dict]:
+    """Request-steps, accepted draft tokens and the accept histogram, from meta_info."""
+    verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
+    accepted = sum(r["meta_info"]["spec_num_correct_drafts"] for r in responses)
+    hist: dict = {}
+    for r in responses:
+        for correct, n in enumerate(r["meta_info"]["spec_correct_drafts_histogram"]):
+            if n:
+                hist[str(correct + 1)] = hist.get(str(correct + 1), 0) + n
+    return verify, accepted, hist
+
+
+@pytest.fixture(scope="module")
+def partial_run(tiny_models, sglang_server):
+    run = sglang_server(tiny_models("partial"), env=FAST)
+    responses = [run.server.generate(p, 24) for p in PROMPTS[:2]]
+    return run, responses
+
+
+def test_partial_per_position_and_mean_length_match_sglang(partial_run):
+    run, responses = partial_run
+    verify, accepted, hist = sglang_totals(responses)
+    proc = settle(run, verify)
+    assert proc["pid"] != os.getpid()                   # written by the spawned scheduler
+    assert proc["drafts"] == verify
+    assert proc["accepted_tokens"] == accepted
+    assert proc["accepted_per_position"] == [verify, 0, 0]
+    assert proc["mean_acceptance_length"] == 2.0
+    assert proc["accept_length_counts"] == hist == {"2": verify}
+    assert proc["draft_tokens"] == 3 * verify
+
+
+def test_greedy_chain_agreement_equals_acceptance(partial_run):
+    run, responses = partial_run
+    proc = settle(run, sglang_totals(responses)[0])
+    assert proc["agreement_drafts"] == proc["drafts"]
+    assert proc["agreement_per_position"] == proc["acceptance_per_position"] == [1.0, 0.0, 0.0]
+
+
+def test_healthy_widths_for_both_pass_kinds_and_no_findings(partial_run):
+    run, responses = partial_run
+    proc = settle(run, sglang_totals(responses)[0])
+    widths = {(p["pass_kind"], p["width"]) for p in proc["hidden_state_passes"]}
+    assert widths == {("target_fed", 384), ("draft_decode", 128)}
+    assert proc["expected_widths"] == {"fc_in": 384, "draft_hidden": 128, "target_hidden": 128,
+                                       "num_aux": 3}
+    assert proc["fc_bypass"] == 0 and proc["width_mismatch"] == 0
+    assert proc["findings"] == []
+    assert proc["internal_errors"] == 0
+
+
+def test_step_spans_are_written(partial_run):
+    run, responses = partial_run
+    proc = settle(run, sglang_totals(responses)[0])
+    assert proc["spans"] > 0
+    assert proc["steps"] >= max(r["meta_info"]["spec_verify_ct"] for r in responses)
+
+
+def test_full_acceptance_gives_length_four(tiny_models, sglang_server):
+    run = sglang_server(tiny_models("full"), env=FAST)
+    responses = [run.server.generate(p, 24) for p in PROMPTS[:2]]
+    verify, accepted, hist = sglang_totals(responses)
+    proc = settle(run, verify)
+    assert proc["accepted_per_position"] == [verify, verify, verify]
+    assert proc["mean_acceptance_length"] == 4.0
+    assert proc["accepted_tokens"] == accepted == 3 * verify
+    assert proc["accept_length_counts"] == hist
+
+
+def test_concurrent_requests_keep_counters_consistent(partial_run):
+    run, before = partial_run
+    with ThreadPoolExecutor(4) as pool:
+        responses = list(pool.map(lambda p: run.server.generate(p, 24), PROMPTS))
+    verify, accepted, _ = sglang_totals(before + responses)
+    proc = settle(run, verify)
+    assert proc["drafts"] == verify
+    assert proc["accepted_tokens"] == accepted
+    assert proc["accepted_per_position"] == [verify, 0, 0]
+    assert proc["steps"] < verify  # several requests were verified in one step
+
+
+def test_tree_drafting_topk2_runs_and_counts(tiny_models, sglang_server):
+    run = sglang_server(tiny_models("partial"), env=FAST, topk=2, draft_tokens=6)
+    with ThreadPoolExecutor(2) as pool:
+        responses = list(pool.map(lambda p: run.server.generate(p, 16), PROMPTS[:2]))
+    verify, accepted, hist = sglang_totals(responses)
+    proc = settle(run, verify)
+    assert proc["drafts"] == verify
+    assert proc["accepted_tokens"] == accepted
+    assert proc["accept_length_counts"] == hist
+    assert proc["agreement_drafts"] == 0  # agreement covers top-k 1 chains only
+    assert proc["internal_errors"] == 0
