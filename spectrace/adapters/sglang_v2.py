@@ -139,8 +139,8 @@ def _before_verify_complete_cpu(instance, args, kwargs):
 def _after_resolve_overlap(ctx, scheduler, args, kwargs, result):
     res = args[0] if args else kwargs["result"]
     counts = getattr(res, "accept_length_per_req_cpu", None)
-    if counts is None:
-        return
+    if counts is None:  # 0.5.5 sets only accept_lens (asserted to be on the CPU here)
+        counts = [x - 1 for x in res.accept_lens.tolist()]
     worker = getattr(scheduler, "draft_worker", None)
     steps = int(getattr(worker, "speculative_num_steps", 0) or 0)
     recorder().acceptance.add(counts, steps)

@@ -116,3 +116,25 @@ def compare_chain_tokens(draft_token, predicted, batch_size: int, num_draft_toke
         event.record()
         return host, event
     return counts, None
+
+
+def step_attrs(worker, batch) -> dict:
+    """Step-span attributes from the worker's settings and the batch (a `ScheduleBatch` or
+    `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`)."""
+    reqs = getattr(batch, "reqs", None)
+    return {signals.SPAN_ATTR_BATCH_SIZE: len(reqs) if reqs is not None
+            else int(batch.seq_lens.shape[0]),
+            signals.SPAN_ATTR_NUM_STEPS: worker.speculative_num_steps,
+            signals.SPAN_ATTR_TOPK: worker.topk,
+            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: worker.speculative_num_draft_tokens}
+
+
+def named_args(signature, instance, args, kwargs) -> dict:
+    """A call's arguments by parameter name (positional ones included), from the signature
+    of the original function taken before it was wrapped; the keywords alone if they do
+    not bind."""
+    try:
+        bound = signature.bind_partial(instance, *args, **kwargs)
+    except TypeError:
+        return dict(kwargs)
+    return dict(bound.arguments)

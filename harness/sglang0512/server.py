@@ -1,0 +1,80 @@
+"""Start a patched SGLang 0.5.12 CPU server (EAGLE-3, top-k 1, page size 1) from another
+Python environment, e.g. the venv of `scripts/setup-env-sglang0512.sh`.
+
+Plain `python -m sglang.launch_server`; the stand-ins in `shim/` are installed in every
+process by `shim/sitecustomize.py` (on PYTHONPATH, gated by SGL512_CPU_SPEC=1). The server
+runs in its own session, so `Server.stop()` also stops the scheduler and detokenizer.
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import time
+import urllib.request
+
+from harness.server import Server
+
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim")
+
+
+def free_port() -> int:
+    """A free port below 55536: 0.5.12 derives its gRPC port as port + 10000 and refuses
+    the server when that passes 65535 (the OS's ephemeral ports often do)."""
+    while True:
+        port = random.randrange(20000, 55000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
+def server_args(models: str, port: int, steps: int = 3) -> list[str]:
+    return [
+        "--model-path", os.path.join(models, "target"),
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", os.path.join(models, "draft"),
+        "--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", str(steps + 1),
+        "--device", "cpu", "--attention-backend", "torch_native",
+        "--sampling-backend", "pytorch", "--disable-cuda-graph",
+        "--dtype", "bfloat16", "--max-total-tokens", "4096", "--max-running-requests", "4",
+        "--host", "127.0.0.1", "--port", str(port), "--skip-server-warmup",
+    ]
+
+
+def cpu_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env.update({"SGL512_CPU_SPEC": "1", "SGLANG_USE_CPU_ENGINE": "1",
+                "TORCHDYNAMO_DISABLE": "1",
+                "PYTHONPATH": os.pathsep.join(p for p in (SHIM, env.get("PYTHONPATH")) if p)})
+    env.update(extra or {})
+    return env
+
+
+def start_server(python: str, models: str, log_path: str, env_extra: dict | None = None,
+                 steps: int = 3, timeout: float = 300) -> Server:
+    port = free_port()
+    cmd = [python, "-m", "sglang.launch_server"] + server_args(models, port, steps)
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, env=cpu_env(env_extra), stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    server = Server(proc, port, log_path)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"SGLang 0.5.12 server exited with {proc.returncode}; log "
+                               f"{log_path}:\n" + server.log()[-4000:])
+        try:
+            with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return server
+        except OSError:
+            pass
+        time.sleep(0.5)
+    server.stop()
+    raise RuntimeError(f"SGLang 0.5.12 server did not answer in {timeout} s; log "
+                       f"{log_path}:\n" + server.log()[-4000:])

@@ -1,0 +1,117 @@
+"""Checks of the EAGLE-3 draft-to-target vocabulary map (`d2t`).
+
+SGLang's `LlamaForCausalLMEagle3.load_weights` turns the checkpoint's `d2t` into
+`hot_token_id = d2t + arange(draft_vocab)`: draft id i proposes target id i + d2t[i].
+A wrong map does not crash anything; the draft simply proposes the wrong tokens and
+acceptance collapses. This module is pure (plain ints, no torch) so the doctor can run
+it on the checkpoint and the instrumentation on what SGLang really loaded
+(offsets = hot_token_id - arange).
+
+Heuristic for `vocab.d2t_absolute` (documented in docs/doctor.md): `d2t` "looks absolute"
+when it has at least 2 entries, its values are pairwise distinct, and every value is
+itself a valid target id (0 <= d2t[i] < target vocab). Real offset maps are built from
+sorted hot ids (d2t[i] = hot[i] - i), so they are non-decreasing with long runs of equal
+values wherever consecutive target ids are hot; pairwise distinct offsets would need no
+two adjacent target ids to be hot, which does not happen for a frequency-chosen draft
+vocabulary. `arange(draft_vocab)` (absolute ids written where zeros were meant) and a list
+of absolute hot ids (sorted or in frequency order) both match.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Sequence
+
+from .. import signals
+from ..findings import ERROR, Finding
+
+MAX_EXAMPLES = 5
+
+
+def looks_absolute(d2t: Sequence[int], target_vocab_size: int) -> bool:
+    """True when `d2t` reads as a list of absolute target ids (see module docstring)."""
+    if len(d2t) < 2 or min(d2t) < 0 or max(d2t) >= target_vocab_size:
+        return False
+    return len(set(d2t)) == len(d2t)
+
+
+def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: int | None,
+                    target_vocab_size: int | None) -> list[Finding]:
+    """Findings for a draft-to-target map given as offsets (`d2t`), or None when absent.
+
+    `draft_vocab_size` is the draft config's `draft_vocab_size` (None: same as target);
+    `target_vocab_size` None skips the range checks. Accepts any sequence of ints, or an
+    object with `.tolist()` (a tensor or array).
+    """
+    if d2t_offsets is None:
+        if (draft_vocab_size is not None and target_vocab_size is not None
+                and draft_vocab_size < target_vocab_size):
+            return [_missing(draft_vocab_size, target_vocab_size)]
+        return []
+    if hasattr(d2t_offsets, "tolist"):
+        d2t_offsets = d2t_offsets.tolist()
+    d2t = [int(x) for x in d2t_offsets]
+    if not d2t:
+        return []
+    if target_vocab_size is not None and looks_absolute(d2t, target_vocab_size):
+        return [_absolute(d2t, target_vocab_size)]
+    findings = []
+    hot = [i + d for i, d in enumerate(d2t)]
+    if target_vocab_size is not None:
+        bad = [i for i, h in enumerate(hot) if h < 0 or h >= target_vocab_size]
+        if bad:
+            findings.append(_out_of_range(d2t, hot, bad, target_vocab_size))
+    counts = Counter(hot)
+    dup_ids = sorted(h for h, c in counts.items() if c > 1)
+    if dup_ids:
+        findings.append(_duplicates(hot, dup_ids, counts))
+    return findings
+
+
+def _missing(draft_vocab: int, target_vocab: int) -> Finding:
+    return Finding(signals.VOCAB_D2T_MISSING, ERROR, (
+        f"the draft vocabulary ({draft_vocab} tokens) is smaller than the target's "
+        f"({target_vocab}) but the checkpoint has no `d2t` map, so SGLang leaves "
+        f"hot_token_id unset and treats draft id i as target id i; unless the draft vocabulary "
+        f"is exactly the first {draft_vocab} target ids, the draft proposes wrong tokens and "
+        f"acceptance collapses. Fix: save the `d2t` tensor your training pipeline produced "
+        f"(int64, length {draft_vocab}, d2t[i] = target_id - i) into the checkpoint."),
+        {"draft_vocab_size": draft_vocab, "target_vocab_size": target_vocab})
+
+
+def _absolute(d2t: list[int], target_vocab: int) -> Finding:
+    out = sum(1 for i, d in enumerate(d2t) if not 0 <= i + d < target_vocab)
+    is_arange = d2t == list(range(len(d2t)))
+    what = "arange(draft_vocab)" if is_arange else "a list of distinct target ids"
+    return Finding(signals.VOCAB_D2T_ABSOLUTE, ERROR, (
+        f"`d2t` holds absolute target ids ({what}: values {d2t[:3]}...) instead of offsets. "
+        f"SGLang adds the draft id (hot id = i + d2t[i]), so draft id i proposes target id "
+        f"{'2i' if is_arange else 'i + id'}: wrong tokens, near-zero acceptance"
+        f"{f', and {out} ids fall outside the target vocabulary' if out else ''}. Fix: store "
+        f"offsets, d2t[i] = target_id[i] - i (all zeros when the draft vocabulary is the first "
+        f"{len(d2t)} target ids)."),
+        {"first_values": d2t[:MAX_EXAMPLES], "looks_like_arange": is_arange,
+         "hot_ids_out_of_range": out, "target_vocab_size": target_vocab})
+
+
+def _out_of_range(d2t: list[int], hot: list[int], bad: list[int], target_vocab: int) -> Finding:
+    ex = [{"draft_id": i, "d2t": d2t[i], "target_id": hot[i]} for i in bad[:MAX_EXAMPLES]]
+    return Finding(signals.VOCAB_D2T_OUT_OF_RANGE, ERROR, (
+        f"{len(bad)} draft ids map outside the target vocabulary [0, {target_vocab}) "
+        f"(e.g. draft id {bad[0]} -> i + d2t[i] = {hot[bad[0]]}). SGLang indexes the target "
+        f"with these ids: proposals of those tokens are garbage or fail with an index error "
+        f"on the GPU. Fix: rebuild `d2t` against this target's tokenizer "
+        f"(d2t[i] = target_id[i] - i, 0 <= target_id < {target_vocab})."),
+        {"count": len(bad), "examples": ex, "target_vocab_size": target_vocab})
+
+
+def _duplicates(hot: list[int], dup_ids: list[int], counts: Counter) -> Finding:
+    first = dup_ids[0]
+    sources = [i for i, h in enumerate(hot) if h == first][:MAX_EXAMPLES]
+    return Finding(signals.VOCAB_D2T_DUPLICATES, ERROR, (
+        f"{len(dup_ids)} target ids are the image of more than one draft id (e.g. draft ids "
+        f"{sources} all map to target id {first}). The draft splits probability over copies "
+        f"of one token, proposes it twice in a tree, and some target tokens it was trained "
+        f"on become unreachable: acceptance drops. Fix: `d2t` must be injective; rebuild it "
+        f"from the sorted list of distinct hot target ids (d2t[i] = hot[i] - i)."),
+        {"count": len(dup_ids),
+         "examples": [{"target_id": h, "times": counts[h]} for h in dup_ids[:MAX_EXAMPLES]]})

@@ -1,0 +1,490 @@
+"""`spectrace doctor` on checkpoints made by the project's tiny-model generator, each with
+exactly one planted fault; bad inputs through the real CLI (subprocess)."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+from safetensors.torch import save_file  # noqa: E402
+
+from harness.tiny_models import DV, H, L, V, draft_config, draft_state_dict, make_tiny_models  # noqa: E402,E501
+from spectrace.detectors.checkpoint import (expected_draft_params, parse_version,  # noqa: E402
+                                            resolve_layout, simulate_load)
+from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
+from spectrace.doctor.safetensors_header import parse_header, read_int_tensor  # noqa: E402
+from spectrace.findings import ERROR, WARNING  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V,
+          "hidden_size": H, "num_hidden_layers": L, "intermediate_size": 2 * H,
+          "num_attention_heads": 4, "num_key_value_heads": 2}
+NEWEST = "0.5.23"
+
+
+@lru_cache(maxsize=None)
+def _cached_sd(mode: str, layout: str) -> dict:
+    return draft_state_dict(mode, layout)
+
+
+def state_dict(mode: str = "random", layout: str = "midlayer") -> dict:
+    return dict(_cached_sd(mode, layout))  # fresh dict; tensors are replaced, never mutated
+
+
+def write_draft(d: Path, cfg: dict, sd: dict) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(d / "model.safetensors"))
+    return d
+
+
+def write_target(d: Path, cfg: dict | None = None) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg or TARGET))
+    return d
+
+
+def doctor(tmp_path: Path, cfg: dict | None = None, sd: dict | None = None,
+           version: str | None = NEWEST, mode: str = "random", layout: str = "midlayer"):
+    draft = write_draft(tmp_path / "draft", cfg or draft_config(mode), sd or
+                        state_dict(mode, layout))
+    return check_checkpoint(draft, write_target(tmp_path / "target"), version)
+
+
+def codes(report, severity: str | None = None) -> set[str]:
+    return {f.code for f in report.findings if severity is None or f.severity == severity}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "spectrace.doctor.cli", *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+# -- healthy checkpoints --------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["random", "partial", "full"])
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.8", "0.5.12", "0.5.16", NEWEST, None])
+def test_healthy_generator_checkpoints_have_no_findings(tmp_path, mode, version):
+    report = doctor(tmp_path, mode=mode, version=version)
+    assert report.findings == [], [f.to_dict() for f in report.findings]
+    assert report.exit_status == 0
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """A full tiny target + draft pair written by harness.tiny_models (real target dir)."""
+    return make_tiny_models(str(tmp_path_factory.mktemp("tiny")), "random")
+
+
+def test_cli_on_generated_pair_json(generated):
+    tgt, drf = generated
+    r = cli(drf, "--target", tgt, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["findings"] == []
+    assert out["target"]["vocab_size"] == V and out["target"]["num_hidden_layers"] == L
+    assert out["sglang_version"] and out["layout"]["name"] in ("midlayer", "layers")
+    assert out["draft"]["weight_files"] == ["model.safetensors"]
+
+
+def test_default_version_is_installed_sglang(tmp_path):
+    from importlib.metadata import version
+    report = doctor(tmp_path, version=None)
+    assert report.sglang_version == version("sglang")
+    assert report.sglang_version_source == "installed"
+
+
+# -- one planted fault per code -------------------------------------------------------------
+def test_unused_key_alone_is_a_warning(tmp_path):
+    sd = state_dict()
+    sd["midlayer.self_attn.rotary_emb.inv_freq"] = torch.ones(16)  # an old HF buffer
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"weights.unused_keys"}
+    (f,) = report.findings
+    assert f.severity == WARNING and f.details["keys"] == ["midlayer.self_attn.rotary_emb.inv_freq"]
+    assert report.exit_status == 0
+
+
+def test_renamed_key_is_unused_and_leaves_param_missing(tmp_path):
+    sd = state_dict()
+    sd["midlayer.post_attn_layernorm.weight"] = sd.pop("midlayer.post_attention_layernorm.weight")
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report, ERROR) == codes(report) == {"weights.unused_keys",
+                                                     "weights.missing_params"}
+    missing = next(f for f in report.findings if f.code == "weights.missing_params")
+    assert missing.details["params"] == ["model.layers.0.post_attention_layernorm.weight"]
+    assert report.exit_status == 1
+
+
+@pytest.mark.parametrize("version,dropped", [("0.5.5", True), ("0.5.8", True), ("0.5.11", True),
+                                             ("0.5.12", False), ("0.5.16", False),
+                                             (NEWEST, False)])
+def test_layers0_checkpoint_depends_on_sglang_version(tmp_path, version, dropped):
+    report = doctor(tmp_path, sd=state_dict("partial", "layers"), mode="partial",
+                    version=version)
+    if dropped:
+        assert codes(report) == {"weights.unused_keys", "weights.missing_params"}
+        unused = next(f for f in report.findings if f.code == "weights.unused_keys")
+        assert unused.severity == ERROR and unused.details["count"] == 10
+        assert all(k.startswith("layers.0.") for k in unused.details["keys"])
+        assert "midlayer" in unused.message
+    else:
+        assert report.findings == []
+
+
+def test_missing_param_names_the_missing_shard(tmp_path):
+    sd = state_dict()
+    del sd["midlayer.self_attn.k_proj.weight"]
+    report = doctor(tmp_path, sd=sd, version="0.5.8")
+    assert codes(report) == {"weights.missing_params"}
+    (f,) = report.findings
+    assert f.details["params"] == ["model.midlayer.self_attn.qkv_proj.weight[k_proj]"]
+    assert f.details["expected_keys"] == ["midlayer.self_attn.k_proj.weight"]
+
+
+def test_missing_embed_and_shared_lm_head_are_not_findings(tmp_path):
+    cfg = draft_config("random")
+    cfg["draft_vocab_size"] = None          # lm_head comes from the target
+    sd = state_dict()
+    del sd["lm_head.weight"]
+    sd["d2t"] = torch.zeros(V, dtype=torch.int64)
+    assert doctor(tmp_path, cfg=cfg, sd=sd).findings == []
+
+
+def test_d2t_missing(tmp_path):
+    sd = state_dict()
+    del sd["d2t"]
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"vocab.d2t_missing"}
+    assert report.findings[0].details == {"draft_vocab_size": DV, "target_vocab_size": V}
+
+
+def test_d2t_arange_instead_of_zeros_is_absolute(tmp_path):
+    sd = state_dict()
+    sd["d2t"] = torch.arange(DV, dtype=torch.int64)  # hot ids 2i: all in range, no duplicates
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"vocab.d2t_absolute"}
+    assert report.findings[0].details["looks_like_arange"] is True
+
+
+def test_d2t_absolute_frequency_ordered_ids(tmp_path):
+    sd = state_dict()
+    ids = torch.randperm(V, generator=torch.Generator().manual_seed(3))[:DV]
+    sd["d2t"] = ids.to(torch.int64)
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"vocab.d2t_absolute"}
+
+
+@pytest.mark.parametrize("index,value", [(DV - 1, V), (3, -10)])
+def test_d2t_out_of_range(tmp_path, index, value):
+    sd = state_dict()
+    d2t = torch.zeros(DV, dtype=torch.int64)
+    d2t[index] = value
+    sd["d2t"] = d2t
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"vocab.d2t_out_of_range"}
+    (f,) = report.findings
+    assert f.details["count"] == 1 and f.details["examples"][0]["draft_id"] == index
+
+
+def test_d2t_duplicates(tmp_path):
+    sd = state_dict()
+    d2t = torch.zeros(DV, dtype=torch.int64)
+    d2t[1] = -1  # draft 0 and draft 1 both -> target 0
+    sd["d2t"] = d2t
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"vocab.d2t_duplicates"}
+    assert report.findings[0].details["examples"] == [{"target_id": 0, "times": 2}]
+
+
+def test_d2t_int32_is_read(tmp_path):
+    sd = state_dict()
+    d2t = torch.zeros(DV, dtype=torch.int32)
+    d2t[5] = 1000
+    sd["d2t"] = d2t
+    assert codes(doctor(tmp_path, sd=sd)) == {"vocab.d2t_out_of_range"}
+
+
+def test_d2t_float_dtype(tmp_path):
+    sd = state_dict()
+    sd["d2t"] = torch.zeros(DV, dtype=torch.float32)
+    assert codes(doctor(tmp_path, sd=sd)) == {"vocab.d2t_dtype"}
+
+
+def test_fc_width_mismatch_wrong_target_hidden_size(tmp_path):
+    cfg = draft_config("random")
+    cfg["target_hidden_size"] = 64  # the target's is 128
+    report = doctor(tmp_path, cfg=cfg)
+    assert codes(report) == {"fc.width_mismatch"}
+    assert report.findings[0].details["draft_hidden_in"] == 64
+
+
+def test_fc_width_mismatch_not_whole_layers(tmp_path):
+    sd = state_dict()
+    sd["fc.weight"] = torch.zeros(H, 3 * H + 8, dtype=torch.bfloat16)
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"fc.width_mismatch"}
+    assert report.findings[0].details["fc_in"] == 3 * H + 8
+
+
+@pytest.mark.parametrize("version,expected", [("0.5.8", {"fc.width_mismatch"}), (NEWEST, set())])
+def test_two_aux_layers_need_sglang_0_5_12(tmp_path, version, expected):
+    cfg = draft_config("random")
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1]
+    sd = state_dict()
+    sd["fc.weight"] = torch.zeros(H, 2 * H, dtype=torch.bfloat16)
+    assert codes(doctor(tmp_path, cfg=cfg, sd=sd, version=version)) == expected
+
+
+def test_aux_layer_ids_out_of_range(tmp_path):
+    cfg = draft_config("random")
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1, L - 1]  # last valid: L-2
+    report = doctor(tmp_path, cfg=cfg)
+    assert codes(report) == {"aux.layer_ids_out_of_range"}
+    assert report.findings[0].details["out_of_range"] == [L - 1]
+
+
+@pytest.mark.parametrize("version", ["0.5.8", NEWEST])
+def test_aux_count_mismatch(tmp_path, version):
+    cfg = draft_config("random")
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1]  # fc takes 3 layers
+    report = doctor(tmp_path, cfg=cfg, version=version)
+    assert codes(report) == {"aux.count_mismatch"}
+    assert report.findings[0].details["fc_layers"] == 3
+
+
+@pytest.mark.parametrize("version,severity", [("0.5.5", WARNING), ("0.5.8", ERROR),
+                                              (NEWEST, ERROR)])
+def test_aux_capture_disabled_bypass_mode(tmp_path, version, severity):
+    report = doctor(tmp_path, mode="bypass", version=version)  # the generator's own fault
+    assert codes(report) == {"aux.capture_disabled"}
+    assert report.findings[0].severity == severity
+
+
+def test_shape_mismatch_lm_head_rows(tmp_path):
+    sd = state_dict()
+    sd["lm_head.weight"] = torch.zeros(DV - 56, H, dtype=torch.bfloat16)
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"shape.mismatch"}
+    (f,) = report.findings
+    assert f.details["key"] == "lm_head.weight" and f.details["expected"] == [DV, H]
+
+
+def test_shape_mismatch_d2t_length(tmp_path):
+    sd = state_dict()
+    sd["d2t"] = torch.zeros(DV - 1, dtype=torch.int64)
+    report = doctor(tmp_path, sd=sd)
+    assert codes(report) == {"shape.mismatch"}
+    assert report.findings[0].details["expected"] == [DV]
+
+
+def test_two_layer_draft(tmp_path):
+    cfg = draft_config("random")
+    cfg["num_hidden_layers"] = 2
+    sd = state_dict()
+    for k in [k for k in sd if k.startswith("midlayer.")]:
+        v = sd[k]
+        if k.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")):
+            v = v[:, :H]  # layers after the first take hidden_size inputs
+        sd["layers.1." + k.removeprefix("midlayer.")] = v.clone()
+    assert doctor(tmp_path / "new", cfg=cfg, sd=sd, version=NEWEST).findings == []
+    old = doctor(tmp_path / "old", cfg=cfg, sd=sd, version="0.5.8")
+    assert codes(old, ERROR) == {"config.num_layers_unsupported"}
+
+
+# -- loader model ---------------------------------------------------------------------------
+def test_layout_table():
+    assert resolve_layout("0.5.8").name == "midlayer" and resolve_layout("0.5.8").assumed is None
+    assert resolve_layout("0.5.11").name == "midlayer"
+    assert resolve_layout("0.5.12").name == "layers"
+    assert resolve_layout("0.5.14").assumed and resolve_layout("0.5.14").name == "layers"
+    assert not resolve_layout("0.5.16").input_norm and resolve_layout("0.5.17").input_norm
+    assert "newest" in resolve_layout("0.6.1").assumed
+    assert "oldest" in resolve_layout("0.4.10").assumed
+    assert parse_version("v0.5.12.post1") == (0, 5, 12)
+    with pytest.raises(ValueError):
+        parse_version("banana")
+
+
+def test_config_driven_params():
+    cfg = draft_config("random")
+    cfg.update(fc_norm=True, num_aux_hidden_states=3)
+    cfg["eagle_config"]["norm_before_fc"] = True
+    new = expected_draft_params(cfg, "0.5.23")
+    assert {f"model.fc_norm.{j}.weight" for j in range(3)} <= set(new)
+    assert new["model.input_norm.weight"] == (3 * H,)
+    assert "model.input_norm.weight" not in expected_draft_params(cfg, "0.5.16")
+    old = expected_draft_params(cfg, "0.5.8")
+    assert not any("fc_norm" in p for p in old) and "model.midlayer.hidden_norm.weight" in old
+    keys = ["aux_norm_low.weight", "aux_norm_mid.weight", "aux_norm_high.weight"]
+    unused, missing = simulate_load(keys, new, "0.5.23")
+    assert unused == [] and not any("fc_norm" in m for m in missing)
+    assert simulate_load(keys, old, "0.5.8")[0] == keys
+
+
+# -- bad input: exit 2, one line, no traceback -----------------------------------------------
+def _healthy(tmp_path: Path) -> tuple[Path, Path]:
+    return (write_draft(tmp_path / "draft", draft_config("random"), state_dict()),
+            write_target(tmp_path / "target"))
+
+
+def _truncate(path: Path, keep: int) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:keep])
+
+
+BAD_INPUTS = {
+    "missing draft dir": lambda d, t: (d.parent / "nope", t, "does not exist"),
+    "missing config": lambda d, t: ((d / "config.json").unlink(), d, t, "not found")[1:],
+    "invalid draft json": lambda d, t: ((d / "config.json").write_text("{bad"), d, t,
+                                        "not valid JSON")[1:],
+    "invalid target json": lambda d, t: ((t / "config.json").write_text("[1,"), d, t,
+                                         "not valid JSON")[1:],
+    "missing target": lambda d, t: (d, t / "nope", "not found"),
+    "truncated data": lambda d, t: (_truncate(d / "model.safetensors", -100), d, t,
+                                    "truncated")[1:],
+    "truncated header": lambda d, t: (_truncate(d / "model.safetensors", 40), d, t,
+                                      "truncated")[1:],
+    "tiny file": lambda d, t: ((d / "model.safetensors").write_bytes(b"\x01\x02"), d, t,
+                               "truncated")[1:],
+    "huge header length": lambda d, t: ((d / "model.safetensors").write_bytes(
+        b"\xff" * 8 + b"{}"), d, t, "header length")[1:],
+    "not eagle3": lambda d, t: ((d / "config.json").write_text(json.dumps(
+        {**draft_config("random"), "architectures": ["LlamaForCausalLM"]})), d, t,
+        "not an EAGLE-3 draft")[1:],
+    "no weights": lambda d, t: ((d / "model.safetensors").unlink(), d, t, "no *.safetensors")[1:],
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_with_one_line(tmp_path, case):
+    draft, target = _healthy(tmp_path)
+    d, t, needle = BAD_INPUTS[case](draft, target)
+    r = cli(d, "--target", t)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("spectrace doctor: ")
+    assert needle in lines[0]
+
+
+def test_pickle_only_draft_is_refused_with_conversion_hint(tmp_path):
+    draft, target = _healthy(tmp_path)
+    (draft / "model.safetensors").unlink()
+    torch.save({"fc.weight": torch.zeros(2, 2)}, draft / "pytorch_model.bin")
+    r = cli(draft, "--target", target)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "pytorch_model.bin" in line and "save_file" in line and "never unpickles" in line
+
+
+def test_bad_sglang_version_exits_2(tmp_path):
+    draft, target = _healthy(tmp_path)
+    r = cli(draft, "--target", target, "--sglang-version", "banana")
+    assert r.returncode == 2 and "banana" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_exit_1_and_json_findings(tmp_path):
+    sd = state_dict()
+    del sd["d2t"]
+    draft = write_draft(tmp_path / "draft", draft_config("random"), sd)
+    r = cli(draft, "--target", write_target(tmp_path / "target") / "config.json", "--json",
+            "--sglang-version", "0.5.8")
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    assert [f["code"] for f in out["findings"]] == ["vocab.d2t_missing"]
+    assert set(out["findings"][0]) == {"code", "severity", "message", "details"}
+    assert out["sglang_version"] == "0.5.8" and out["layout"]["name"] == "midlayer"
+    text = cli(draft, "--target", tmp_path / "target")
+    assert text.returncode == 1 and "vocab.d2t_missing" in text.stdout
+
+
+# -- the header parser ----------------------------------------------------------------------
+def test_time_does_not_depend_on_weight_size(tmp_path):
+    """A 4 GiB (sparse) tensor: only its header entry is read."""
+    draft, target = _healthy(tmp_path)
+    header = json.dumps({"extra.big": {"dtype": "F32", "shape": [1 << 30],
+                                       "data_offsets": [0, 4 << 30]}}).encode()
+    big = draft / "zz-big.safetensors"
+    with open(big, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+        f.truncate(8 + len(header) + (4 << 30))
+    t0 = time.perf_counter()
+    report = check_checkpoint(draft, target, NEWEST)
+    assert time.perf_counter() - t0 < 2.0
+    assert codes(report) == {"weights.unused_keys"}  # extra.big matches no parameter
+
+
+def test_read_int_tensor_reads_only_d2t(tmp_path):
+    d2t = torch.tensor([0, 5, -3, 2**40], dtype=torch.int64)
+    save_file({"a": torch.ones(3), "d2t": d2t, "z": torch.arange(4, dtype=torch.int32)},
+              str(tmp_path / "m.safetensors"))
+    h = parse_header(tmp_path / "m.safetensors")
+    assert h.tensors["d2t"].shape == (4,) and h.tensors["a"].dtype == "F32"
+    assert read_int_tensor(h, "d2t") == d2t.tolist()
+    assert read_int_tensor(h, "z") == [0, 1, 2, 3]
+    with pytest.raises(UnusableInput):
+        read_int_tensor(h, "a")
+
+
+def _parse_bytes(path: Path, data: bytes):
+    path.write_bytes(data)
+    try:
+        parse_header(path)
+    except UnusableInput as e:
+        assert "\n" not in str(e)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=256))
+def test_random_bytes_only_raise_unusable_input(tmp_path, data):
+    _parse_bytes(tmp_path / "r.safetensors", data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(header=st.dictionaries(st.text(max_size=10), json_values, max_size=4),
+       slack=st.integers(-4, 4), tail=st.binary(max_size=64))
+def test_random_json_headers_only_raise_unusable_input(tmp_path, header, slack, tail):
+    raw = json.dumps(header).encode()
+    _parse_bytes(tmp_path / "j.safetensors",
+                 struct.pack("<Q", max(0, len(raw) + slack)) + raw + tail)
+
+
+entries = st.fixed_dictionaries({
+    "dtype": st.sampled_from(["F32", "BF16", "I64", "F4", "XX", 3]),
+    "shape": st.lists(st.integers(-2, 2**40), max_size=3) | json_values,
+    "data_offsets": st.lists(st.integers(-2, 2**42), min_size=0, max_size=3) | json_values})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(header=st.dictionaries(st.text(max_size=6), entries, max_size=3),
+       data=st.binary(max_size=64))
+def test_random_tensor_entries_only_raise_unusable_input(tmp_path, header, data):
+    raw = json.dumps(header).encode()
+    path = tmp_path / "e.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+    try:
+        h = parse_header(path)
+    except UnusableInput:
+        return
+    for name, info in h.tensors.items():  # whatever parses must point inside the file
+        assert 0 <= info.begin <= info.end <= len(data)
+        if info.dtype == "I64":
+            assert len(read_int_tensor(h, name)) * 8 == info.end - info.begin

@@ -1,0 +1,296 @@
+"""Every class, method, parameter and attribute spectrace's adapters wrap or read, checked
+against the real released SGLang sources, in the versions where each adapter expects it.
+
+The wheels are fetched once with `pip download --no-deps sglang==X` into
+`$SPECTRACE_WHEEL_CACHE` (default `~/.cache/spectrace-wheels`) and their sources are
+parsed with `ast` straight from the zip: nothing is imported, so no GPU, torch or SGLang
+install is needed. The tables below are the adapter contract (docs/sglang-versions.md).
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import glob
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+VERSIONS = ("0.5.5", "0.5.8", "0.5.12", "0.5.16", "0.5.23")
+
+
+def _key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def since(v: str) -> tuple[str, ...]:
+    return tuple(x for x in VERSIONS if _key(x) >= _key(v))
+
+
+def until(v: str) -> tuple[str, ...]:
+    return tuple(x for x in VERSIONS if _key(x) <= _key(v))
+
+
+ALL = VERSIONS
+V1 = until("0.5.12")  # the v1 EAGLEWorker module is removed in 0.5.16
+
+W1 = "sglang/srt/speculative/eagle_worker.py"
+W2 = "sglang/srt/speculative/eagle_worker_v2.py"
+INFO = "sglang/srt/speculative/eagle_info.py"
+MIXIN = "sglang/srt/managers/scheduler_output_processor_mixin.py"
+RESULT = "sglang/srt/managers/utils.py"
+TP = "sglang/srt/managers/tp_worker.py"
+E3 = "sglang/srt/models/llama_eagle3.py"
+LLAMA = "sglang/srt/models/llama.py"
+REQ = "sglang/srt/managers/schedule_batch.py"
+
+# Methods a wrapper is installed on: (file, "Class.method", versions).
+WRAPPED = [
+    (W2, "EAGLEWorkerV2.__init__", ALL),
+    (W2, "EAGLEWorkerV2.forward_batch_generation", ALL),
+    (W2, "EAGLEWorkerV2.verify", ALL),
+    (W2, "EAGLEWorkerV2.on_verify_complete_cpu", since("0.5.12")),
+    (W2, "EagleDraftWorker.draft", ALL),
+    (W2, "EagleDraftWorker._draft_extend_for_decode", ALL),
+    (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", until("0.5.8")),
+    (W1, "EAGLEWorker.__init__", V1),
+    (W1, "EAGLEWorker.forward_batch_generation", V1),
+    (W1, "EAGLEWorker.draft", V1),
+    (W1, "EAGLEWorker.verify", V1),
+    (W1, "EAGLEWorker.forward_draft_extend_after_decode", V1),
+    (E3, "LlamaModel.forward", ALL),
+    (E3, "LlamaForCausalLMEagle3.load_weights", ALL),
+]
+
+# Absences the adapters rely on (feature detection takes the other path there).
+ABSENT = [
+    (W2, "EAGLEWorkerV2.on_verify_complete_cpu", until("0.5.8")),  # counts from the mixin
+    (W1, None, since("0.5.16")),                                   # no v1 module at all
+    (MIXIN, None, since("0.5.16")),
+]
+
+# Parameters read by name or by position: (file, "Class.method", index with self, name, versions).
+PARAMS = [
+    (W1, "EAGLEWorker.__init__", 3, "tp_rank", V1),
+    (W1, "EAGLEWorker.forward_batch_generation", 1, "batch", V1),
+    (W2, "EAGLEWorkerV2.on_verify_complete_cpu", 1, "num_correct_drafts_per_req",
+     since("0.5.12")),
+    (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", 1, "result",
+     until("0.5.8")),
+    (E3, "LlamaModel.forward", 3, "forward_batch", ALL),  # the adapter reads args[2]
+]
+
+# Attributes read on instances (set as `self.x`, a dataclass field or a property), or
+# module-level names (class None): (file, class, attribute, versions).
+ATTRS = [
+    (W2, "EAGLEWorkerV2", "target_worker", ALL),
+    (W2, "EAGLEWorkerV2", "draft_worker", ALL),
+    (W2, "EagleDraftWorker", "draft_runner", ALL),
+    *[(W2, "EAGLEWorkerV2", a, ALL)
+      for a in ("topk", "speculative_num_steps", "speculative_num_draft_tokens")],
+    (RESULT, "GenerationBatchResult", "next_token_ids", ALL),
+    (RESULT, "GenerationBatchResult", "accept_lens", ALL),
+    *[(W1, "EAGLEWorker", a, V1) for a in ("target_worker", "topk", "speculative_num_steps",
+                                            "speculative_num_draft_tokens")],
+    (TP, "TpModelWorker", "model_runner", ALL),
+    (INFO, "EagleVerifyOutput", "accept_length_per_req_cpu", until("0.5.8")),
+    (INFO, "EagleVerifyOutput", "num_correct_drafts_per_req_cpu", ("0.5.12",)),
+    (INFO, "EagleVerifyInput", "draft_token", ALL),
+    (REQ, "Req", "spec_accepted_tokens", until("0.5.8")),     # v1 accept counts
+    (REQ, "Req", "spec_num_correct_drafts", ("0.5.12",)),
+    (E3, None, "default_weight_loader", ALL),
+    (E3, "LlamaModel", "fc", ALL),
+    (E3, "LlamaModel", "midlayer", until("0.5.8")),
+    (E3, "LlamaModel", "layers", since("0.5.12")),
+    (E3, "LlamaForCausalLMEagle3", "hot_token_id", ALL),
+    (LLAMA, "LlamaForCausalLM", "set_eagle3_layers_to_capture", ALL),
+    (LLAMA, "LlamaForCausalLM", "capture_aux_hidden_states", ALL),
+    (LLAMA, "LlamaModel", "layers_to_capture", ALL),
+]
+
+# Expressions a wrapped method must contain, as `ast.unparse` spells them:
+# (file, "Class.method", expression, versions).
+READS = [
+    (E3, "LlamaModel.forward", "forward_batch.spec_info.hidden_states", ALL),
+    (E3, "LlamaForCausalLMEagle3.load_weights",
+     "getattr(param, 'weight_loader', default_weight_loader)", ALL),
+    # the v2 adapter reads the counts the mixin stores on the result
+    (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids",
+     "result.accept_length_per_req_cpu", ("0.5.8",)),
+    # ... or, on 0.5.5, the CPU accept_lens it falls back to
+    (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids",
+     "result.accept_lens.tolist()", until("0.5.8")),
+    (LLAMA, "LlamaForCausalLM.set_eagle3_layers_to_capture",
+     "self.model.layers_to_capture", ALL),
+]
+
+
+# -- wheels -------------------------------------------------------------------------------
+def cache_dir() -> str:
+    return os.environ.get("SPECTRACE_WHEEL_CACHE") or os.path.expanduser(
+        "~/.cache/spectrace-wheels")
+
+
+@functools.lru_cache(maxsize=None)
+def wheel(version: str) -> str:
+    """The sglang wheel of `version`, downloaded once (any platform's wheel has the same
+    Python sources; the Linux x86_64 / CPython 3.11 one is asked for explicitly)."""
+    d = os.path.join(cache_dir(), version)
+    found = glob.glob(os.path.join(d, f"sglang-{version}-*.whl"))
+    if not found:
+        os.makedirs(d, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"sglang=={version}",
+               "-d", d, "--only-binary=:all:", "--platform", "manylinux_2_34_x86_64",
+               "--python-version", "3.11", "--implementation", "cp",
+               "--disable-pip-version-check", "-q"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}"
+        found = glob.glob(os.path.join(d, f"sglang-{version}-*.whl"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@functools.lru_cache(maxsize=None)
+def module(version: str, path: str) -> ast.Module | None:
+    with zipfile.ZipFile(wheel(version)) as z:
+        try:
+            return ast.parse(z.read(path).decode("utf-8"), filename=f"sglang-{version}/{path}")
+        except KeyError:
+            return None
+
+
+def get_class(version: str, path: str, name: str) -> ast.ClassDef:
+    tree = module(version, path)
+    assert tree is not None, f"SGLang {version}: no {path}"
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    raise AssertionError(f"SGLang {version}: no class {name} in {path}")
+
+
+def base_classes(version: str, path: str, cls: ast.ClassDef):
+    """(path, ClassDef) of the bases defined in SGLang: in the same module, or imported
+    with `from sglang.x import Name` (attributes such as properties are inherited)."""
+    tree = module(version, path)
+    imported = {a.asname or a.name: n.module.replace(".", "/") + ".py"
+                for n in tree.body if isinstance(n, ast.ImportFrom)
+                and (n.module or "").startswith("sglang.") for a in n.names}
+    local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    for base in cls.bases:
+        name = ast.unparse(base)
+        where = path if name in local else imported.get(name)
+        if where is not None and module(version, where) is not None:
+            yield where, get_class(version, where, name)
+
+
+def get_method(version: str, path: str, dotted: str) -> ast.FunctionDef | None:
+    cls_name, meth = dotted.split(".")
+    for node in get_class(version, path, cls_name).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == meth:
+            return node
+    return None
+
+
+def instance_attrs(cls: ast.ClassDef) -> set[str]:
+    """`self.x = ...` anywhere in the class, class-level (dataclass) fields, methods."""
+    out = set()
+    for node in cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.add(node.name)
+    for node in ast.walk(cls):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+                   else [])
+        for t in targets:
+            if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"):
+                out.add(t.attr)
+    return out
+
+
+def module_names(tree: ast.Module) -> set[str]:
+    out = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return out
+
+
+def rows(table):
+    """One pytest case per (row, version)."""
+    return [pytest.param(version, *row[:-1], id=f"{version}-{row[1] or row[0]}-{row[-2]}")
+            for row in table for version in row[-1]]
+
+
+# -- tests --------------------------------------------------------------------------------
+@pytest.mark.parametrize("version,path,dotted", rows(WRAPPED))
+def test_wrapped_method_exists(version, path, dotted):
+    assert get_method(version, path, dotted) is not None, f"SGLang {version}: no {dotted}"
+
+
+@pytest.mark.parametrize("version,path,dotted", rows(ABSENT))
+def test_absent_where_the_adapter_expects_absence(version, path, dotted):
+    if dotted is None:
+        assert module(version, path) is None, f"SGLang {version} still has {path}"
+    else:
+        assert get_method(version, path, dotted) is None, f"SGLang {version} has {dotted}"
+
+
+@pytest.mark.parametrize("version,path,dotted,index,name", rows(PARAMS))
+def test_parameter_read_by_the_adapter(version, path, dotted, index, name):
+    fn = get_method(version, path, dotted)
+    assert fn is not None, f"SGLang {version}: no {dotted}"
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    assert params[index:index + 1] == [name], f"SGLang {version} {dotted}{tuple(params)}"
+
+
+@pytest.mark.parametrize("version,path,cls,attr", rows(ATTRS))
+def test_attribute_read_by_the_adapter(version, path, cls, attr):
+    if cls is None:
+        names = module_names(module(version, path))
+    else:
+        names, todo = set(), [(path, get_class(version, path, cls))]
+        while todo:  # the class and its SGLang base classes
+            where, node = todo.pop()
+            names |= instance_attrs(node)
+            todo.extend(base_classes(version, where, node))
+    assert attr in names, f"SGLang {version}: {cls or path} has no {attr}"
+
+
+@pytest.mark.parametrize("version,path,dotted,expr", rows(READS))
+def test_expression_read_inside_the_wrapped_method(version, path, dotted, expr):
+    fn = get_method(version, path, dotted)
+    assert fn is not None, f"SGLang {version}: no {dotted}"
+    found = {ast.unparse(n) for n in ast.walk(fn) if isinstance(n, ast.expr)}
+    assert expr in found, f"SGLang {version}: {dotted} never uses `{expr}`"
+
+
+@pytest.mark.parametrize("version", V1)
+def test_v1_verify_returns_the_verify_output_second(version):
+    """The v1 adapter reads the accept counts from `verify(...)[1]`."""
+    fn = get_method(version, W1, "EAGLEWorker.verify")
+    returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    assert returns
+    for value in returns:
+        assert isinstance(value, ast.Tuple), ast.unparse(value)
+        assert ast.unparse(value.elts[1]) == "res", ast.unparse(value)
+    annotated = {n.target.id: ast.unparse(n.annotation) for n in ast.walk(fn)
+                 if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    assert annotated.get("res") == "EagleVerifyOutput"
+
+
+def test_every_hooked_module_exists_in_some_version():
+    from spectrace.instrumentation import HOOKED_MODULES
+    for name in HOOKED_MODULES:
+        path = name.replace(".", "/") + ".py"
+        assert any(module(v, path) is not None for v in VERSIONS), name
