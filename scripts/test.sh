@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Set up the environment from scratch if needed, then run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-env.sh
+# The Prometheus server the export tests scrape with (Debian package; needs root).
+if ! command -v prometheus >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+  else
+    echo "note: install the Debian package 'prometheus' (sudo apt-get install prometheus) for the export tests" >&2
+  fi
+fi
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,87 @@
+"""The pure detectors (no SGLang, no tensors) and the draft-width hook's promise to read
+shapes only."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from spectrace import signals
+from spectrace.detectors.aux import audit_aux_capture
+from spectrace.detectors.widths import ExpectedWidths, check_width, pass_kind
+
+EXP = ExpectedWidths(fc_in=384, draft_hidden=128, target_hidden=128, num_aux=3)
+
+
+@pytest.mark.parametrize("mode,kind", [
+    ("EXTEND", "target_fed"), ("DRAFT_EXTEND", "target_fed"), ("DRAFT_EXTEND_V2", "target_fed"),
+    ("MIXED", "target_fed"), ("DECODE", "draft_decode"), ("IDLE", "draft_decode")])
+def test_pass_kind(mode, kind):
+    assert pass_kind(mode) == kind
+
+
+def test_expected_width_is_not_flagged():
+    assert check_width("target_fed", 384, EXP) is None
+
+
+def test_draft_decode_skipping_fc_is_by_design():
+    assert check_width("draft_decode", 128, EXP) is None
+
+
+def test_target_fed_pass_at_draft_width_is_fc_bypass():
+    f = check_width("target_fed", 128, EXP)
+    assert f.code == signals.FC_BYPASS and f.severity == "error"
+    assert "use_aux_hidden_state" in f.message and "set_eagle3_layers_to_capture" in f.message
+    assert f.details["width"] == 128 and f.details["fc_in"] == 384
+
+
+def test_two_of_three_layers_is_width_mismatch():
+    f = check_width("target_fed", 256, EXP)
+    assert f.code == signals.WIDTH_MISMATCH
+    assert "about 2 target layers" in f.message
+
+
+def test_aux_audit_healthy():
+    assert audit_aux_capture([0, 1, 2], [0, 1, 2], 384, 128) == []
+
+
+def test_aux_audit_capture_disabled():
+    [f] = audit_aux_capture(None, [0, 1, 2], 384, 128)
+    assert f.code == signals.AUX_CAPTURE_DISABLED
+
+
+def test_aux_audit_count_and_id_mismatch():
+    found = {f.code for f in audit_aux_capture([0, 2], [0, 1, 2], 384, 128)}
+    assert found == {signals.AUX_COUNT_MISMATCH, signals.AUX_ID_MISMATCH}
+    [f] = audit_aux_capture([1, 2, 3], [0, 1, 2], 384, 128)
+    assert f.code == signals.AUX_ID_MISMATCH
+
+
+def test_width_hook_reads_shapes_only(tmp_path):
+    """The real draft-forward hook on meta-device tensors, which have shapes but no data:
+    any read of tensor data would raise. The model and ForwardBatch are minimal stand-ins
+    (SGLang's need a distributed runtime); the ForwardMode enum is SGLang's own."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    import spectrace
+    from spectrace.adapters import eagle3_model
+    from spectrace.instrumentation import STATE
+
+    spectrace.instrument(output_dir=str(tmp_path), exporters="file")
+    try:
+        model = SimpleNamespace(config=SimpleNamespace(hidden_size=128),
+                                fc=torch.nn.Linear(384, 128, device="meta"),
+                                hidden_size_in=128, num_aux_hidden_states=3)
+        for mode, width in ((ForwardMode.EXTEND, 384), (ForwardMode.DECODE, 128),
+                            (ForwardMode.EXTEND, 128)):
+            hidden = torch.empty(5, width, device="meta")
+            batch = SimpleNamespace(spec_info=SimpleNamespace(hidden_states=hidden),
+                                    forward_mode=mode)
+            eagle3_model._before_forward(model, (None, None, batch), {})
+        rec = STATE.recorder
+        assert rec.passes == {("target_fed", 384): 1, ("draft_decode", 128): 1,
+                              ("target_fed", 128): 1}
+        assert rec._finding_counts == {signals.FC_BYPASS: 1}
+    finally:
+        spectrace.uninstrument()

@@ -1,0 +1,118 @@
+"""The doors into a process: the `spectrace-run` launcher, SGLang's plugin entry point,
+the OpenTelemetry instrumentor entry point, and the installed start-up hook."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+import pytest
+
+import spectrace
+from spectrace.launcher import build_env
+
+
+def _clean_env() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPECTRACE_")}
+
+
+def test_launcher_turns_spectrace_on_in_the_child():
+    exe = os.path.join(os.path.dirname(sys.executable), "spectrace-run")
+    code = ("import os, spectrace; print(os.environ['SPECTRACE_ENABLED'], "
+            "os.environ['SPECTRACE_EXPORTERS'], spectrace.is_instrumented())")
+    out = subprocess.run([exe, "--exporters", "file,console", "--", sys.executable, "-c", code],
+                         capture_output=True, text=True, env=_clean_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "file,console", "True"]
+
+
+def test_launcher_rejects_bad_option_naming_it():
+    exe = os.path.join(os.path.dirname(sys.executable), "spectrace-run")
+    out = subprocess.run([exe, "--exporters", "smoke-signals", "--", "true"],
+                         capture_output=True, text=True, env=_clean_env(), timeout=60)
+    assert out.returncode == 2
+    assert "exporters" in out.stderr and "smoke-signals" in out.stderr
+
+
+def test_build_env_keeps_unrelated_variables():
+    env = build_env({"exporters": "prometheus"}, {"PATH": "/bin", "SPECTRACE_STRICT": "1"})
+    assert env["PATH"] == "/bin" and env["SPECTRACE_STRICT"] == "1"
+    assert env["SPECTRACE_EXPORTERS"] == "prometheus" and env["SPECTRACE_ENABLED"] == "1"
+
+
+def _entry_point(group: str, name: str):
+    [ep] = [e for e in entry_points(group=group) if e.name == name]
+    return ep
+
+
+def test_sglang_plugin_entry_point_instruments(monkeypatch):
+    ep = _entry_point("sglang.srt.plugins", "spectrace")
+    monkeypatch.setenv("SPECTRACE_ENABLED", "1")
+    try:
+        ep.load()()
+        assert spectrace.is_instrumented()
+    finally:
+        spectrace.uninstrument()
+
+
+def test_sglang_plugin_entry_point_respects_disabled(monkeypatch):
+    monkeypatch.setenv("SPECTRACE_ENABLED", "0")
+    _entry_point("sglang.srt.plugins", "spectrace").load()()
+    assert not spectrace.is_instrumented()
+
+
+def test_opentelemetry_instrumentor_entry_point():
+    cls = _entry_point("opentelemetry_instrumentor", "spectrace").load()
+    inst = cls()
+    inst.instrument()
+    try:
+        assert spectrace.is_instrumented()
+        assert os.environ["SPECTRACE_ENABLED"] == "1"  # reaches spawned processes
+    finally:
+        inst.uninstrument()
+    assert not spectrace.is_instrumented()
+
+
+@pytest.mark.parametrize("value,active", [("1", True), ("0", False), ("", False)])
+def test_startup_hook_follows_spectrace_enabled(value, active):
+    env = _clean_env()
+    env["SPECTRACE_ENABLED"] = value
+    out = subprocess.run([sys.executable, "-c", "import spectrace; print(spectrace.is_instrumented())"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == str(active), out.stderr
+
+
+def test_host_configured_providers_are_used(tmp_path):
+    """A host that set global OpenTelemetry providers keeps them: spectrace's spans and
+    metrics go there (in-memory readers stand in for the host's exporters)."""
+    code = f"""
+import json
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+reader, spans = InMemoryMetricReader(), InMemorySpanExporter()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans)); trace.set_tracer_provider(tp)
+import spectrace
+from spectrace.instrumentation import recorder
+from spectrace.findings import Finding
+spectrace.instrument(output_dir={str(tmp_path)!r})
+rec = recorder()
+rec.acceptance.add([1, 1, 0], 3)
+rec.finding(Finding("eagle3.fc_bypass", "error", "test finding"))
+names = sorted({{m.name for rm in reader.get_metrics_data().resource_metrics
+                for sm in rm.scope_metrics for m in sm.metrics}})
+print(json.dumps({{"metrics": names, "spans": [s.name for s in spans.get_finished_spans()]}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_clean_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    import json
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "spectrace.spec.accepted_tokens" in res["metrics"]
+    assert "spectrace.eagle3.fc_bypass" in res["metrics"]
+    assert res["spans"] == ["spectrace.finding"]

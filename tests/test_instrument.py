@@ -1,0 +1,150 @@
+"""`instrument()` / `uninstrument()` against SGLang 0.5.23's real modules, in fresh
+interpreters (SGLang's post-import state must not leak between tests)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from harness.server import cpu_env, server_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+WRAP_POINTS = """
+import importlib
+POINTS = [
+    ("sglang.srt.models.llama_eagle3", "LlamaModel", "forward"),
+    ("sglang.srt.models.llama_eagle3", "LlamaForCausalLMEagle3", "load_weights"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "__init__"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "forward_batch_generation"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "verify"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "on_verify_complete_cpu"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker", "draft"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker", "_draft_extend_for_decode"),
+]
+def current():
+    return [vars(getattr(importlib.import_module(m), c))[a] for m, c, a in POINTS]
+def wrapped(objs):
+    return [hasattr(o, "__wrapped__") and type(o).__name__ == "FunctionWrapper" for o in objs]
+"""
+
+
+def run_script(body: str, env: dict | None = None, timeout: int = 300) -> dict:
+    code = WRAP_POINTS + textwrap.dedent(body)
+    e = cpu_env({k: v for k, v in os.environ.items() if not k.startswith("SPECTRACE_")})
+    e = {k: v for k, v in e.items() if not k.startswith("SPECTRACE_")}
+    e.update(env or {})
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=e, timeout=timeout, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_instrument_after_import_then_uninstrument_restores_the_originals():
+    res = run_script("""
+        import json, os
+        originals = current()              # SGLang imported before instrument()
+        import spectrace
+        spectrace.instrument()
+        first = current()
+        spectrace.instrument()             # idempotent: nothing changes
+        second = current()
+        env_on = os.environ.get("SPECTRACE_ENABLED")
+        spectrace.uninstrument()
+        restored = current()
+        print(json.dumps({
+            "wrapped": wrapped(first),
+            "second_same": [a is b for a, b in zip(first, second)],
+            "restored": [a is b for a, b in zip(originals, restored)],
+            "env_on": env_on, "env_after": os.environ.get("SPECTRACE_ENABLED"),
+        }))
+    """)
+    assert all(res["wrapped"])
+    assert all(res["second_same"])
+    assert all(res["restored"])
+    assert res["env_on"] == "1" and res["env_after"] is None
+
+
+def test_instrument_before_import_wraps_on_import_and_reinstrument_works():
+    res = run_script("""
+        import json
+        import spectrace
+        spectrace.instrument()             # SGLang not imported yet: post-import hooks
+        objs = current()
+        spectrace.uninstrument()
+        after_un = wrapped(current())
+        spectrace.instrument()
+        again = wrapped(current())
+        spectrace.uninstrument()
+        print(json.dumps({"wrapped": wrapped(objs), "after_un": after_un, "again": again}))
+    """)
+    assert all(res["wrapped"])
+    assert not any(res["after_un"])
+    assert all(res["again"])
+
+
+def test_env_alone_instruments_via_the_installed_startup_hook():
+    """No code change: SPECTRACE_ENABLED=1 and the .pth hook installed with spectrace."""
+    res = run_script("""
+        import json, spectrace
+        print(json.dumps({"wrapped": wrapped(current()),
+                          "active": spectrace.is_instrumented()}))
+    """, env={"SPECTRACE_ENABLED": "1"})
+    assert all(res["wrapped"]) and res["active"]
+
+
+def test_bad_setting_in_auto_mode_leaves_process_uninstrumented():
+    res = run_script("""
+        import json, spectrace
+        print(json.dumps({"wrapped": wrapped(current()),
+                          "active": spectrace.is_instrumented()}))
+    """, env={"SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,carrier-pigeon"})
+    assert not any(res["wrapped"]) and not res["active"]
+
+
+@pytest.mark.sglang
+def test_instrument_in_parent_reaches_engine_scheduler(tiny_models, tmp_path):
+    """spectrace.instrument() in the launching process, then sglang.Engine(...): telemetry
+    arrives from the spawned scheduler process."""
+    models = tiny_models("partial")
+    args = [a for a in server_args(models, port=0) if a != "--skip-server-warmup"]
+    kwargs = {}
+    for flag, val in zip(args[::2], args[1::2]):  # the same settings as the server tests
+        key = flag.lstrip("-").replace("-", "_")
+        if key not in ("host", "port"):
+            kwargs[key] = int(val) if val.isdigit() else val
+    data = tmp_path / "data"
+    script = tmp_path / "engine_run.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, sys, time
+        import sgl_kernel  # the pure-torch CPU kernel stand-in (harness)
+        from sglang.srt.runtime_context import override_platform
+        import spectrace
+
+        if __name__ == "__main__":
+            spectrace.instrument(output_dir={str(data)!r}, metric_interval_s=0.5)
+            override_platform(has_amx=True).install()
+            import sglang
+            engine = sglang.Engine(**{kwargs!r})
+            out = engine.generate(input_ids=[3, 7, 11],
+                                  sampling_params={{"max_new_tokens": 16, "temperature": 0}})
+            time.sleep(2.5)
+            print(json.dumps({{"pid": os.getpid(), "verify": out["meta_info"]["spec_verify_ct"]}}))
+            sys.stdout.flush()
+            os._exit(0)  # Engine.shutdown() SIGKILLs the scheduler; exit at once
+    """))
+    env = {k: v for k, v in cpu_env().items() if not k.startswith("SPECTRACE_")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=400, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-4000:]
+    parent = json.loads(out.stdout.strip().splitlines()[-1])
+    from conftest import run_report
+    procs = [p for p in run_report(data)["processes"] if p["drafts"]]
+    assert len(procs) == 1
+    assert procs[0]["pid"] != parent["pid"]
+    assert procs[0]["drafts"] == parent["verify"]
+    assert procs[0]["mean_acceptance_length"] == 2.0
