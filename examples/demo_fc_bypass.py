@@ -38,8 +38,8 @@ def run(name: str, mode: str, out: str) -> None:
     try:
         for ids in PROMPTS:
             r = server.generate(ids, 24)
-            print(f"  prompt {ids} -> output ids {r['output_ids'][:8]}... "
-                  f"SGLang spec_accept_length {r['meta_info']['spec_accept_length']:.2f}")
+            print(f"  prompt {ids} -> {r['text'][:40]!r}... SGLang spec_accept_length "
+                  f"{r['meta_info']['spec_accept_length']:.2f}")
         time.sleep(1.5)  # one metric export interval
     finally:
         server.stop()

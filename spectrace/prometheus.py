@@ -1,5 +1,5 @@
 """A Prometheus pull endpoint per worker process: base port + rank, loopback by default.
-A busy port is logged and skipped; it never stops the server."""
+A busy or invalid port is logged and skipped; it never stops the server."""
 from __future__ import annotations
 
 import logging
@@ -7,28 +7,68 @@ import logging
 log = logging.getLogger("spectrace")
 
 
+def _reader_class():
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+    class EndpointReader(PrometheusMetricReader):
+        """Closes its HTTP endpoint at shutdown (uninstrument), so the port is free again."""
+
+        httpd = None
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+            try:
+                super().shutdown(timeout_millis=timeout_millis, **kwargs)
+            except KeyError:  # collector already unregistered
+                pass
+            finally:
+                if self.httpd is not None:
+                    self.httpd.shutdown()
+                    self.httpd.server_close()
+                    self.httpd = None
+
+    return EndpointReader
+
+
+def _make_reader(cls, registry):
+    """The reader, registered only in our own registry (not prometheus_client's global
+    one, so we serve only spectrace's metrics). Registering through the constructor also
+    avoids a collect() before the reader has a MeterProvider (a warning in every worker)."""
+    try:
+        return cls(registry=registry)
+    except TypeError:  # exporter < 0.50 has no `registry`: move the collector by hand
+        from prometheus_client import REGISTRY
+        reader = cls()
+        REGISTRY.unregister(reader._collector)
+        registry.register(reader._collector)
+        reader._registry = registry
+        return reader
+
+
 def start_prometheus_reader(cfg, rank: int):
     """Return (reader, port) or (None, None) when the endpoint cannot be opened."""
     try:
-        from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry, start_http_server
+        cls = _reader_class()
     except ImportError:
         log.error("spectrace: the prometheus exporter needs `pip install spectrace[prometheus]`;"
                   " it is off in this process")
         return None, None
     port = cfg.prometheus_port + rank
-    reader = PrometheusMetricReader()
-    # Serve only spectrace's metrics on our port, not whatever else the process registered.
-    REGISTRY.unregister(reader._collector)
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(reader._collector)
-    try:
-        start_http_server(port, addr=cfg.prometheus_host, registry=registry)
-    except OSError as exc:
-        log.error("spectrace: cannot listen on %s:%d for Prometheus (%s); the endpoint is off "
-                  "in this process, the other exporters keep working "
-                  "(SPECTRACE_PROMETHEUS_PORT sets the base port; each rank adds its rank)",
-                  cfg.prometheus_host, port, exc)
+    hint = ("the endpoint is off in this process, the other exporters keep working "
+            "(SPECTRACE_PROMETHEUS_PORT sets the base port; each rank adds its rank)")
+    if not 1 <= port <= 65535:
+        log.error("spectrace: Prometheus port %d (base %d + rank %d) is not a TCP port; %s",
+                  port, cfg.prometheus_port, rank, hint)
         return None, None
+    registry = CollectorRegistry(auto_describe=False)
+    try:
+        started = start_http_server(port, addr=cfg.prometheus_host, registry=registry)
+    except (OSError, OverflowError) as exc:
+        log.error("spectrace: cannot listen on %s:%d for Prometheus (%s); %s",
+                  cfg.prometheus_host, port, exc, hint)
+        return None, None
+    reader = _make_reader(cls, registry)
+    if isinstance(started, tuple):  # prometheus_client >= 0.18 returns (server, thread)
+        reader.httpd = started[0]
     log.info("spectrace: Prometheus metrics on http://%s:%d/metrics", cfg.prometheus_host, port)
     return reader, port

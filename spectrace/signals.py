@@ -95,6 +95,12 @@ VOCAB_D2T_MISSING = "vocab.d2t_missing"
 VOCAB_D2T_ABSOLUTE = "vocab.d2t_absolute"
 VOCAB_D2T_OUT_OF_RANGE = "vocab.d2t_out_of_range"
 VOCAB_D2T_DUPLICATES = "vocab.d2t_duplicates"
+# Codes only the static checks (`spectrace doctor`) raise.
+FC_CONFIG_WIDTH_MISMATCH = "fc.width_mismatch"
+AUX_LAYER_IDS_OUT_OF_RANGE = "aux.layer_ids_out_of_range"
+SHAPE_MISMATCH = "shape.mismatch"
+CONFIG_LAYERS_UNSUPPORTED = "config.num_layers_unsupported"
+VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
 
 # Metrics.
 SPEC_STEPS = MetricSpec(

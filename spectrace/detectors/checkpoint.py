@@ -15,11 +15,10 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from .. import signals
 from ..findings import ERROR, WARNING, Finding
 
-# Codes not (yet) in `signals` are spelled here; docs/doctor.md lists them all.
-FC_WIDTH_MISMATCH = "fc.width_mismatch"
-AUX_LAYER_IDS_OUT_OF_RANGE = "aux.layer_ids_out_of_range"
-SHAPE_MISMATCH = "shape.mismatch"
-LAYERS_UNSUPPORTED = "config.num_layers_unsupported"
+FC_WIDTH_MISMATCH = signals.FC_CONFIG_WIDTH_MISMATCH
+AUX_LAYER_IDS_OUT_OF_RANGE = signals.AUX_LAYER_IDS_OUT_OF_RANGE
+SHAPE_MISMATCH = signals.SHAPE_MISMATCH
+LAYERS_UNSUPPORTED = signals.CONFIG_LAYERS_UNSUPPORTED
 
 NEWEST_KNOWN = "0.5.23"
 # Versions whose llama_eagle3.py (and model_runner aux-capture code) were read.

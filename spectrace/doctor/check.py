@@ -16,11 +16,12 @@ from typing import Any
 from ..detectors.checkpoint import NEWEST_KNOWN, Layout, check_draft, resolve_layout, route_key, \
     expected_draft_params
 from ..detectors.vocab import check_vocab_map
+from .. import signals
 from ..findings import ERROR, Finding
 from . import UnusableInput
 from .safetensors_header import INT_FORMATS, parse_header, read_int_tensor
 
-VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
+VOCAB_D2T_DTYPE = signals.VOCAB_D2T_DTYPE
 EAGLE3_ARCH = "LlamaForCausalLMEagle3"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DRAFT_INT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")

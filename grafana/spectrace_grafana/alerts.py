@@ -1,0 +1,130 @@
+"""Prometheus alert rules. Each expression is `(query) OP threshold`, so the query alone
+can be evaluated to see the value an alert compares (the end-to-end test does that)."""
+from __future__ import annotations
+
+from spectrace import signals as S
+
+from . import promql as Q
+
+BY = Q.SCRAPE_LABELS
+
+
+def _rule(name, query, op, threshold, for_, severity, summary, description) -> dict:
+    return {"alert": name, "expr": f"({query}) {op} {threshold}", "for": for_,
+            "labels": {"severity": severity},
+            "annotations": {"summary": summary, "description": description}}
+
+
+def rules() -> dict:
+    collapse = _rule(
+        "SpectraceAcceptanceCollapse", Q.mean_acceptance_length("5m", BY), "<", 1.2, "10m",
+        "critical", "Speculative decoding gains nothing on {{ $labels.instance }}",
+        "Mean acceptance length is {{ $value | printf \"%.2f\" }} (1.0 = no gain; healthy "
+        "EAGLE-3 chains give 2-3.5). Check fc bypass, aux layer ids, d2t and dropped "
+        "weights on the overview dashboard.")
+    position0 = _rule(
+        "SpectracePositionZeroCollapse",
+        Q.per_position_acceptance("5m", BY, extra=f'{S.ATTR_POSITION}="0"'), "<", 0.2,
+        "10m", "warning", "First draft token rarely accepted on {{ $labels.instance }}",
+        "Position-0 acceptance is {{ $value | printf \"%.2f\" }}; broken drafts show under "
+        "0.15 (e.g. d2t never loaded).")
+    bypass = _rule(
+        "SpectraceFcBypass", Q.stotal(S.EAGLE3_FC_BYPASS, BY), ">", 0, "0m", "critical",
+        "EAGLE-3 draft skipped fc on {{ $labels.instance }}",
+        "{{ $value }} target-fed draft passes had the draft's hidden width: the target sent "
+        "one hidden layer instead of the concatenated aux layers, so fc was skipped and "
+        "acceptance collapses without any error (finding eagle3.fc_bypass).")
+    width = _rule(
+        "SpectraceWidthMismatch", Q.stotal(S.EAGLE3_WIDTH_MISMATCH, BY), ">", 0, "0m",
+        "critical", "EAGLE-3 draft input has the wrong width on {{ $labels.instance }}",
+        "{{ $value }} target-fed draft passes matched neither fc's input width nor the draft "
+        "hidden size (e.g. 2 of 3 aux layers captured).")
+    weights = _rule(
+        "SpectraceDroppedWeights", Q.dropped_weights(BY), ">", 0, "0m", "critical",
+        "Draft checkpoint weights were dropped on {{ $labels.instance }}",
+        "{{ $value }} checkpoint keys matched no parameter or parameters were never loaded "
+        "(e.g. `layers.0.*` instead of `midlayer.*`). Run `spectrace doctor` on the draft.")
+    vocab = _rule(
+        "SpectraceVocabularyMapError",
+        Q.stotal(S.FINDINGS, BY + (S.ATTR_CODE,), extra=f'{S.ATTR_CODE}=~"vocab\\\\..*"'),
+        ">", 0, "0m", "critical",
+        "Draft vocabulary map (d2t) problem on {{ $labels.instance }}: {{ $labels.code }}",
+        "The draft-to-target vocabulary map is missing, absolute or out of range, so draft "
+        "ids map to wrong target tokens. Run `spectrace doctor` on the draft checkpoint.")
+    internal = _rule(
+        "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY),
+        ">", 0, "0m", "warning", "spectrace hooks raised errors on {{ $labels.instance }}",
+        "spectrace caught {{ $value }} exceptions in its hooks since the process started "
+        "(SGLang ran normally, but some signals may be missing). The log names the hook.")
+    return {"groups": [{"name": "spectrace", "interval": "30s",
+                        "rules": [collapse, position0, bypass, width, weights, vocab,
+                                  internal]}]}
+
+
+# -- promtool unit tests of the rules (synthetic series; `promtool test rules`) ------------
+INSTANCE = {"job": "sglang", "instance": "10.0.0.1:9464"}
+
+
+def _series(spec: S.MetricSpec, values: str, **labels) -> dict:
+    matchers = ", ".join(f'{k}="{v}"' for k, v in {**INSTANCE, **labels}.items())
+    return {"series": f"{spec.prometheus_name}{{{matchers}}}", "values": values}
+
+
+def _render(text: str, labels: dict, value: float) -> str:
+    """The few template forms the rules use, as Prometheus renders them."""
+    for k, v in labels.items():
+        text = text.replace("{{ $labels.%s }}" % k, str(v))
+    text = text.replace('{{ $value | printf "%.2f" }}', f"{value:.2f}")
+    return text.replace("{{ $value }}", f"{value:g}")
+
+
+def _expect(rule: dict, value: float, **labels) -> dict:
+    all_labels = {**INSTANCE, **labels}
+    return {"exp_labels": {**all_labels, **rule["labels"]},
+            "exp_annotations": {k: _render(v, all_labels, value)
+                                for k, v in rule["annotations"].items()}}
+
+
+def rule_tests() -> dict:
+    """A broken deployment fires fc bypass, dropped weights and vocabulary-map alerts and
+    acceptance collapse; a healthy one (the same counters at 0) fires nothing."""
+    by_name = {r["alert"]: r for r in rules()["groups"][0]["rules"]}
+    vocab = S.VOCAB_D2T_ABSOLUTE
+    broken = {
+        "interval": "1m",
+        "input_series": [
+            _series(S.SPEC_DRAFTS, "0+100x30"), _series(S.SPEC_ACCEPTED_TOKENS, "0+5x30"),
+            _series(S.SPEC_ACCEPTED_PER_POSITION, "0+5x30", position="0"),
+            _series(S.EAGLE3_FC_BYPASS, "0 40 80"), _series(S.EAGLE3_WIDTH_MISMATCH, "0x30"),
+            _series(S.EAGLE3_UNUSED_KEYS, "0 12"), _series(S.EAGLE3_UNLOADED_PARAMS, "0 3"),
+            _series(S.FINDINGS, "1x30", code=vocab, severity="error"),
+            _series(S.INTERNAL_ERRORS, "0x30")],
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "SpectraceFcBypass",
+             "exp_alerts": [_expect(by_name["SpectraceFcBypass"], 80)]},
+            {"eval_time": "2m", "alertname": "SpectraceDroppedWeights",
+             "exp_alerts": [_expect(by_name["SpectraceDroppedWeights"], 15)]},
+            {"eval_time": "2m", "alertname": "SpectraceVocabularyMapError",
+             "exp_alerts": [_expect(by_name["SpectraceVocabularyMapError"], 1, code=vocab)]},
+            {"eval_time": "9m", "alertname": "SpectraceAcceptanceCollapse", "exp_alerts": []},
+            {"eval_time": "20m", "alertname": "SpectraceAcceptanceCollapse",
+             "exp_alerts": [_expect(by_name["SpectraceAcceptanceCollapse"], 1.05)]},
+            {"eval_time": "20m", "alertname": "SpectracePositionZeroCollapse",
+             "exp_alerts": [_expect(by_name["SpectracePositionZeroCollapse"], 0.05,
+                                    position="0")]},
+            {"eval_time": "20m", "alertname": "SpectraceWidthMismatch", "exp_alerts": []},
+            {"eval_time": "20m", "alertname": "SpectraceInternalErrors", "exp_alerts": []}],
+    }
+    healthy = {
+        "interval": "1m",
+        "input_series": [
+            _series(S.SPEC_DRAFTS, "0+100x30"), _series(S.SPEC_ACCEPTED_TOKENS, "0+150x30"),
+            _series(S.SPEC_ACCEPTED_PER_POSITION, "0+77x30", position="0"),
+            _series(S.EAGLE3_FC_BYPASS, "0x30"), _series(S.EAGLE3_WIDTH_MISMATCH, "0x30"),
+            _series(S.EAGLE3_UNUSED_KEYS, "0x30"), _series(S.EAGLE3_UNLOADED_PARAMS, "0x30"),
+            _series(S.INTERNAL_ERRORS, "0x30")],
+        "alert_rule_test": [{"eval_time": "20m", "alertname": r, "exp_alerts": []}
+                            for r in by_name],
+    }
+    return {"rule_files": ["spectrace-rules.yml"], "evaluation_interval": "1m",
+            "tests": [broken, healthy]}

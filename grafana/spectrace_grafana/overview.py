@@ -1,0 +1,192 @@
+"""The overview dashboard: acceptance, agreement, throughput, EAGLE-3 faults, findings.
+
+Thresholds follow the healthy ranges in observability-notes: mean acceptance length red
+below 1.2, amber 1.2-2.0; position-0 acceptance red below 0.2.
+"""
+from __future__ import annotations
+
+from spectrace import signals as S
+
+from . import promql as Q
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+F = Q.DASHBOARD_FILTER
+BY = Q.SCRAPE_LABELS
+RATE = "$__rate_interval"
+RANGE = "$__range"
+
+ACCEPT_LENGTH_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 1.2},
+                       {"color": "green", "value": 2.0}]
+POSITION0_STEPS = [{"color": "red", "value": None}, {"color": "green", "value": 0.2}]
+ZERO_IS_GOOD = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+
+
+def _target(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> dict:
+    t = {"datasource": DS, "expr": expr, "refId": ref, "legendFormat": legend or "__auto"}
+    if instant:
+        t.update(instant=True, range=False)
+    return t
+
+
+def _panel(kind: str, title: str, desc: str, targets: list[dict], grid: tuple, unit="short",
+           steps=None, decimals=None, options=None, custom=None) -> dict:
+    x, y, w, h = grid
+    defaults: dict = {"unit": unit}
+    if steps:
+        defaults["thresholds"] = {"mode": "absolute", "steps": steps}
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    if custom:
+        defaults["custom"] = custom
+    for i, t in enumerate(targets):
+        t["refId"] = chr(ord("A") + i)
+    return {"type": kind, "title": title, "description": desc, "datasource": DS,
+            "gridPos": {"x": x, "y": y, "w": w, "h": h}, "targets": targets,
+            "fieldConfig": {"defaults": defaults, "overrides": []}, "options": options or {}}
+
+
+def _stat(title, desc, expr, grid, **kw) -> dict:
+    opts = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "background", "graphMode": "none", "textMode": "value"}
+    return _panel("stat", title, desc, [_target(expr, instant=True)], grid, options=opts, **kw)
+
+
+def _series(title, desc, targets, grid, steps=None, **kw) -> dict:
+    custom = {"drawStyle": "line", "lineWidth": 2, "fillOpacity": 0, "spanNulls": False}
+    if steps:
+        custom["thresholdsStyle"] = {"mode": "line+area"}
+    return _panel("timeseries", title, desc, targets, grid, steps=steps or ZERO_IS_GOOD,
+                  custom=custom, options={"legend": {"displayMode": "table",
+                                                     "placement": "bottom"},
+                                          "tooltip": {"mode": "multi"}}, **kw)
+
+
+def _bars(title, desc, targets, grid, **kw) -> dict:
+    for t in targets:
+        t.update(instant=True, range=False)
+    opts = {"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True,
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}
+    return _panel("bargauge", title, desc, targets, grid, options=opts, **kw)
+
+
+def panels() -> list[dict]:
+    pos0 = Q.per_position_acceptance(RANGE, (), F, f'{S.ATTR_POSITION}="0"')
+    out = [
+        _stat("Mean acceptance length", "Tokens per verify step over the selected range, "
+              "bonus token included (1 + accepted/drafts). 1.0 means speculation gains "
+              "nothing; broken deployments show 1.00-1.12; chain drafting with 3-4 steps "
+              "typically gives 2-3.5.", Q.mean_acceptance_length(RANGE, (), F),
+              (0, 0, 4, 5), steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _stat("Acceptance rate", "Accepted draft tokens / proposed draft tokens.",
+              Q.acceptance_rate(RANGE, (), F), (4, 0, 4, 5), unit="percentunit",
+              decimals=1),
+        _stat("Position-0 acceptance", "Share of steps whose first draft token was "
+              "accepted. Below 0.2 points at a broken draft input (fc bypass, aux layers, "
+              "d2t).", pos0, (8, 0, 4, 5), unit="percentunit", steps=POSITION0_STEPS,
+              decimals=1),
+        _stat("Accepted tokens / s", "Draft tokens accepted per second (bonus excluded).",
+              Q.srate(S.SPEC_ACCEPTED_TOKENS, RANGE, (), F), (12, 0, 4, 5), unit="short",
+              decimals=1),
+        _stat("fc bypass passes", "Target-fed draft passes that skipped fc since process "
+              "start; any value above 0 is a misconfiguration.",
+              Q.stotal(S.EAGLE3_FC_BYPASS, (), F), (16, 0, 4, 5), steps=ZERO_IS_GOOD),
+        _stat("Dropped weights", "Checkpoint keys SGLang dropped + draft parameters that "
+              "no key loaded.", Q.dropped_weights((), F), (20, 0, 4, 5), steps=ZERO_IS_GOOD),
+        _series("Mean acceptance length over time", "1 + rate(accepted)/rate(drafts) per "
+                "endpoint; red below 1.2, amber 1.2-2.0.",
+                [_target(Q.mean_acceptance_length(RATE, BY, F), "{{instance}}")],
+                (0, 5, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _series("Per-position acceptance", "rate(accepted per position)/rate(drafts): "
+                "healthy chains decay, e.g. 0.77/0.55/0.38/0.29.",
+                [_target(Q.per_position_acceptance(RATE, BY, F),
+                         "{{instance}} pos {{position}}")], (12, 5, 12, 8),
+                unit="percentunit"),
+        _bars("Accept-length distribution", "Share of request-steps by accept length over "
+              "the selected range (1 = only the bonus token).",
+              [_target(Q.accept_length_share(RANGE, (), F), "length {{length}}")],
+              (0, 13, 8, 8), unit="percentunit", steps=[{"color": "blue", "value": None}]),
+        _series("Draft/target agreement per position", "Compared steps where the draft "
+                "token equals the target's own prediction at that position (sampled).",
+                [_target(Q.agreement_per_position(RATE, BY, F),
+                         "{{instance}} pos {{position}}")], (8, 13, 8, 8),
+                unit="percentunit"),
+        _series("Tokens per second", "Accepted draft tokens/s, and target tokens/s through "
+                "speculative steps (accepted + bonus).",
+                [_target(Q.srate(S.SPEC_ACCEPTED_TOKENS, RATE, BY, F),
+                         "{{instance}} accepted"),
+                 _target(Q.target_tokens_per_second(RATE, BY, F), "{{instance}} emitted")],
+                (16, 13, 8, 8), steps=[{"color": "green", "value": None}]),
+        _series("fc-bypass and width-mismatch events", "Target-fed draft passes whose "
+                "input width shows the draft did not get the concatenated aux layers.",
+                [_target(Q.srate(S.EAGLE3_FC_BYPASS, RATE, BY, F, fn="increase"),
+                         "{{instance}} fc bypass"),
+                 _target(Q.srate(S.EAGLE3_WIDTH_MISMATCH, RATE, BY, F, fn="increase"),
+                         "{{instance}} width mismatch")], (0, 21, 12, 8)),
+        _bars("Draft input widths", "Draft passes by kind and hidden-state width (per s), "
+              "next to the widths the draft expects (fc_in = 3 x target hidden).",
+              [_target(Q.srate(S.EAGLE3_PASSES, RANGE, (S.ATTR_PASS_KIND, S.ATTR_WIDTH), F),
+                       "{{pass_kind}} width {{width}}"),
+               _target(f"max by (kind) ({Q.sel(S.EAGLE3_EXPECTED_WIDTH, F)})",
+                       "expected {{kind}}")], (12, 21, 12, 8),
+              steps=[{"color": "blue", "value": None}]),
+        _bars("Findings by code (weights, vocabulary map, fc bypass, aux)", "Findings "
+              "raised since process start, by code and severity; docs/doctor.md explains "
+              "each code.", [_target(Q.stotal(S.FINDINGS, (S.ATTR_CODE, S.ATTR_SEVERITY), F),
+                                     "{{code}} ({{severity}})")], (0, 29, 8, 8),
+              steps=ZERO_IS_GOOD),
+        _bars("Dropped weights by endpoint", "Unused checkpoint keys and unloaded draft "
+              "parameters since process start.",
+              [_target(Q.stotal(S.EAGLE3_UNUSED_KEYS, BY, F), "{{instance}} unused keys"),
+               _target(Q.stotal(S.EAGLE3_UNLOADED_PARAMS, BY, F),
+                       "{{instance}} unloaded params")], (8, 29, 8, 8), steps=ZERO_IS_GOOD),
+        _bars("spectrace internal errors", "Exceptions caught inside spectrace hooks since "
+              "process start (SGLang ran normally); report them with the log line.",
+              [_target(Q.stotal(S.INTERNAL_ERRORS, BY + (S.ATTR_HOOK,), F),
+                       "{{instance}} {{hook}}")], (16, 29, 8, 8), steps=ZERO_IS_GOOD),
+    ]
+    for i, p in enumerate(out, start=1):
+        p["id"] = i
+    return out
+
+
+def _query_var(name: str, label: str, query: str, all_value: str | None = ".*") -> dict:
+    v = {"type": "query", "name": name, "label": label, "datasource": DS,
+         "definition": query, "query": {"query": query, "refId": f"{name}-values"},
+         "refresh": 2, "includeAll": True, "multi": True, "sort": 1,
+         "current": {"selected": True, "text": ["All"], "value": ["$__all"]}}
+    if all_value is not None:
+        v["allValue"] = all_value
+    return v
+
+
+def templating() -> list[dict]:
+    """Resource attributes live on `target_info`: model (service name) and rank narrow the
+    instance list, and every panel filters on job and instance."""
+    info = 'target_info{spectrace_version!=""'
+    return [
+        {"type": "datasource", "name": "datasource", "label": "Data source",
+         "query": "prometheus", "current": {}, "hide": 0},
+        _query_var("job", "Job", f"label_values({info}}}, job)"),
+        _query_var("model", "Model (service.name)",
+                   f'label_values({info}, job=~"$job"}}, service_name)'),
+        _query_var("tp_rank", "TP rank",
+                   f'label_values({info}, job=~"$job", service_name=~"$model"}}, '
+                   "spectrace_tp_rank)"),
+        # No allValue: "All" expands to the instances the model and rank filters left.
+        _query_var("instance", "Instance",
+                   f'label_values({info}, job=~"$job", service_name=~"$model", '
+                   'spectrace_tp_rank=~"$tp_rank"}, instance)', all_value=None),
+    ]
+
+
+def dashboard() -> dict:
+    return {
+        "uid": "spectrace-overview", "title": "spectrace: EAGLE-3 speculative decoding",
+        "description": "Acceptance, draft/target agreement and EAGLE-3 faults reported by "
+                       "spectrace (generated by grafana/build_dashboards.py).",
+        "tags": ["spectrace", "sglang", "speculative-decoding"], "editable": True,
+        "schemaVersion": 39, "version": 1, "refresh": "30s", "timezone": "",
+        "time": {"from": "now-1h", "to": "now"}, "graphTooltip": 1,
+        "templating": {"list": templating()}, "annotations": {"list": []},
+        "panels": panels(), "links": [],
+    }

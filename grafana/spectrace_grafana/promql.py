@@ -1,0 +1,88 @@
+"""PromQL for spectrace's derived figures, shared by dashboards, alert rules and docs.
+
+Names are the ones that really arrive in Prometheus (`signals.*.prometheus_name`).
+Resource attributes (tp_rank, service name, ...) arrive only on `target_info`, so series
+are told apart by the scrape labels `job` and `instance` (one endpoint per rank).
+"""
+from __future__ import annotations
+
+from spectrace import signals as S
+
+# The labels every scraped series carries (added by Prometheus, or by the Collector).
+SCRAPE_LABELS = ("job", "instance")
+# Matchers the dashboards apply to every series (filled by template variables).
+DASHBOARD_FILTER = 'job=~"$job", instance=~"$instance"'
+
+
+def name(spec: S.MetricSpec) -> str:
+    return spec.prometheus_name
+
+
+def sel(spec: S.MetricSpec, flt: str = "", extra: str = "") -> str:
+    """A series selector: `name{flt, extra}` (braces only when there are matchers)."""
+    matchers = ", ".join(m for m in (flt, extra) if m)
+    return f"{name(spec)}{{{matchers}}}" if matchers else name(spec)
+
+
+def _sum(by: tuple[str, ...], inner: str) -> str:
+    return f"sum by ({', '.join(by)}) ({inner})" if by else f"sum({inner})"
+
+
+def srate(spec, window: str, by=(), flt="", extra="", fn="rate") -> str:
+    """`sum by (...) (rate(metric{...}[window]))`."""
+    return _sum(tuple(by), f"{fn}({sel(spec, flt, extra)}[{window}])")
+
+
+def stotal(spec, by=(), flt="", extra="") -> str:
+    """`sum by (...) (metric{...})`: totals since process start. Used for counters whose
+    series appear only at their first event (findings), where increase() would miss it."""
+    return _sum(tuple(by), sel(spec, flt, extra))
+
+
+def acceptance_rate(window: str, by=(), flt="") -> str:
+    """Accepted draft tokens / proposed draft tokens (0..1)."""
+    return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt)}"
+            f" / {srate(S.SPEC_DRAFT_TOKENS, window, by, flt)}")
+
+
+def mean_acceptance_length(window: str, by=(), flt="") -> str:
+    """Tokens emitted per verify step, bonus token included: 1.0 means no gain."""
+    return (f"1 + {srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt)}"
+            f" / {srate(S.SPEC_DRAFTS, window, by, flt)}")
+
+
+def _per_label_over_drafts(num: S.MetricSpec, den: S.MetricSpec, label: str, window: str,
+                           by=(), flt="", extra="", fn="rate") -> str:
+    return (f"{srate(num, window, tuple(by) + (label,), flt, extra, fn)}"
+            f" / ignoring({label}) group_left"
+            f" {srate(den, window, by, flt, fn=fn)}")
+
+
+def per_position_acceptance(window: str, by=(), flt="", extra="") -> str:
+    """Share of request-steps whose draft token at `position` was accepted."""
+    return _per_label_over_drafts(S.SPEC_ACCEPTED_PER_POSITION, S.SPEC_DRAFTS,
+                                  S.ATTR_POSITION, window, by, flt, extra)
+
+
+def agreement_per_position(window: str, by=(), flt="") -> str:
+    """Share of compared request-steps whose draft token at `position` equals the target's
+    own prediction there (sampled every SPECTRACE_AGREEMENT_EVERY steps)."""
+    return _per_label_over_drafts(S.SPEC_AGREEMENT_PER_POSITION, S.SPEC_AGREEMENT_DRAFTS,
+                                  S.ATTR_POSITION, window, by, flt)
+
+
+def accept_length_share(window: str, by=(), flt="") -> str:
+    """Share of request-steps by accept length (1 = only the bonus token)."""
+    return _per_label_over_drafts(S.SPEC_ACCEPT_LENGTH, S.SPEC_DRAFTS, S.ATTR_LENGTH,
+                                  window, by, flt, fn="increase")
+
+
+def target_tokens_per_second(window: str, by=(), flt="") -> str:
+    """Tokens the target emits per second through speculative steps (accepted + bonus)."""
+    return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt)}"
+            f" + {srate(S.SPEC_DRAFTS, window, by, flt)}")
+
+
+def dropped_weights(by=(), flt="") -> str:
+    """Checkpoint keys SGLang dropped plus draft parameters nothing loaded."""
+    return f"{stotal(S.EAGLE3_UNUSED_KEYS, by, flt)} + {stotal(S.EAGLE3_UNLOADED_PARAMS, by, flt)}"

@@ -1,0 +1,224 @@
+"""Static checks of the generated Grafana dashboards, alert rules and docs/metrics.md.
+
+Why: a dashboard query that names a metric spectrace does not export shows "No data"
+instead of a broken deployment; these checks tie every name to `spectrace.signals`.
+The end-to-end proof against a real Prometheus is tests/test_prometheus_e2e.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from spectrace import signals as S
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRAFANA = os.path.join(ROOT, "grafana")
+sys.path.insert(0, GRAFANA)
+import build_dashboards  # noqa: E402
+from spectrace_grafana import metrics_doc  # noqa: E402
+
+DASHBOARD_DIR = os.path.join(GRAFANA, "dashboards")
+RULES = os.path.join(GRAFANA, "alerts", "spectrace-rules.yml")
+PROMTOOL = shutil.which("promtool")
+RESOURCE_LABELS = {lbl for _, lbl, _ in metrics_doc.RESOURCE}
+SCRAPE_LABELS = {"job", "instance"}
+
+
+def _dashboards() -> dict[str, dict]:
+    out = {}
+    for f in sorted(os.listdir(DASHBOARD_DIR)):
+        with open(os.path.join(DASHBOARD_DIR, f)) as fh:
+            out[f] = json.load(fh)  # fails on invalid JSON
+    return out
+
+
+def _rules() -> list[dict]:
+    with open(RULES) as fh:
+        return [r for g in yaml.safe_load(fh)["groups"] for r in g["rules"]]
+
+
+def _metric_names() -> dict[str, S.MetricSpec]:
+    """Every name a metric may arrive under (histograms as _bucket/_sum/_count)."""
+    out = {}
+    for m in S.ALL_METRICS:
+        names = [m.prometheus_name]
+        if m.kind == "histogram":
+            names += [m.prometheus_name + s for s in ("_bucket", "_sum", "_count")]
+        out.update({n: m for n in names})
+    return out
+
+
+def all_exprs() -> list[tuple[str, str]]:
+    """(where, PromQL) of every panel target, alert rule and docs figure."""
+    out = [(f"{f}: {p['title']}", t["expr"]) for f, d in _dashboards().items()
+           for p in d["panels"] for t in p["targets"]]
+    out += [(f"rule {r['alert']}", r["expr"]) for r in _rules()]
+    out += [(f"docs: {t}", e) for t, e, _ in metrics_doc.derived_queries()]
+    out += [(f"variable {v['name']}", re.match(r"label_values\((.*),\s*\w+\)$",
+                                                v["definition"]).group(1))
+            for d in _dashboards().values() for v in d["templating"]["list"]
+            if v["type"] == "query"]
+    return out
+
+
+STRING = re.compile(r'"(?:\\.|[^"\\])*"')
+SELECTOR = re.compile(r"\b([a-zA-Z_:][\w:]*)\s*\{([^}]*)\}")
+CLAUSE = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
+
+
+def referenced(expr: str) -> tuple[set[str], list[tuple[str, str]]]:
+    """(metric names, (metric, label) pairs used in selectors and by/on clauses)."""
+    labels = [(m, lbl.strip()) for m, body in SELECTOR.findall(STRING.sub('""', expr))
+              for lbl in re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", body)]
+    labels += [("", lbl.strip()) for _, body in CLAUSE.findall(expr)
+               for lbl in body.split(",") if lbl.strip()]
+    bare = CLAUSE.sub(" ", re.sub(r"\[[^\]]*\]", "", re.sub(r"\{[^}]*\}", "",
+                                                          STRING.sub('""', expr))))
+    bare = re.sub(r"\b(group_left|group_right|bool|and|or|unless|offset)\b", " ", bare)
+    names = set(re.findall(r"\b[a-zA-Z_:][\w:]*\b(?!\s*\()", bare))
+    return names, labels
+
+
+def test_referenced_is_not_blind():
+    names, labels = referenced('sum by (job, position) (rate(x_total{code=~"a|b"}[5m])) '
+                               '/ ignoring(position) group_left sum(y)')
+    assert names == {"x_total", "y"}
+    assert ("x_total", "code") in labels and ("", "position") in labels
+
+
+def test_dashboards_are_valid_with_unique_ids_and_queries():
+    dashboards = _dashboards()
+    assert "spectrace-overview.json" in dashboards
+    for f, d in dashboards.items():
+        ids = [p["id"] for p in d["panels"]]
+        assert len(ids) == len(set(ids)), f"{f}: duplicate panel ids {ids}"
+        for p in d["panels"]:
+            assert p["targets"], f"{f}: panel {p['title']!r} has no query"
+            assert all(t.get("expr", "").strip() for t in p["targets"]), p["title"]
+            refs = [t["refId"] for t in p["targets"]]
+            assert len(refs) == len(set(refs)), p["title"]
+
+
+def test_datasource_is_a_variable():
+    for f, d in _dashboards().items():
+        ds_vars = [v for v in d["templating"]["list"] if v["type"] == "datasource"]
+        assert [v["query"] for v in ds_vars] == ["prometheus"], f
+        ref = "${%s}" % ds_vars[0]["name"]
+        for p in d["panels"]:
+            assert p["datasource"]["uid"] == ref, p["title"]
+            assert all(t["datasource"]["uid"] == ref for t in p["targets"]), p["title"]
+        for v in d["templating"]["list"]:
+            if v["type"] == "query":
+                assert v["datasource"]["uid"] == ref, v["name"]
+
+
+def test_filter_variables_exist_and_every_panel_uses_them():
+    for f, d in _dashboards().items():
+        names = {v["name"] for v in d["templating"]["list"]}
+        assert {"datasource", "job", "instance", "tp_rank", "model"} <= names, f
+        for p in d["panels"]:
+            for t in p["targets"]:
+                for metric in referenced(t["expr"])[0]:
+                    assert re.search(metric + r'\{[^}]*job=~"\$job", instance=~"\$instance"',
+                                     t["expr"]), (p["title"], metric)
+
+
+def test_every_referenced_metric_and_label_exists_in_signals():
+    known = _metric_names()
+    attrs = {a for m in S.ALL_METRICS for a in m.attributes}
+    for where, expr in all_exprs():
+        names, labels = referenced(expr)
+        assert names, f"{where}: no metric in {expr}"
+        unknown = names - set(known) - {"target_info"}
+        assert not unknown, f"{where}: not exported by spectrace: {unknown}"
+        for metric, label in labels:
+            if metric == "target_info":
+                allowed = RESOURCE_LABELS | SCRAPE_LABELS
+            elif metric:
+                allowed = set(known[metric].attributes) | SCRAPE_LABELS
+            else:
+                allowed = attrs | SCRAPE_LABELS | RESOURCE_LABELS
+            assert label in allowed, f"{where}: label {label!r} on {metric or 'clause'}"
+
+
+def test_acceptance_thresholds_follow_the_healthy_ranges():
+    panels = {p["title"]: p for p in _dashboards()["spectrace-overview.json"]["panels"]}
+    for title in ("Mean acceptance length", "Mean acceptance length over time"):
+        steps = panels[title]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert [(s["color"], s["value"]) for s in steps] == [
+            ("red", None), ("orange", 1.2), ("green", 2.0)], title
+    steps = panels["Position-0 acceptance"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [(s["color"], s["value"]) for s in steps] == [("red", None), ("green", 0.2)]
+    assert 'position="0"' in panels["Position-0 acceptance"]["targets"][0]["expr"]
+
+
+def test_alert_rules_cover_the_issue():
+    rules = {r["alert"]: r for r in _rules()}
+    assert {"SpectraceAcceptanceCollapse", "SpectraceFcBypass", "SpectraceDroppedWeights",
+            "SpectraceVocabularyMapError"} <= set(rules)
+    for r in rules.values():
+        assert r["labels"]["severity"] in ("critical", "warning"), r["alert"]
+        assert r["annotations"]["summary"] and r["annotations"]["description"], r["alert"]
+        assert re.match(r"^\(.*\) (<|>) [0-9.]+$", r["expr"], re.S), r["alert"]
+    assert S.FC_BYPASS not in rules["SpectraceVocabularyMapError"]["expr"]
+
+
+def test_generated_files_are_current():
+    assert build_dashboards.stale() == [], "run: python grafana/build_dashboards.py"
+
+
+def test_metrics_doc_lists_every_metric():
+    with open(os.path.join(ROOT, "docs", "metrics.md")) as fh:
+        doc = fh.read()
+    for m in S.ALL_METRICS:
+        assert f"`{m.name}` | `{m.prometheus_name}`" in doc, m.name
+    assert "spectrace_spec_accepted_tokens_total" in doc
+
+
+def test_provisioning_and_compose_point_at_real_files():
+    with open(os.path.join(GRAFANA, "docker-compose.yml")) as fh:
+        compose = yaml.safe_load(fh)
+    for svc in compose["services"].values():
+        for vol in svc.get("volumes", []):
+            src = vol.split(":")[0]
+            if src.startswith("."):
+                assert os.path.exists(os.path.join(GRAFANA, src)), vol
+    grafana_mounts = dict(v.split(":")[:2] for v in compose["services"]["grafana"]["volumes"])
+    with open(os.path.join(GRAFANA, "provisioning", "dashboards", "spectrace.yml")) as fh:
+        provider = yaml.safe_load(fh)["providers"][0]
+    assert grafana_mounts["./dashboards"] == provider["options"]["path"]
+    with open(os.path.join(GRAFANA, "provisioning", "datasources", "spectrace.yml")) as fh:
+        ds = yaml.safe_load(fh)["datasources"][0]
+    assert ds["type"] == "prometheus" and ds["url"].startswith("http://prometheus:")
+    with open(os.path.join(GRAFANA, "otel-collector.yaml")) as fh:
+        col = yaml.safe_load(fh)
+    assert col["service"]["pipelines"]["metrics"]["exporters"] == ["prometheus"]
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="apt-get install -y prometheus (promtool)")
+def test_promtool_accepts_rules_and_config(tmp_path):
+    out = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    with open(os.path.join(GRAFANA, "prometheus.yml")) as fh:
+        cfg = yaml.safe_load(fh)
+    cfg["rule_files"] = [RULES]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([PROMTOOL, "check", "config", str(tmp_path / "prometheus.yml")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="apt-get install -y prometheus (promtool)")
+def test_promtool_rule_unit_tests():
+    """Synthetic series: a broken deployment fires fc bypass, dropped weights, vocabulary
+    map and acceptance collapse alerts; a healthy one fires none."""
+    out = subprocess.run([PROMTOOL, "test", "rules", "spectrace-rules.test.yml"],
+                         cwd=os.path.join(GRAFANA, "alerts"), capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

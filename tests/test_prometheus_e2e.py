@@ -1,0 +1,383 @@
+"""A real Prometheus scrapes spectrace's endpoint in a real SGLang CPU run; every PromQL
+expression of every dashboard panel and alert rule is evaluated against what arrived.
+
+Why: the names change on the way (OTel -> Prometheus adds `_total`, underscores), and
+resource attributes land on `target_info` only; a query that matches nothing shows
+"No data" instead of a broken deployment. Needs the Debian package `prometheus`
+(`apt-get install -y --no-install-recommends prometheus`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pytest
+import yaml
+
+from harness.server import free_port, start_server
+from spectrace import signals as S
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "grafana"))
+from spectrace_grafana import metrics_doc  # noqa: E402
+
+DASHBOARD_DIR = os.path.join(ROOT, "grafana", "dashboards")
+RULES = os.path.join(ROOT, "grafana", "alerts", "spectrace-rules.yml")
+PROMETHEUS = shutil.which("prometheus")
+FINDINGS = S.FINDINGS.prometheus_name  # its series appear with the first finding only
+PROMPT = [3, 7, 11]
+
+needs_prometheus = pytest.mark.skipif(
+    PROMETHEUS is None,
+    reason="needs Prometheus: apt-get install -y --no-install-recommends prometheus")
+
+
+# -- Prometheus ----------------------------------------------------------------------------
+class Prometheus:
+    """A Prometheus server on loopback scraping one target every second, with the alert
+    rules loaded (every `for` shortened to 0s so a rule fires at its first evaluation)."""
+
+    def __init__(self, workdir: str, target_port: int) -> None:
+        self.port = free_port()
+        self.log_path = os.path.join(workdir, "prometheus.log")
+        rules = _load_rules()
+        for group in rules["groups"]:
+            group["interval"] = "1s"
+            for rule in group["rules"]:
+                rule["for"] = "0s"
+        with open(os.path.join(workdir, "rules.yml"), "w") as fh:
+            yaml.safe_dump(rules, fh)
+        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                  "rule_files": [os.path.join(workdir, "rules.yml")],
+                  "scrape_configs": [{"job_name": "spectrace", "static_configs": [
+                      {"targets": [f"127.0.0.1:{target_port}"]}]}]}
+        with open(os.path.join(workdir, "prometheus.yml"), "w") as fh:
+            yaml.safe_dump(config, fh)
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={workdir}/prometheus.yml",
+             f"--storage.tsdb.path={workdir}/tsdb", f"--web.listen-address=127.0.0.1:{self.port}",
+             "--log.level=warn"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait(lambda: self._get("/-/ready", raw=True), 30, "Prometheus did not get ready")
+
+    def _get(self, path: str, raw: bool = False, **params):
+        url = f"http://127.0.0.1:{self.port}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError as exc:
+            body = exc.read()
+        return body if raw else json.loads(body)
+
+    def _wait(self, ok, timeout: float, what: str):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Prometheus exited; log {self.log_path}")
+            try:
+                value = ok()
+                if value:
+                    return value
+            except OSError:
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(f"{what} within {timeout} s; log {self.log_path}")
+
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        out = self._get("/api/v1/query", **params)
+        assert out["status"] == "success", f"{expr}: {out.get('error')}"
+        return out["data"]["result"]
+
+    def value(self, expr: str, at: float | None = None) -> float | None:
+        result = self.query(expr, at)
+        return float(result[0]["value"][1]) if result else None
+
+    def series(self, match: str) -> list[dict]:
+        out = self._get("/api/v1/series", **{"match[]": match})
+        assert out["status"] == "success", f"{match}: {out.get('error')}"
+        return out["data"]
+
+    def alerts(self) -> list[dict]:
+        return self._get("/api/v1/alerts")["data"]["alerts"]
+
+    def wait(self, ok, timeout: float, what: str):
+        return self._wait(ok, timeout, what)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def _load_rules() -> dict:
+    with open(RULES) as fh:
+        return yaml.safe_load(fh)
+
+
+def _dashboards() -> list[dict]:
+    out = []
+    for f in sorted(os.listdir(DASHBOARD_DIR)):
+        with open(os.path.join(DASHBOARD_DIR, f)) as fh:
+            out.append(json.load(fh))
+    return out
+
+
+# -- what the dashboards and rules ask ----------------------------------------------------
+VAR = re.compile(r"\$\{?(\w+)\}?")
+LABEL_VALUES = re.compile(r"^label_values\((.*),\s*(\w+)\)$", re.S)
+COMPARISON = re.compile(r"^\((.*)\)\s*(<|>|<=|>=|==|!=)\s*([0-9.]+)$", re.S)
+
+
+def substitute(expr: str, window: str) -> str:
+    """Grafana's variables as an instant query sees them: filters match everything,
+    `$__rate_interval` / `$__range` become `window`."""
+    return VAR.sub(lambda m: window if m.group(1).startswith("__") else ".*", expr)
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    """(panel title / refId, expr) of every target of every dashboard panel."""
+    return [(f"{d['uid']}: {p['title']} / {t['refId']}", t["expr"])
+            for d in _dashboards() for p in d["panels"] for t in p["targets"]]
+
+
+def variable_queries() -> list[tuple[str, str, str]]:
+    return [(v["name"], *LABEL_VALUES.match(v["definition"]).groups())
+            for d in _dashboards() for v in d["templating"]["list"] if v["type"] == "query"]
+
+
+def rule_queries() -> list[tuple[str, str]]:
+    """(alert, the query the rule compares): the expr without its `OP threshold`."""
+    out = []
+    for group in _load_rules()["groups"]:
+        for rule in group["rules"]:
+            m = COMPARISON.match(rule["expr"])
+            assert m, f"{rule['alert']}: expr is not `(query) OP number`: {rule['expr']}"
+            out.append((rule["alert"], m.group(1)))
+    return out
+
+
+# -- one real run per model variant -------------------------------------------------------
+@dataclass
+class Run:
+    mode: str
+    panels: dict = field(default_factory=dict)     # name -> result list
+    rules: dict = field(default_factory=dict)      # alert -> result list
+    variables: dict = field(default_factory=dict)  # variable -> label values
+    docs: dict = field(default_factory=dict)       # docs/metrics.md figure -> result list
+    firing: set = field(default_factory=set)       # alert names firing
+    logs: str = ""
+
+
+def run_variant(mode: str, models: str, workdir: str) -> Run:
+    """Start Prometheus and SGLang, send requests, evaluate everything, stop both."""
+    sport = free_port()
+    prom = Prometheus(workdir, sport)
+    server = None
+    run = Run(mode, logs=f"server log {workdir}/server.log, {prom.log_path}")
+    try:
+        server = start_server(models, os.path.join(workdir, "server.log"), env_extra={
+            "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
+            "SPECTRACE_PROMETHEUS_PORT": str(sport), "SPECTRACE_AGREEMENT_EVERY": "1",
+            "SPECTRACE_OUTPUT_DIR": os.path.join(workdir, "spectrace-data")})
+        drafts = S.SPEC_DRAFTS.prometheus_name
+        position = S.SPEC_ACCEPTED_PER_POSITION.prometheus_name
+        prom.wait(lambda: prom.query(f'up{{job="spectrace"}} == 1'), 30,
+                  f"{run.logs}: Prometheus never scraped spectrace")
+        # One warm-up request, so every series (positions, lengths) exists before the
+        # measured window: a series' first sample is never counted by rate().
+        server.generate(PROMPT, 8)
+        agreement = S.SPEC_AGREEMENT_PER_POSITION.prometheus_name
+        prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
+                  "per-position series")
+        t0 = time.time()
+        time.sleep(2.5)
+        with ThreadPoolExecutor(3) as pool:  # three requests batched together
+            list(pool.map(lambda _: server.generate(PROMPT, 24), range(3)))
+        final = _endpoint_value(sport, drafts)
+        prom.wait(lambda: prom.value(f"sum({drafts})") == final, 20, "final scrape")
+        time.sleep(2.5)  # rule evaluation (every 1 s) after the final scrape
+        at = time.time()
+        window = f"{int(at - t0) - 1}s"  # starts after every series' first sample
+        run.panels = {n: prom.query(substitute(e, window), at) for n, e in panel_queries()}
+        run.rules = {n: prom.query(q, at) for n, q in rule_queries()}
+        run.variables = {n: {s.get(label) for s in prom.series(substitute(m, window))}
+                         for n, m, label in variable_queries()}
+        run.docs = {t: prom.query(e, at) for t, e, _ in metrics_doc.derived_queries()}
+        run.firing = {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
+        return run
+    finally:
+        if server is not None:
+            server.stop()
+        prom.stop()
+
+
+def _endpoint_value(port: int, metric: str) -> float:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+               if line.startswith(metric + "{") or line.startswith(metric + " "))
+
+
+@pytest.fixture(scope="module")
+def partial(tiny_models, tmp_path_factory) -> Run:
+    return run_variant("partial", tiny_models("partial"), str(tmp_path_factory.mktemp("prom")))
+
+
+@pytest.fixture(scope="module")
+def bypass(tiny_models, tmp_path_factory) -> Run:
+    return run_variant("bypass", tiny_models("bypass"), str(tmp_path_factory.mktemp("prom")))
+
+
+def _by(result: list[dict], label: str) -> dict[str, float]:
+    return {r["metric"].get(label, ""): float(r["value"][1]) for r in result}
+
+
+def _panel(run: Run, title: str) -> list[dict]:
+    hits = [v for k, v in run.panels.items() if f": {title} / A" in k]
+    assert len(hits) == 1, f"no single panel titled {title!r}"
+    return hits[0]
+
+
+# -- tests --------------------------------------------------------------------------------
+@pytest.mark.sglang
+@needs_prometheus
+def test_every_panel_query_returns_data(partial, bypass):
+    """Healthy run: every panel has data, except the findings panel (no finding was raised,
+    and a finding's series appears with its first occurrence). Broken run: every panel."""
+    empty_healthy = [n for n, e in panel_queries() if not partial.panels[n] and FINDINGS not in e]
+    assert not empty_healthy, f"no data in the healthy run: {empty_healthy} ({partial.logs})"
+    empty_broken = [n for n, r in bypass.panels.items() if not r]
+    assert not empty_broken, f"no data in the bypass run: {empty_broken} ({bypass.logs})"
+
+
+@pytest.mark.sglang
+@needs_prometheus
+def test_partial_acceptance_values(partial):
+    """The exact-acceptance models: 1 of 3 draft tokens accepted at every step."""
+    pos = _by(_panel(partial, "Per-position acceptance"), "position")
+    assert pos == pytest.approx({"0": 1.0, "1": 0.0, "2": 0.0}), partial.logs
+    mal = [float(r["value"][1]) for r in _panel(partial, "Mean acceptance length over time")]
+    assert mal == pytest.approx([2.0]), partial.logs
+    assert _by(_panel(partial, "Mean acceptance length"), "") == pytest.approx({"": 2.0})
+    assert _by(_panel(partial, "Position-0 acceptance"), "") == pytest.approx({"": 1.0})
+    assert _by(_panel(partial, "Acceptance rate"), "") == pytest.approx({"": 1 / 3})
+    assert _by(_panel(partial, "Accept-length distribution"), "length") == pytest.approx(
+        {"2": 1.0})
+    agree = _by(_panel(partial, "Draft/target agreement per position"), "position")
+    assert agree == pytest.approx({"0": 1.0, "1": 0.0, "2": 0.0}), partial.logs
+    assert _by(_panel(partial, "fc bypass passes"), "") == {"": 0.0}
+
+
+@pytest.mark.sglang
+@needs_prometheus
+def test_bypass_acceptance_collapses(bypass):
+    mal = _by(_panel(bypass, "Mean acceptance length"), "")[""]
+    assert mal < 1.2, f"bypass mean acceptance length {mal} ({bypass.logs})"
+    assert _by(_panel(bypass, "fc bypass passes"), "")[""] > 0
+    codes = _by(_panel(bypass, "Findings by code (weights, vocabulary map, fc bypass, aux)"),
+                "code")
+    assert codes.get(S.FC_BYPASS, 0) > 0, codes
+
+
+@pytest.mark.sglang
+@needs_prometheus
+def test_every_rule_query_evaluates(partial, bypass):
+    """Each rule's query returns data in the runs (findings-based ones only once a finding
+    of that code exists); none compares a value on the healthy run that should fire."""
+    for name, query in rule_queries():
+        if FINDINGS in query:
+            # No vocabulary finding in either run: empty, or 0 once pre-created.
+            for run in (partial, bypass):
+                assert all(float(r["value"][1]) == 0 for r in run.rules[name]), (name, run.mode)
+            continue
+        assert partial.rules[name], f"{name}: no data in the healthy run ({partial.logs})"
+        assert bypass.rules[name], f"{name}: no data in the bypass run ({bypass.logs})"
+
+
+@pytest.mark.sglang
+@needs_prometheus
+def test_fc_bypass_alert_fires_only_for_bypass(partial, bypass):
+    assert "SpectraceFcBypass" in bypass.firing, bypass.firing
+    assert "SpectraceAcceptanceCollapse" in bypass.firing, bypass.firing
+    assert partial.firing == set(), f"alerts firing on the healthy run: {partial.firing}"
+
+
+@pytest.mark.sglang
+@needs_prometheus
+def test_template_variables_find_values(partial):
+    """`label_values(target_info{...}, label)` finds the job, service name, rank and the
+    scraped instance: the labels the panels filter on really exist."""
+    v = partial.variables
+    assert v["job"] == {"spectrace"}
+    assert v["model"] == {"sglang"}
+    assert v["tp_rank"] == {"0"}
+    assert len(v["instance"]) == 1 and next(iter(v["instance"])).startswith("127.0.0.1:")
+
+
+@pytest.mark.sglang
+@needs_prometheus
+def test_docs_queries_return_data(partial):
+    """The PromQL printed in docs/metrics.md works as written (5m windows)."""
+    empty = [t for t, r in partial.docs.items() if not r]
+    assert not empty, f"no data for {empty} ({partial.logs})"
+    joined = partial.docs["Mean acceptance length with the TP rank"]
+    assert [r["metric"].get("spectrace_tp_rank") for r in joined] == ["0"]
+    assert float(joined[0]["value"][1]) == pytest.approx(2.0)
+
+
+# -- spectrace's endpoint itself (in process, no SGLang) ----------------------------------
+def _endpoint(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+
+
+def test_endpoint_serves_only_spectrace_and_frees_its_port(caplog):
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from spectrace.config import Config
+    from spectrace.prometheus import start_prometheus_reader
+
+    base = free_port()
+    with caplog.at_level("WARNING"):
+        reader, port = start_prometheus_reader(Config(prometheus_port=base - 1), 1)
+    assert port == base  # base + rank
+    assert not [r for r in caplog.records if "collect" in r.getMessage()], caplog.text
+    provider = MeterProvider(metric_readers=[reader])
+    provider.get_meter("t").create_counter(S.SPEC_DRAFTS.name, unit=S.SPEC_DRAFTS.unit).add(3)
+    body = _endpoint(port)
+    assert re.search(rf"^{S.SPEC_DRAFTS.prometheus_name}{{[^}}]*}} 3\.0$", body, re.M), body
+    assert "python_gc_objects_collected_total" not in body  # not the global registry
+    provider.shutdown()
+    with pytest.raises(OSError):
+        _endpoint(port)
+    again, port2 = start_prometheus_reader(Config(prometheus_port=base), 0)  # port free again
+    assert port2 == base
+    again.shutdown()
+
+
+def test_busy_or_invalid_port_is_logged_not_fatal(caplog):
+    import socket
+
+    from spectrace.config import Config
+    from spectrace.prometheus import start_prometheus_reader
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with caplog.at_level("ERROR"):
+            assert start_prometheus_reader(
+                Config(prometheus_port=busy.getsockname()[1]), 0) == (None, None)
+    assert "cannot listen" in caplog.text
+    assert start_prometheus_reader(Config(prometheus_port=65535), 3) == (None, None)
+    assert "not a TCP port" in caplog.text
