@@ -95,14 +95,20 @@ def start_server(models: str, log_path: str, env_extra: dict | None = None,
     port = free_port()
     cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens) + (
         extra_args or [])
+    return launch(cmd, cpu_env(env_extra), port, log_path, timeout)
+
+
+def launch(cmd: list[str], env: dict, port: int, log_path: str, timeout: float,
+           label: str = "SGLang server") -> Server:
+    """Start `cmd` in its own session, logging to `log_path`; return once /health answers."""
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, env=cpu_env(env_extra), stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     server = Server(proc, port, log_path)
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"SGLang server exited with {proc.returncode}; log {log_path}:\n"
+            raise RuntimeError(f"{label} exited with {proc.returncode}; log {log_path}:\n"
                                + server.log()[-4000:])
         try:
             with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
@@ -112,5 +118,5 @@ def start_server(models: str, log_path: str, env_extra: dict | None = None,
             pass
         time.sleep(0.5)
     server.stop()
-    raise RuntimeError(f"SGLang server did not answer in {timeout} s; log {log_path}:\n"
+    raise RuntimeError(f"{label} did not answer in {timeout} s; log {log_path}:\n"
                        + server.log()[-4000:])

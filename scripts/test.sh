@@ -6,7 +6,7 @@ bash scripts/setup-env.sh
 # The Prometheus server the export tests scrape with (Debian package; needs root).
 if ! command -v prometheus >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   else
     echo "note: install the Debian package 'prometheus' (sudo apt-get install prometheus) for the export tests" >&2
   fi

@@ -16,10 +16,14 @@ log = logging.getLogger("spectrace")
 
 
 def start() -> bool:
+    """Instrument this process if `SPECTRACE_ENABLED` says so. Unset means off: having
+    spectrace installed never turns it on by itself (SGLang loads its plugin regardless)."""
     from . import config
     from .instrumentation import _install, is_instrumented
     if is_instrumented():
         return True
+    if not os.environ.get("SPECTRACE_ENABLED", "").strip():
+        return False
     try:
         cfg = config.from_env()
     except config.ConfigError as exc:
@@ -33,9 +37,8 @@ def start() -> bool:
 
 
 def on_interpreter_start() -> None:
-    """From the .pth file: cheap; the wrappers install when SGLang's modules are imported."""
-    if os.environ.get("SPECTRACE_ENABLED", "").strip().lower() not in ("1", "true", "yes", "on"):
-        return
+    """From the .pth file: cheap; the wrappers install when SGLang's modules are imported.
+    Any non-empty value goes through `start()`, so a bad one is logged, not ignored."""
     start()
 
 

@@ -53,6 +53,10 @@ def instrument(**options) -> Config:
     (e.g. `exporters=["file", "prometheus"]`, `strict=True`); unset ones come from
     `SPECTRACE_*` variables. A bad value raises `ValueError` naming the setting."""
     cfg = config_mod.from_env(**options)
+    import importlib.util
+    if importlib.util.find_spec("sglang") is None:
+        log.info("spectrace: SGLang is not installed here; the hooks install if it is "
+                 "imported later")
     return _install(cfg, propagate=True)
 
 

@@ -26,16 +26,31 @@ class Patcher:
     def is_patched(self, owner: Any, attr: str) -> bool:
         return any(p.owner is owner and p.attr == attr for p in self.patches)
 
+    def note_missing(self, where: str) -> None:
+        """Remember a wrap point this SGLang release lacks (once; reported by the caller)."""
+        if where not in self.missing:
+            self.missing.append(where)
+
     def wrap(self, owner: Any, attr: str, wrapper, where: str) -> bool:
         """Wrap `owner.attr` (a class or module attribute defined there). A missing wrap
-        point is remembered and reported by the caller, and the other hooks still install."""
-        original = vars(owner).get(attr)
+        point, or one wrapt cannot wrap, is remembered and reported by the caller, and the
+        other hooks still install."""
+        try:
+            original = vars(owner).get(attr)
+        except TypeError:  # no __dict__
+            original = None
         if original is None:
-            self.missing.append(f"{where}.{attr}")
+            self.note_missing(f"{where}.{attr}")
             return False
         if self.is_patched(owner, attr):
             return True
-        wrapt.wrap_function_wrapper(owner, attr, wrapper)
+        try:
+            wrapt.wrap_function_wrapper(owner, attr, wrapper)
+        except Exception as exc:  # noqa: BLE001 - skip this hook, keep the others
+            from .safety import INTERNAL_ERRORS
+            INTERNAL_ERRORS.record(f"wrap:{where}.{attr}", exc)
+            self.note_missing(f"{where}.{attr}")
+            return False
         self.patches.append(Patch(owner, attr, original))
         return True
 

@@ -41,6 +41,26 @@ class InternalErrors:
 
 INTERNAL_ERRORS = InternalErrors()
 
+
+class DroppedItems:
+    """Telemetry items spectrace gave up on, per signal (`spans`, `metrics`, `events`):
+    an exporter queue was full, an export failed, or the file sink is off. Exported as
+    `spectrace.telemetry.dropped`. Counting is a dict update: it never blocks the caller."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def add(self, signal: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[signal] += n
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+DROPPED = DroppedItems()
+
 Before = Callable[[Any, tuple, dict], Any]
 After = Callable[[Any, Any, tuple, dict, Any], None]
 

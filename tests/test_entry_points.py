@@ -62,6 +62,13 @@ def test_sglang_plugin_entry_point_respects_disabled(monkeypatch):
     assert not spectrace.is_instrumented()
 
 
+def test_sglang_plugin_does_nothing_when_spectrace_enabled_is_unset(monkeypatch):
+    """SGLang loads every installed plugin: being installed must not turn spectrace on."""
+    monkeypatch.delenv("SPECTRACE_ENABLED", raising=False)
+    _entry_point("sglang.srt.plugins", "spectrace").load()()
+    assert not spectrace.is_instrumented()
+
+
 def test_opentelemetry_instrumentor_entry_point():
     cls = _entry_point("opentelemetry_instrumentor", "spectrace").load()
     inst = cls()

@@ -10,11 +10,8 @@ from __future__ import annotations
 import os
 import random
 import socket
-import subprocess
-import time
-import urllib.request
 
-from harness.server import Server
+from harness.server import Server, launch
 
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim")
 
@@ -59,22 +56,4 @@ def start_server(python: str, models: str, log_path: str, env_extra: dict | None
                  steps: int = 3, timeout: float = 300) -> Server:
     port = free_port()
     cmd = [python, "-m", "sglang.launch_server"] + server_args(models, port, steps)
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, env=cpu_env(env_extra), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    server = Server(proc, port, log_path)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"SGLang 0.5.12 server exited with {proc.returncode}; log "
-                               f"{log_path}:\n" + server.log()[-4000:])
-        try:
-            with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return server
-        except OSError:
-            pass
-        time.sleep(0.5)
-    server.stop()
-    raise RuntimeError(f"SGLang 0.5.12 server did not answer in {timeout} s; log "
-                       f"{log_path}:\n" + server.log()[-4000:])
+    return launch(cmd, cpu_env(env_extra), port, log_path, timeout, "SGLang 0.5.12 server")

@@ -1,0 +1,241 @@
+"""`spectrace report` on bad input: an unusable folder gives exit status 2 and a one-line
+message; truncated, empty, huge and malformed files inside a usable folder give a robust
+summary (bad lines skipped and counted). Property tests feed `read_jsonl` and the report
+random bytes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spectrace import signals
+from spectrace.file_export import (
+    EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, iter_jsonl, read_jsonl,
+)
+from spectrace.report import build_report, render_text, summarize_process
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "spectrace.cli", "report", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def snapshot(drafts=10, accepted=10, steps=3) -> dict:
+    return {"time": 1.0, "metrics": {
+        signals.SPEC_DRAFTS.name: [{"attributes": {}, "value": drafts}],
+        signals.SPEC_ACCEPTED_TOKENS.name: [{"attributes": {}, "value": accepted}],
+        signals.SPEC_DRAFT_TOKENS.name: [{"attributes": {}, "value": drafts * steps}],
+        signals.SPEC_ACCEPTED_PER_POSITION.name: [
+            {"attributes": {"position": 0}, "value": accepted}],
+        signals.SPEC_ACCEPT_LENGTH.name: [{"attributes": {"length": 2}, "value": drafts}],
+    }}
+
+
+def process(tmp_path, name="sglang-h-1", **files) -> str:
+    d = tmp_path / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / RESOURCE_FILE).write_text(json.dumps({"attributes": {"process.pid": 1}}))
+    for fname, content in files.items():
+        path = d / {"metrics": METRICS_FILE, "events": EVENTS_FILE, "spans": SPANS_FILE,
+                    "resource": RESOURCE_FILE}[fname]
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(d)
+
+
+def lines(*objs) -> str:
+    return "".join(json.dumps(o) + "\n" for o in objs)
+
+
+# -- unusable input: exit 2, one line ------------------------------------------------
+def test_missing_folder_exit_2_one_line(tmp_path):
+    out = cli(tmp_path / "nope")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "no such folder" in out.stderr
+
+
+def test_file_instead_of_folder_exit_2_one_line(tmp_path):
+    f = tmp_path / "metrics.jsonl"
+    f.write_text(lines(snapshot()))
+    out = cli(f)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "is a file, not a folder" in out.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any folder")
+def test_unreadable_folder_exit_2_one_line(tmp_path):
+    d = tmp_path / "locked"
+    d.mkdir(mode=0o000)
+    try:
+        out = cli(d)
+    finally:
+        d.chmod(0o700)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+
+
+def test_empty_folder_is_usable_and_says_so(tmp_path):
+    out = cli(tmp_path)
+    assert out.returncode == 0
+    assert "no instrumented process has written here yet" in out.stdout
+
+
+# -- robust summaries -------------------------------------------------------------------
+def test_truncated_last_line_is_skipped_and_totals_come_from_last_complete(tmp_path):
+    torn = json.dumps(snapshot(drafts=99, accepted=99))[:-7]
+    d = process(tmp_path, metrics=lines(snapshot(5, 5), snapshot(10, 7)) + torn)
+    p = summarize_process(d)
+    assert p["drafts"] == 10 and p["accepted_tokens"] == 7
+    assert p["metric_snapshots"] == 2 and p["skipped_lines"] == 1
+    out = cli(tmp_path, "--json")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["processes"][0]["drafts"] == 10
+
+
+def test_empty_files(tmp_path):
+    d = process(tmp_path, metrics="", events="", spans="", resource="")
+    p = summarize_process(d)
+    assert p["drafts"] == 0 and p["metric_snapshots"] == 0 and p["pid"] is None
+    assert cli(tmp_path).returncode == 0
+
+
+GARBAGE_LINES = [
+    b"not json\n", b"[1, 2, 3]\n", b'"string"\n', b"\xff\xfe\x00garbage\n",
+    b'{"metrics": "oops"}\n', b'{"metrics": {"spectrace.spec.drafts": "x"}}\n',
+    b'{"metrics": {"spectrace.spec.drafts": [1, null, {"value": "7"}]}}\n',
+    b'{"metrics": {"spectrace.spec.drafts": [{"value": NaN}]}}\n',
+    b'{"metrics": {"spectrace.spec.drafts": [{"value": 1e999}]}}\n',
+    b"[" * 100_000 + b"\n",                           # exhausts a recursive parser
+    b'{"n": ' + b"9" * 10_000 + b"}\n",                # int too long for Python to parse
+    b"\n", b"   \n",
+]
+
+
+def test_garbage_lines_between_good_ones(tmp_path):
+    good = lines(snapshot(4, 4)).encode()
+    weird = {"time": 2, "metrics": {
+        signals.SPEC_DRAFTS.name: [{"attributes": [1], "value": 10}, {"value": True}, "x"],
+        signals.SPEC_ACCEPTED_TOKENS.name: [{"attributes": {}, "value": 5}],
+        signals.SPEC_DRAFT_TOKENS.name: [{"value": 30}],
+        signals.SPEC_ACCEPTED_PER_POSITION.name: [
+            {"attributes": {"position": [0]}, "value": 3}, {"attributes": {"position": "1"},
+                                                             "value": 2},
+            {"attributes": {"position": 0}, "value": 3}, {"attributes": "x", "value": 1}],
+        signals.SPEC_ACCEPT_LENGTH.name: [{"attributes": {"length": "abc"}, "value": 1},
+                                          {"attributes": {"length": 2}, "value": 9}],
+        signals.EAGLE3_PASSES.name: [{"attributes": {"pass_kind": {}, "width": 3}, "value": 1}],
+        signals.EAGLE3_EXPECTED_WIDTH.name: [{"attributes": {"kind": None}, "value": 1}],
+    }}
+    metrics = good + b"".join(GARBAGE_LINES) + lines(weird).encode() + GARBAGE_LINES[0]
+    events = (lines({"code": "eagle3.fc_bypass", "severity": "error", "message": "m"},
+                    {"code": 5}, {"code": "x", "severity": ["no"], "message": {"a": 1}})
+              .encode() + b"garbage\n")
+    d = process(tmp_path, metrics=metrics, events=events, spans=b"{}\n" + b"\x00\n")
+    p = summarize_process(d)
+    assert p["drafts"] == 10 and p["accepted_tokens"] == 5 and p["draft_tokens"] == 30
+    assert p["accepted_per_position"] == [3, 2]
+    assert p["accept_length_counts"] == {"2": 9, "abc": 1}
+    assert {f["code"] for f in p["findings"]} == {"eagle3.fc_bypass", "x"}
+    assert p["spans"] == 1
+    assert p["skipped_lines"] >= len(GARBAGE_LINES) - 2
+    text = render_text(build_report(str(tmp_path)))
+    assert "request-steps verified 10" in text and "skipped" in text
+    out = cli(tmp_path, "--json")
+    assert out.returncode == 0, out.stderr
+    json.loads(out.stdout)
+
+
+def test_huge_line_is_skipped_without_loading_it(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(lines({"a": 1}).encode() + b'{"pad": "' + b"x" * 5000 + b'"}\n'
+                     + lines({"b": 2}).encode() + b'{"c": 3')
+    stats: dict = {}
+    assert list(iter_jsonl(str(path), stats, max_line=1000)) == [{"a": 1}, {"b": 2}]
+    assert stats == {"skipped": 1, "torn": 1}
+
+
+def test_huge_files_through_the_cli(tmp_path):
+    """A 20 MiB line (over the 16 MiB line limit) and a 20 MiB resource.json."""
+    d = tmp_path / "sglang-h-2"
+    d.mkdir()
+    with open(d / METRICS_FILE, "wb") as fh:
+        fh.write(lines(snapshot(3, 3)).encode())
+        fh.write(b'{"metrics": {"pad": "' + b"x" * (20 << 20) + b'"}}\n')
+    with open(d / RESOURCE_FILE, "wb") as fh:
+        fh.write(b'{"attributes": {"pad": "' + b"x" * (20 << 20) + b'"}}')
+    out = cli(tmp_path, "--json", timeout=120)
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)["processes"][0]
+    assert p["drafts"] == 3 and p["skipped_lines"] == 1
+
+
+def test_fifo_and_device_files_do_not_hang(tmp_path):
+    d = tmp_path / "sglang-h-3"
+    d.mkdir()
+    os.mkfifo(d / METRICS_FILE)
+    os.symlink("/dev/zero", d / SPANS_FILE)
+    (d / EVENTS_FILE).write_text(lines({"code": "c", "severity": "info", "message": "m"}))
+    out = cli(tmp_path, "--json", timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["processes"][0]["findings"][0]["code"] == "c"
+
+
+def test_a_process_folder_can_be_given_directly(tmp_path):
+    d = process(tmp_path, metrics=lines(snapshot(6, 6)))
+    out = cli(d, "--json")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["processes"][0]["drafts"] == 6
+
+
+# -- property tests ---------------------------------------------------------------------
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+metric_names = st.sampled_from([m.name for m in signals.ALL_METRICS])
+points = st.lists(st.one_of(json_values, st.fixed_dictionaries({
+    "attributes": st.one_of(json_values, st.dictionaries(
+        st.sampled_from(["position", "length", "pass_kind", "width", "kind", "code"]),
+        json_values, max_size=3)),
+    "value": json_values})), max_size=4)
+snapshots = st.fixed_dictionaries({"metrics": st.one_of(
+    json_values, st.dictionaries(metric_names, st.one_of(points, json_values), max_size=6))})
+file_bytes = st.one_of(
+    st.binary(max_size=300),
+    st.lists(st.one_of(snapshots, json_values).map(
+        lambda o: json.dumps(o).encode() + b"\n"), max_size=5).map(b"".join),
+    st.tuples(st.binary(max_size=50), st.binary(max_size=50)).map(lambda t: t[0] + b"\n" + t[1]))
+
+PROPS = settings(max_examples=150, deadline=None,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                        HealthCheck.too_slow])
+
+
+@PROPS
+@given(data=st.binary(max_size=2000))
+def test_read_jsonl_on_random_bytes(tmp_path, data):
+    path = tmp_path / "random.jsonl"
+    path.write_bytes(data)
+    out = read_jsonl(str(path))
+    assert all(isinstance(o, dict) for o in out)
+    assert len(out) <= data.count(b"\n")
+
+
+@PROPS
+@given(metrics=file_bytes, events=file_bytes, spans=file_bytes, resource=file_bytes)
+def test_report_on_random_files(tmp_path, metrics, events, spans, resource):
+    d = tmp_path / "sglang-h-9"
+    d.mkdir(exist_ok=True)
+    for name, data in ((METRICS_FILE, metrics), (EVENTS_FILE, events), (SPANS_FILE, spans),
+                       (RESOURCE_FILE, resource)):
+        (d / name).write_bytes(data)
+    p = summarize_process(str(d))   # no catch-all: any exception here is a bug
+    assert isinstance(p["drafts"], (int, float))
+    rep = build_report(str(tmp_path))
+    render_text(rep)
+    json.dumps(rep)
