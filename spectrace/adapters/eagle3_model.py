@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 
 from .. import signals
 from ..detectors.aux import audit_aux_capture
@@ -55,6 +56,32 @@ def expected_widths(model) -> ExpectedWidths:
     return ExpectedWidths(fc_in, draft_hidden, target_hidden, num_aux)
 
 
+# (id(model), ForwardMode, width) -> its pass key, for passes already checked and healthy:
+# later ones are only counted. Only for models that can be weakly referenced, so that the
+# entries go when the model does (an id can be reused by another object).
+_healthy: dict = {}
+_tracked: set[int] = set()
+
+
+def _track(model) -> bool:
+    i = id(model)
+    if i in _tracked:
+        return True
+    try:
+        weakref.finalize(model, _forget, i)
+    except TypeError:  # not weakly referenceable: every pass takes the full check
+        return False
+    _tracked.add(i)
+    return True
+
+
+def _forget(i: int) -> None:
+    _tracked.discard(i)
+    _expected.pop(i, None)
+    for key in [k for k in list(_healthy) if k[0] == i]:
+        _healthy.pop(key, None)
+
+
 def _before_forward(instance, args, kwargs):
     forward_batch = kwargs["forward_batch"] if "forward_batch" in kwargs else args[2]
     hidden = forward_batch.spec_info.hidden_states
@@ -63,22 +90,31 @@ def _before_forward(instance, args, kwargs):
     if hidden.is_cuda and _capturing():
         return  # CUDA-graph capture runs on dummy batches
     mode = forward_batch.forward_mode
+    width = hidden.shape[-1]
+    rec = STATE.recorder or recorder()
+    key = _healthy.get((id(instance), mode, width))
+    if key is not None:  # seen before and healthy: only count it
+        passes = rec.passes
+        passes[key] = passes.get(key, 0) + 1
+        return
     kind = _kind_by_mode.get(mode)
     if kind is None:
         kind = _kind_by_mode[mode] = pass_kind(getattr(mode, "name", str(mode)))
     exp = _expected.get(id(instance))
-    rec = recorder()
     if exp is None:
         exp = _expected[id(instance)] = expected_widths(instance)
         rec.expected_width.update(exp.as_dict())
-    width = int(hidden.shape[-1])
+    width = int(width)
     rec.count_pass(kind, width)
     finding = check_width(kind, width, exp)
-    if finding is not None:
-        rec.finding(finding, {"spectrace.forward_mode": getattr(mode, "name", str(mode))})
-        if STATE.config.strict and finding.code == signals.FC_BYPASS:
-            raise StrictModeError("spectrace strict mode (SPECTRACE_STRICT=1) stopped at the "
-                                  "first fc bypass: " + finding.message)
+    if finding is None:
+        if _track(instance):
+            _healthy[(id(instance), mode, width)] = (kind, width)
+        return
+    rec.finding(finding, {"spectrace.forward_mode": getattr(mode, "name", str(mode))})
+    if STATE.config.strict and finding.code == signals.FC_BYPASS:
+        raise StrictModeError("spectrace strict mode (SPECTRACE_STRICT=1) stopped at the "
+                              "first fc bypass: " + finding.message)
 
 
 def _capturing() -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 
 from .. import signals
-from ..instrumentation import recorder
+from ..instrumentation import STATE, recorder
 from ..safety import guarded_wrapper
 from . import worker_common as wc
 
@@ -76,27 +76,31 @@ def _audit(worker) -> None:
     wc.audit_once(worker, getattr(target, "model", None), getattr(draft, "model", None))
 
 
+_audited = wc._audited
+
+
 def _before_step(instance, args, kwargs):
     batch = args[0] if args else kwargs["batch"]
-    if id(instance) not in wc._audited:
+    if id(instance) not in _audited:
         _audit(instance)
-    if batch.forward_mode.is_extend() or getattr(batch, "is_extend_in_batch", False):
+    if wc.is_prefill(batch):
         return None  # prefill: not a speculative step
-    rec = recorder()
-    rec.count_step(WORKER)
-    if rec.sample_step():
+    rec = STATE.recorder or recorder()
+    if rec.begin_step(WORKER):
         return wc.step_span_start(WORKER, wc.step_attrs(instance, batch))
     return None
 
 
 def _child(name):
     def before(instance, args, kwargs):
-        return wc.child_span_start(name)
+        rec = STATE.recorder
+        if rec is None or rec.step_span is None:
+            return None  # step not sampled: no span
+        return rec.tel.tracer.start_span(name)
     return before
 
 
-def _before_verify(instance, args, kwargs):
-    return wc.child_span_start(signals.SPAN_VERIFY)
+_before_verify = _child(signals.SPAN_VERIFY)
 
 
 def _end_verify(span) -> None:
@@ -108,4 +112,4 @@ def _after_verify(span, instance, args, kwargs, result):
     counts = getattr(out, "num_correct_drafts_per_req_cpu", None)
     if counts is None:
         counts = out.accept_length_per_req_cpu
-    recorder().acceptance.add(counts, instance.speculative_num_steps)
+    (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps)

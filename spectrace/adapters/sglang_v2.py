@@ -8,7 +8,7 @@ Accept counts: read where SGLang already has them on the CPU, `on_verify_complet
 from __future__ import annotations
 
 from .. import signals
-from ..instrumentation import recorder
+from ..instrumentation import STATE, recorder
 from ..safety import guarded_wrapper
 from . import worker_common as wc
 
@@ -27,7 +27,7 @@ def install(module, patcher) -> None:
         "v2.forward_batch_generation", before=_before_step, cleanup=wc.step_span_end), w)
     patcher.wrap(worker, "verify", guarded_wrapper(
         "v2.verify", before=_before_verify, after=_after_verify,
-        cleanup=_end_child), w)
+        cleanup=_end_verify), w)
     if "on_verify_complete_cpu" in vars(worker):
         patcher.wrap(worker, "on_verify_complete_cpu", guarded_wrapper(
             "v2.on_verify_complete_cpu", before=_before_verify_complete_cpu), w)
@@ -84,22 +84,27 @@ def _batch(args, kwargs):
     return kwargs.get("batch", kwargs.get("model_worker_batch"))
 
 
+_audited = wc._audited
+
+
 def _before_step(instance, args, kwargs):
-    batch = _batch(args, kwargs)
-    if id(instance) not in wc._audited:
+    batch = args[0] if args else _batch(args, kwargs)
+    if id(instance) not in _audited:
         _audit(instance)
-    if batch.forward_mode.is_extend() or getattr(batch, "is_extend_in_batch", False):
+    if wc.is_prefill(batch):
         return None  # prefill: not a speculative step
-    rec = recorder()
-    rec.count_step(WORKER)
-    if rec.sample_step():
+    rec = STATE.recorder or recorder()
+    if rec.begin_step(WORKER):
         return wc.step_span_start(WORKER, _step_attrs(instance, batch))
     return None
 
 
 def _child(name):
     def before(instance, args, kwargs):
-        return wc.child_span_start(name)
+        rec = STATE.recorder
+        if rec is None or rec.step_span is None:
+            return None  # step not sampled: no span
+        return rec.tel.tracer.start_span(name)
     return before
 
 
@@ -108,32 +113,35 @@ def _end_child(span) -> None:
 
 
 def _before_verify(instance, args, kwargs):
-    span = wc.child_span_start(signals.SPAN_VERIFY)
-    rec = recorder()
+    """ctx: None, or (verify span or None, the draft tokens to compare or None)."""
+    rec = STATE.recorder or recorder()
+    span = None if rec.step_span is None else rec.tel.tracer.start_span(signals.SPAN_VERIFY)
     every = rec.cfg.agreement_every
-    if every and instance.topk == 1:
-        n = rec.steps.get(WORKER, 0)
-        if n % every == 0:
-            batch = _batch(args, kwargs)
-            instance._spectrace_draft_token = batch.spec_info.draft_token
-    return span
+    if every and rec.steps.get(WORKER, 0) % every == 0 and instance.topk == 1:
+        batch = args[0] if args else _batch(args, kwargs)
+        return span, batch.spec_info.draft_token
+    return None if span is None else (span, None)
 
 
-def _after_verify(span, instance, args, kwargs, result):
-    draft_token = instance.__dict__.pop("_spectrace_draft_token", None)
-    if draft_token is None:
+def _after_verify(ctx, instance, args, kwargs, result):
+    if ctx is None or ctx[1] is None:
         return
     bs = int(result.accept_lens.shape[0])
     if bs == 0:
         return
-    counts, event = wc.compare_chain_tokens(draft_token, result.next_token_ids, bs,
+    counts, event = wc.compare_chain_tokens(ctx[1], result.next_token_ids, bs,
                                             instance.speculative_num_draft_tokens)
     recorder().agreement.add(counts, event, bs)
 
 
+def _end_verify(ctx) -> None:
+    if ctx[0] is not None:
+        ctx[0].end()
+
+
 def _before_verify_complete_cpu(instance, args, kwargs):
     counts = args[0] if args else kwargs["num_correct_drafts_per_req"]
-    recorder().acceptance.add(counts, instance.speculative_num_steps)
+    (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps)
 
 
 def _after_resolve_overlap(ctx, scheduler, args, kwargs, result):

@@ -68,12 +68,24 @@ def audit_once(worker, target_model, draft_model) -> None:
         rec.finding(f)
 
 
+_sglang_version: str | None = None
+
+
+def _version() -> str:
+    """SGLang's version, read once: `importlib.metadata` parses the wheel's METADATA on
+    every call (milliseconds), too slow for a step span."""
+    global _sglang_version
+    if _sglang_version is None:
+        _sglang_version = sglang_version()
+    return _sglang_version
+
+
 def step_span_start(worker_kind: str, attrs: dict):
     """Start a sampled step span and make it current; returns (span, token)."""
     rec = recorder()
     span = rec.tel.tracer.start_span(signals.SPAN_STEP, attributes={
         signals.SPAN_ATTR_WORKER: worker_kind,
-        signals.SPAN_ATTR_SGLANG_VERSION: sglang_version(), **attrs})
+        signals.SPAN_ATTR_SGLANG_VERSION: _version(), **attrs})
     token = otel_context.attach(otel_trace.set_span_in_context(span))
     rec.step_span = span
     return span, token
@@ -86,6 +98,23 @@ def step_span_end(ctx) -> None:
         rec.step_span = None
     otel_context.detach(token)
     span.end()
+
+
+_IS_EXTEND: dict = {}  # ForwardMode member -> its is_extend(), asked once per member
+
+
+def is_prefill(batch) -> bool:
+    """A prefill (extend) batch, not a speculative step: `forward_mode.is_extend()` (read
+    once per ForwardMode member: the enum method costs about 1 µs a call) or SGLang's
+    `is_extend_in_batch`."""
+    mode = batch.forward_mode
+    try:
+        extend = _IS_EXTEND[mode]
+    except KeyError:
+        extend = _IS_EXTEND[mode] = bool(mode.is_extend())
+    except TypeError:  # an unhashable mode: ask it every time
+        extend = mode.is_extend()
+    return extend or getattr(batch, "is_extend_in_batch", False)
 
 
 def child_span_start(name: str):

@@ -1,0 +1,1 @@
+"""Benchmarks and device checks for spectrace's hot path (see docs/performance.md)."""

@@ -1,0 +1,425 @@
+"""Drive spectrace's real hooks, one speculative decode step at a time, on stand-ins of
+SGLang's classes. Shared by `overhead.py`, `gpu_sync_check.py` and
+`tests/test_no_device_sync.py`.
+
+What is real here:
+- the wrapt wrappers, installed by spectrace's own `sglang_v2.install`, `sglang_v1.install`
+  and `eagle3_model.install` through its `Patcher` (the very code that wraps SGLang);
+- the process Recorder and its OpenTelemetry providers, created by spectrace's
+  `instrumentation.recorder()` from `Config()` defaults (file exporter, 1 % of steps
+  sampled as spans, agreement every 16th step), with its export threads running;
+- the inputs: torch tensors with SGLang's shapes and dtypes on the chosen device, SGLang's
+  own `ForwardMode` enum, fresh accept-count lists of Python ints as the scheduler hands over.
+
+What is a stand-in: the *bodies* of SGLang's methods. They keep SGLang's names and parameter
+lists (checked against the installed SGLang source by `check_signatures`) and SGLang's call
+order inside one step, but do no model work: they return precomputed results. So the
+"uninstrumented" baseline is the cost of the bare Python calls, and the difference
+between the two is spectrace's cost alone.
+
+One v2 step (SGLang 0.5.23 `EAGLEWorkerV2.forward_batch_generation`, decode batch):
+  draft_worker.draft(batch)                  -> draft model forward x (steps - 1), DECODE
+  self.verify(batch, ...)                    -> result.accept_lens [bs], next_token_ids [bs*n]
+  draft_worker._draft_extend_for_decode(...) -> draft model forward x 1, DRAFT_EXTEND_V2
+then the scheduler: worker.on_verify_complete_cpu(list_of_bs_ints, batch_size=bs).
+So the draft model's `LlamaModel.forward` runs `steps` times per step (eager mode).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import random
+import sys
+import types
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+# Shapes of a common EAGLE-3 deployment: Llama-3.1-8B target (hidden 4096), a one-layer
+# draft of the same width, three aux layers (fc: 12288 -> 4096), a top-k 1 chain of 3 steps.
+TARGET_HIDDEN = 4096
+DRAFT_HIDDEN = 4096
+NUM_AUX = 3
+STEPS = 3
+TOPK = 1
+NUM_DRAFT_TOKENS = STEPS + 1
+
+
+def forward_mode():
+    """SGLang's own ForwardMode enum (the hooks hash it and call its methods)."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    return ForwardMode
+
+
+# -- stand-ins: SGLang's names and parameter lists, no model work --------------------------
+def make_eagle3_module():
+    """A module object shaped like `sglang.srt.models.llama_eagle3`."""
+
+    class LlamaModel:
+        def __init__(self, hidden=DRAFT_HIDDEN, target_hidden=TARGET_HIDDEN, num_aux=NUM_AUX):
+            self.config = types.SimpleNamespace(hidden_size=hidden,
+                                                target_hidden_size=target_hidden)
+            self.fc = types.SimpleNamespace(in_features=num_aux * target_hidden,
+                                            out_features=hidden)
+
+        def forward(self, input_ids, positions, forward_batch, input_embeds=None,
+                    pp_proxy_tensors=None):
+            return forward_batch.spec_info.hidden_states
+
+    class LlamaForCausalLMEagle3:
+        def load_weights(self, weights):
+            return None
+
+    mod = types.ModuleType("spectrace_bench.llama_eagle3")
+    mod.LlamaModel = LlamaModel
+    mod.LlamaForCausalLMEagle3 = LlamaForCausalLMEagle3
+    return mod
+
+
+def make_v2_module():
+    """A module object shaped like `sglang.srt.speculative.eagle_worker_v2` (0.5.23)."""
+
+    class EagleDraftWorker:
+        def __init__(self, draft_model, decode_fb, extend_fb, steps):
+            self.draft_model = draft_model
+            self.decode_fb = decode_fb
+            self.extend_fb = extend_fb
+            self.speculative_num_steps = steps
+
+        def draft(self, batch, *, with_topology=False):
+            fb = self.decode_fb
+            for _ in range(self.speculative_num_steps - 1):  # the last top-k needs no forward
+                self.draft_model.forward(fb.input_ids, fb.positions, fb)
+            return batch.spec_info
+
+        def _draft_extend_for_decode(self, batch, batch_result, *, kv_loc_plan=None):
+            fb = self.extend_fb
+            self.draft_model.forward(fb.input_ids, fb.positions, fb)
+
+    class EAGLEWorkerV2:
+        def __init__(self, server_args, gpu_id, nccl_port, target_worker):
+            self.server_args = server_args
+            self.target_worker = target_worker
+            self.topk = TOPK
+            self.speculative_num_steps = STEPS
+            self.speculative_num_draft_tokens = NUM_DRAFT_TOKENS
+            self.adaptive_controller = None
+            self.draft_worker = None
+            self.result = None
+
+        def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
+                                     pp_proxy_tensors=None):
+            if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+                return None
+            verify_input = self.draft_worker.draft(batch)
+            batch.spec_info = verify_input
+            out = self.verify(batch, pp_proxy_tensors=pp_proxy_tensors,
+                              grammar_barrier=grammar_barrier)
+            self.draft_worker._draft_extend_for_decode(batch, out, kv_loc_plan=None)
+            return out
+
+        def verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None):
+            return self.result
+
+        def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
+            if self.adaptive_controller is not None:
+                self.adaptive_controller.on_verify_complete(num_correct_drafts_per_req,
+                                                            batch_size=batch_size)
+
+    mod = types.ModuleType("spectrace_bench.eagle_worker_v2")
+    mod.EAGLEWorkerV2 = EAGLEWorkerV2
+    mod.EagleDraftWorker = EagleDraftWorker
+    return mod
+
+
+def make_v1_module():
+    """A module object shaped like `sglang.srt.speculative.eagle_worker` (0.5.12, v1)."""
+
+    class EAGLEWorker:
+        def __init__(self, server_args, gpu_id, tp_rank, dp_rank, moe_ep_rank, nccl_port,
+                     target_worker):
+            self.target_worker = target_worker
+            self.topk = TOPK
+            self.speculative_num_steps = STEPS
+            self.speculative_num_draft_tokens = NUM_DRAFT_TOKENS
+            self.draft_model = None
+            self.decode_fb = self.extend_fb = None
+            self.verify_result = None
+
+        def forward_batch_generation(self, batch):
+            if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+                return None
+            self.draft(batch)
+            out = self.verify(batch)
+            self.forward_draft_extend_after_decode(batch)
+            return out
+
+        def draft(self, batch):
+            fb = self.decode_fb
+            for _ in range(self.speculative_num_steps - 1):
+                self.draft_model.forward(fb.input_ids, fb.positions, fb)
+            return batch.spec_info
+
+        def verify(self, batch):
+            return self.verify_result
+
+        def forward_draft_extend_after_decode(self, batch):
+            fb = self.extend_fb
+            self.draft_model.forward(fb.input_ids, fb.positions, fb)
+
+    mod = types.ModuleType("spectrace_bench.eagle_worker")
+    mod.EAGLEWorker = EAGLEWorker
+    return mod
+
+
+# -- signature check against the real SGLang source ---------------------------------------
+HOT_METHODS = {
+    "sglang/srt/speculative/eagle_worker_v2.py": {
+        "EAGLEWorkerV2": ("forward_batch_generation", "verify", "on_verify_complete_cpu"),
+        "EagleDraftWorker": ("draft", "_draft_extend_for_decode")},
+    "sglang/srt/models/llama_eagle3.py": {"LlamaModel": ("forward",)},
+}
+HOT_METHODS_V1 = {"sglang/srt/speculative/eagle_worker.py": {"EAGLEWorker": (
+    "forward_batch_generation", "draft", "verify", "forward_draft_extend_after_decode")}}
+
+
+def _source_params(path: str) -> dict:
+    tree = ast.parse(open(path).read())
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef):
+                    a = f.args
+                    out[(node.name, f.name)] = [x.arg for x in a.posonlyargs + a.args
+                                                + a.kwonlyargs]
+    return out
+
+
+def check_signatures(site_packages: str | None = None, v1: bool = False) -> list[str]:
+    """Differences between the stand-ins' parameter names and SGLang's (empty = same)."""
+    if site_packages is None:
+        import sglang
+        site_packages = os.path.dirname(os.path.dirname(sglang.__file__))
+    mods = {"EAGLEWorkerV2": make_v2_module(), "EagleDraftWorker": make_v2_module(),
+            "LlamaModel": make_eagle3_module(), "EAGLEWorker": make_v1_module()}
+    problems = []
+    for rel, classes in (HOT_METHODS_V1 if v1 else HOT_METHODS).items():
+        path = os.path.join(site_packages, rel)
+        if not os.path.exists(path):
+            problems.append(f"{path} not found")
+            continue
+        real = _source_params(path)
+        for cls, methods in classes.items():
+            for m in methods:
+                ours = list(inspect.signature(getattr(getattr(mods[cls], cls), m)).parameters)
+                theirs = real.get((cls, m))
+                if theirs != ours:
+                    problems.append(f"{cls}.{m}: SGLang {theirs} vs stand-in {ours}")
+    return problems
+
+
+# -- the process recorder ------------------------------------------------------------------
+def ensure_recorder(output_dir: str, **config):
+    """Set spectrace's process state as `instrument()` does in a worker (without SGLang's
+    import hooks) and create the Recorder with its exporters: `Config()` defaults unless
+    overridden."""
+    from spectrace import instrumentation
+    from spectrace.config import Config
+    st = instrumentation.STATE
+    if st.recorder is None:
+        st.config = Config(output_dir=output_dir, **config)
+        st.active = True
+    return instrumentation.recorder()
+
+
+class own_recorder:
+    """Context manager: a fresh Recorder (Config() defaults unless overridden) for the
+    duration, spectrace's previous process state put back afterwards."""
+
+    FIELDS = ("config", "recorder", "telemetry", "active")
+
+    def __init__(self, output_dir: str, **config) -> None:
+        self.output_dir, self.config = output_dir, config
+
+    def __enter__(self):
+        from spectrace import instrumentation
+        st = instrumentation.STATE
+        self.saved = {f: getattr(st, f) for f in self.FIELDS}
+        st.recorder = st.telemetry = None
+        from spectrace.config import Config
+        st.config = Config(output_dir=self.output_dir, **self.config)
+        st.active = True
+        return instrumentation.recorder()
+
+    def __exit__(self, *exc) -> None:
+        from spectrace import instrumentation
+        st = instrumentation.STATE
+        if st.telemetry is not None:
+            st.telemetry.shutdown()
+        for f, v in self.saved.items():
+            setattr(st, f, v)
+
+
+def shutdown_recorder() -> None:
+    from spectrace import instrumentation
+    st = instrumentation.STATE
+    if st.telemetry is not None:
+        st.telemetry.shutdown()
+    st.telemetry = st.recorder = st.config = None
+    st.active = False
+
+
+# -- one step -------------------------------------------------------------------------------
+def accept_lists(bs: int, n: int = 64, seed: int = 0) -> list[list[int]]:
+    """Accept counts (correct drafts per request, 0..STEPS), distributed like a healthy
+    chain (per-position acceptance about 0.77/0.55/0.38)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        row = []
+        for _ in range(bs):
+            c = 0
+            for p in (0.77, 0.71, 0.69)[:STEPS]:
+                if rng.random() >= p:
+                    break
+                c += 1
+            row.append(c)
+        out.append(row)
+    return out
+
+
+@dataclass
+class Tensors:
+    draft_token: object      # [bs * n] int64: the verify input (draft chain, root first)
+    accept_lens: object      # [bs] int32
+    next_token_ids: object   # [bs * n] int64: the target's prediction at each position
+    hidden_decode: object    # [bs * topk, H]: the draft's own hidden state
+    hidden_extend: object    # [bs * n, NUM_AUX * H_target]: the target's aux layers
+
+
+def make_tensors(bs: int, device: str = "cpu", dtype=None) -> Tensors:
+    import torch
+    dtype = dtype or torch.bfloat16
+    n = NUM_DRAFT_TOKENS
+    g = torch.Generator().manual_seed(bs)
+    draft = torch.randint(0, 128_000, (bs * n,), generator=g)
+    # the target's prediction at column k is compared with the draft token at column k+1:
+    # agree at draft position 0, disagree after (token ids >= 128000 never drafted)
+    pred = torch.randint(128_000, 129_000, (bs, n), generator=g)
+    pred[:, 0] = draft.reshape(bs, n)[:, 1]
+    return Tensors(
+        draft_token=draft.to(device),
+        accept_lens=torch.full((bs,), 2, dtype=torch.int32).to(device),
+        next_token_ids=pred.reshape(-1).to(device),
+        hidden_decode=torch.zeros(bs * TOPK, DRAFT_HIDDEN, dtype=dtype, device=device),
+        hidden_extend=torch.zeros(bs * n, NUM_AUX * TARGET_HIDDEN, dtype=dtype, device=device))
+
+
+def _forward_batch(mode, hidden):
+    return types.SimpleNamespace(forward_mode=mode, input_ids=None, positions=None,
+                                 spec_info=types.SimpleNamespace(hidden_states=hidden))
+
+
+class V2Step:
+    """One decode step of the v2 worker plus the scheduler's accept-count hand-over.
+    `hooks`: "spectrace" (spectrace's install functions), "naive" (a per-request OTel
+    histogram record + counter add in `on_verify_complete_cpu`, nothing else) or None."""
+
+    def __init__(self, bs: int, hooks: str | None, tensors: Tensors | None = None,
+                 device: str = "cpu", naive_instruments=None) -> None:
+        from spectrace.patching import Patcher
+        FM = forward_mode()
+        self.bs = bs
+        self.patcher = Patcher()
+        self.mod, self.mod3 = make_v2_module(), make_eagle3_module()
+        if hooks == "spectrace":
+            from spectrace.adapters import eagle3_model, sglang_v2
+            sglang_v2.install(self.mod, self.patcher)
+            eagle3_model.install(self.mod3, self.patcher)
+            assert not self.patcher.missing, self.patcher.missing
+        elif hooks == "naive":
+            self.patcher.wrap(self.mod.EAGLEWorkerV2, "on_verify_complete_cpu",
+                              naive_wrapper(*naive_instruments), "naive")
+        t = tensors or make_tensors(bs, device)
+        self.tensors = t
+        w = self.mod.EAGLEWorkerV2(server_args=None, gpu_id=0, nccl_port=0,
+                                   target_worker=types.SimpleNamespace(tp_rank=0))
+        w.draft_worker = self.mod.EagleDraftWorker(
+            self.mod3.LlamaModel(), _forward_batch(FM.DECODE, t.hidden_decode),
+            _forward_batch(FM.DRAFT_EXTEND_V2, t.hidden_extend), STEPS)
+        w.result = types.SimpleNamespace(accept_lens=t.accept_lens,
+                                         next_token_ids=t.next_token_ids, new_seq_lens=None)
+        self.worker = w
+        self.batch = types.SimpleNamespace(
+            forward_mode=FM.DECODE, is_extend_in_batch=False, reqs=[None] * bs,
+            seq_lens=None, spec_info=types.SimpleNamespace(draft_token=t.draft_token))
+        self.lists = accept_lists(bs)
+        self.i = 0
+
+    def __call__(self) -> None:
+        w, bs = self.worker, self.bs
+        w.forward_batch_generation(self.batch)
+        self.i = i = (self.i + 1) & 63
+        w.on_verify_complete_cpu(list(self.lists[i]), batch_size=bs)
+
+    def draft_forward(self) -> None:
+        """One draft-model pass alone (the width hook)."""
+        fb = self.worker.draft_worker.decode_fb
+        self.worker.draft_worker.draft_model.forward(None, None, fb)
+
+    def close(self) -> None:
+        self.patcher.restore_all()
+
+
+class V1Step:
+    """One decode step of the v1 worker (accept counts come back from `verify`)."""
+
+    def __init__(self, bs: int, hooks: str | None, tensors: Tensors | None = None,
+                 device: str = "cpu") -> None:
+        from spectrace.patching import Patcher
+        FM = forward_mode()
+        self.bs = bs
+        self.patcher = Patcher()
+        self.mod, self.mod3 = make_v1_module(), make_eagle3_module()
+        if hooks == "spectrace":
+            from spectrace.adapters import eagle3_model, sglang_v1
+            sglang_v1.install(self.mod, self.patcher)
+            eagle3_model.install(self.mod3, self.patcher)
+            assert not self.patcher.missing, self.patcher.missing
+        t = tensors or make_tensors(bs, device)
+        w = self.mod.EAGLEWorker(server_args=None, gpu_id=0, tp_rank=0, dp_rank=None,
+                                 moe_ep_rank=0, nccl_port=0, target_worker=None)
+        w.draft_model = self.mod3.LlamaModel()
+        w.decode_fb = _forward_batch(FM.DECODE, t.hidden_decode)
+        w.extend_fb = _forward_batch(FM.DRAFT_EXTEND_V2, t.hidden_extend)
+        self.out = types.SimpleNamespace(num_correct_drafts_per_req_cpu=None)
+        w.verify_result = (None, self.out, None, False)
+        self.worker = w
+        self.batch = types.SimpleNamespace(forward_mode=FM.DECODE, is_extend_in_batch=False,
+                                           reqs=[None] * bs, seq_lens=None, spec_info=None)
+        self.lists = accept_lists(bs)
+        self.i = 0
+
+    def __call__(self) -> None:
+        self.i = i = (self.i + 1) & 63
+        self.out.num_correct_drafts_per_req_cpu = list(self.lists[i])  # verify's fresh list
+        self.worker.forward_batch_generation(self.batch)
+
+    def close(self) -> None:
+        self.patcher.restore_all()
+
+
+def naive_wrapper(histogram, counter):
+    """The naive alternative: one histogram record and one counter add per request."""
+
+    def wrapper(wrapped, instance, args, kwargs):
+        counts = args[0] if args else kwargs["num_correct_drafts_per_req"]
+        for c in counts:
+            histogram.record(c + 1)
+            counter.add(c)
+        return wrapped(*args, **kwargs)
+    return wrapper

@@ -1,0 +1,236 @@
+"""spectrace's decode-loop hooks never make the host wait for the GPU: checked on a CPU-only
+machine with fake CUDA tensors. (On a real GPU: `benchmarks/gpu_sync_check.py`.)
+
+What is real: spectrace's hooks, installed by its own `sglang_v2.install` / `sglang_v1.install`
+/ `eagle3_model.install` (wrapt, through its Patcher) and its Recorder; the tensors are
+PyTorch's own `FakeTensor`s on device "cuda" (`FakeTensorMode`): they report `is_cuda`, so
+every hook takes its CUDA code path, but they have no data. Every aten op the hooks issue is
+recorded by a `TorchDispatchMode`; any read of tensor data on the host (`.item()`,
+`.tolist()`, `bool(t)`, an op with data-dependent output shape) raises inside the fake mode
+and shows up as a recorded op or a counted internal error. `torch.cuda.Event` and
+`torch.cuda.synchronize` are replaced by recorders (there is no driver here).
+What is a stand-in: the bodies of SGLang's methods (see benchmarks/hookbench.py).
+
+Asserted, for a v2 step (sampled, agreement compared) and a v1 step:
+- no `aten._local_scalar_dense` / `aten.is_nonzero` / data-dependent-shape op;
+- no op that moves data from the device to the host, except the one copy in
+  `compare_chain_tokens`: non-blocking, into a pinned buffer allocated for it;
+- no `torch.cuda.synchronize`, no `Event.synchronize` / `Event.wait`;
+- the draft-width hook (`LlamaModel.forward`) issues no aten op at all: shapes only.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from benchmarks import hookbench as hb
+from spectrace import signals
+from spectrace.safety import INTERNAL_ERRORS
+
+BS = 8
+
+SYNCING_OPS = {"aten._local_scalar_dense.default", "aten.is_nonzero.default",
+               "aten.item.default", "aten.nonzero.default", "aten.masked_select.default",
+               "aten._unique2.default", "aten.unique_consecutive.default",
+               "aten.repeat_interleave.Tensor"}
+
+
+def _tensors(x):
+    return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+
+
+class OpLog(TorchDispatchMode):
+    """Records every aten op with the devices of its tensor inputs and outputs; knows
+    which host tensors were allocated pinned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[dict] = []
+        self.pinned: set[int] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        entry = {"op": str(func), "in": [t.device.type for t in _tensors((args, kwargs))],
+                 "args": args, "kwargs": kwargs}
+        self.ops.append(entry)
+        out = func(*args, **kwargs)
+        entry["out"] = [t.device.type for t in _tensors(out)]
+        if func is torch.ops.aten.empty.memory_format and kwargs.get("pin_memory"):
+            self.pinned.add(id(out))
+        return out
+
+    def aten(self) -> list[dict]:
+        return [e for e in self.ops if e["op"].startswith("aten.")]
+
+    def device_to_host(self) -> list[dict]:
+        """Ops whose output lands on the host while an input is on the device, except a
+        non-blocking copy into a pinned buffer."""
+        bad = []
+        for e in self.aten():
+            if "cuda" in e["in"] and "cpu" in e["out"]:
+                allowed = (e["op"] == "aten.copy_.default" and id(e["args"][0]) in self.pinned
+                           and (len(e["args"]) > 2 and e["args"][2]
+                                or e["kwargs"].get("non_blocking")))
+                if not allowed:
+                    bad.append(e)
+        return bad
+
+    def describe(self) -> str:
+        return "\n".join(f"{e['op']} in={e['in']} out={e.get('out')}" for e in self.ops)
+
+
+class FakeEvent:
+    log: list[str] = []
+
+    def __init__(self, *a, **k) -> None:
+        pass
+
+    def record(self, *a) -> None:
+        FakeEvent.log.append("record")
+
+    def query(self) -> bool:
+        FakeEvent.log.append("query")
+        return False
+
+    def synchronize(self) -> None:
+        FakeEvent.log.append("synchronize")
+
+    def wait(self, *a) -> None:
+        FakeEvent.log.append("wait")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """FakeTensorMode for CUDA tensors without a GPU, and recorders for the CUDA calls
+    that would otherwise need a driver."""
+    calls: list[str] = []
+    FakeEvent.log = []
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: calls.append("synchronize"))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing",
+                        lambda: calls.append("is_current_stream_capturing") or False)
+    mode = FakeTensorMode()
+    return mode, calls
+
+
+@pytest.fixture
+def recorder_every_step(tmp_path):
+    """Worst case for the device: every step sampled as spans, agreement every step."""
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=1) as rec:
+        yield rec
+
+
+def _errors() -> int:
+    return sum(INTERNAL_ERRORS.counts.values())
+
+
+def test_fake_cuda_tensors_take_the_cuda_path(fake_cuda):
+    mode, _ = fake_cuda
+    with mode:
+        t = hb.make_tensors(BS, "cuda")
+    assert t.draft_token.is_cuda and t.hidden_extend.is_cuda
+    with mode, pytest.raises(Exception):
+        t.accept_lens.tolist()  # a host read of device data cannot pass unnoticed
+
+
+@pytest.mark.parametrize("sample_ratio", [1.0, 0.0])
+def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
+                         agreement_every=1) as rec:
+        with mode:
+            tensors = hb.make_tensors(BS, "cuda")
+        step = hb.V2Step(BS, "spectrace", tensors)
+        errors = _errors()
+        log = OpLog()
+        try:
+            with mode, log:
+                for _ in range(3):
+                    step()
+        finally:
+            step.close()
+        assert _errors() == errors, dict(INTERNAL_ERRORS.counts)
+        ops = {e["op"] for e in log.aten()}
+        assert not ops & SYNCING_OPS, log.describe()
+        assert not log.device_to_host(), log.describe()
+        # the agreement ran on the device, with exactly one pinned non-blocking copy a step
+        copies = [e for e in log.aten() if e["op"] == "aten.copy_.default"]
+        assert len(copies) == 3 and "aten.eq.Tensor" in ops, log.describe()
+        assert len(rec.agreement._pending) == 3
+        assert "synchronize" not in calls
+        assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
+        assert FakeEvent.log.count("record") == 3
+        assert rec.steps[signals.WORKER_V2] == 3
+        assert len(rec.acceptance._pending) == 3
+
+
+def test_v1_step_issues_no_aten_op(fake_cuda, recorder_every_step):
+    mode, calls = fake_cuda
+    with mode:
+        tensors = hb.make_tensors(BS, "cuda")
+    step = hb.V1Step(BS, "spectrace", tensors)
+    errors = _errors()
+    log = OpLog()
+    try:
+        with mode, log:
+            for _ in range(3):
+                step()
+    finally:
+        step.close()
+    assert _errors() == errors, dict(INTERNAL_ERRORS.counts)
+    assert not log.aten(), log.describe()
+    assert "synchronize" not in calls
+
+
+def test_draft_width_hook_reads_shapes_only(fake_cuda, recorder_every_step):
+    """The draft-model hook runs on every draft pass: it must not issue a single aten op
+    (not even a view); it still counts each pass and checks the width."""
+    mode, calls = fake_cuda
+    rec = recorder_every_step
+    with mode:
+        tensors = hb.make_tensors(BS, "cuda")
+    step = hb.V2Step(BS, "spectrace", tensors)
+    d = step.worker.draft_worker
+    log = OpLog()
+    errors = _errors()
+    try:
+        with mode, log:
+            for _ in range(5):
+                d.draft_model.forward(None, None, d.decode_fb)
+                d.draft_model.forward(None, None, d.extend_fb)
+    finally:
+        step.close()
+    assert _errors() == errors, dict(INTERNAL_ERRORS.counts)
+    assert not log.aten(), log.describe()
+    assert rec.passes == {("draft_decode", hb.DRAFT_HIDDEN): 5,
+                          ("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 5}
+    assert calls.count("is_current_stream_capturing") == 10  # asked, never waited on
+
+
+def test_agreement_fold_never_waits_for_the_copy(recorder_every_step):
+    """The metric reader folds agreement counts only once their copy has completed; it
+    polls the event and never waits on it."""
+
+    class Event:
+        def __init__(self) -> None:
+            self.done = False
+            self.polled = 0
+
+        def query(self) -> bool:
+            self.polled += 1
+            return self.done
+
+        def synchronize(self) -> None:  # pragma: no cover - must not be called
+            raise AssertionError("fold waited for the device")
+
+    agr = recorder_every_step.agreement
+    ev = Event()
+    agr.add(torch.tensor([4, 1, 0]), ev, 4)
+    agr.fold()
+    assert ev.polled == 1 and agr.drafts == 0 and len(agr._pending) == 1
+    ev.done = True
+    agr.fold()
+    assert agr.drafts == 4 and agr.per_position == [4, 1, 0] and not agr._pending
