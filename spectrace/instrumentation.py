@@ -157,5 +157,5 @@ def recorder(ranks: dict[str, int] | None = None, role: str = "scheduler"):
 
 
 def note_ranks(**ranks) -> None:
-    """Ranks learned before the recorder exists (they become resource attributes)."""
+    """Ranks (and model names) learned before the recorder exists: resource attributes."""
     STATE.ranks.update({k: v for k, v in ranks.items() if v is not None})

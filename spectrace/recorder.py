@@ -44,6 +44,15 @@ class AcceptanceTotals:
     def add(self, correct_per_request, num_steps: int) -> None:
         self._pending.append((correct_per_request, num_steps))
 
+    def prepare(self, num_steps: int) -> None:
+        """Create the per-position and accept-length series at 0 before the first step,
+        so that `rate()` sees the first increment."""
+        with self._lock:
+            if len(self.per_position) < num_steps:
+                self.per_position.extend([0] * (num_steps - len(self.per_position)))
+            for length in range(1, num_steps + 2):
+                self.length_counts.setdefault(length, 0)
+
     def fold(self) -> None:
         """Count everything kept since the last fold, in bulk: the lists of one
         speculative-step setting are packed into one `bytearray` (accept counts are small
@@ -145,6 +154,8 @@ class Recorder:
         self._findings = _counter(m, signals.FINDINGS)
         for counter in (self._fc_bypass, self._width_mismatch, self._unused_keys, self._unloaded):
             counter.add(0)  # exists from the start: a healthy deployment shows 0, not "No data"
+        for code, severity in signals.RUNTIME_FINDINGS.items():
+            self._findings.add(0, {signals.ATTR_CODE: code, signals.ATTR_SEVERITY: severity})
         self._observe(signals.SPEC_STEPS, self._obs_steps)
         self._observe(signals.SPEC_DRAFTS, lambda: [Observation(self._acc().drafts)])
         self._observe(signals.SPEC_DRAFT_TOKENS, lambda: [Observation(self._acc().draft_tokens)])

@@ -141,6 +141,8 @@ def summarize_process(path: str) -> dict[str, Any]:
               for p in _points(metrics, signals.EAGLE3_PASSES) if p["attributes"]]
     finding_counts = _by_attr(metrics, signals.FINDINGS, signals.ATTR_CODE)
     for code, n in finding_counts.items():
+        if not n and str(code) not in findings:
+            continue  # every code's series starts at 0: only raised findings are listed
         findings.setdefault(str(code), {"code": str(code), "severity": None, "message": None,
                                         "details": None, "events": 0})["count"] = n
     pos_keys = sorted(per_pos, key=_sort_key)
@@ -150,6 +152,8 @@ def summarize_process(path: str) -> dict[str, Any]:
         "pid": resource.get("process.pid"),
         "role": resource.get(signals.RES_ROLE),
         "tp_rank": resource.get(signals.RES_TP_RANK),
+        "model": resource.get(signals.RES_MODEL),
+        "draft_model": resource.get(signals.RES_DRAFT_MODEL),
         "sglang_version": resource.get(signals.RES_SGLANG_VERSION),
         "metric_snapshots": n_snapshots,
         "skipped_lines": stats.get("skipped", 0) + stats.get("torn", 0),
@@ -165,7 +169,8 @@ def summarize_process(path: str) -> dict[str, Any]:
         "agreement_drafts": agr_drafts,
         "agreement_per_position": ([agr_pos[k] / agr_drafts for k in agr_keys]
                                    if agr_drafts else []),
-        "accept_length_counts": {str(k): lengths[k] for k in sorted(lengths, key=_sort_key)},
+        "accept_length_counts": {str(k): lengths[k] for k in sorted(lengths, key=_sort_key)
+                                 if lengths[k]},  # lengths seen (series start at 0)
         "hidden_state_passes": passes,
         "expected_widths": {str(k): v for k, v in _by_attr(
             metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
@@ -231,6 +236,8 @@ def render_text(report: dict[str, Any]) -> str:
             continue
         lines.append(f"process {p['process']} (pid {p['pid']}, role {p['role']}, tp rank "
                      f"{p['tp_rank']}, SGLang {p['sglang_version']})")
+        if p.get("model"):
+            lines.append(f"  model {p['model']}, draft {p.get('draft_model')}")
         if p["drafts"]:
             lines.append(f"  speculative steps {_int(p['steps'])}, request-steps verified "
                          f"{_int(p['drafts'])}, draft tokens {_int(p['draft_tokens'])}, "

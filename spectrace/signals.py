@@ -82,6 +82,8 @@ RES_TP_RANK = "spectrace.tp_rank"
 RES_DP_RANK = "spectrace.dp_rank"
 RES_PP_RANK = "spectrace.pp_rank"
 RES_ROLE = "spectrace.process_role"
+RES_MODEL = "spectrace.model"            # SGLang's served model name (target)
+RES_DRAFT_MODEL = "spectrace.draft_model"  # the draft checkpoint path
 
 # Finding codes raised at run time (the doctor uses the same codes, see docs/doctor.md).
 FC_BYPASS = "eagle3.fc_bypass"
@@ -95,6 +97,14 @@ VOCAB_D2T_MISSING = "vocab.d2t_missing"
 VOCAB_D2T_ABSOLUTE = "vocab.d2t_absolute"
 VOCAB_D2T_OUT_OF_RANGE = "vocab.d2t_out_of_range"
 VOCAB_D2T_DUPLICATES = "vocab.d2t_duplicates"
+# Run-time finding codes and their severity: `spectrace.findings` starts at 0 for each,
+# so a healthy deployment shows 0 and the alert rules have a series to evaluate.
+RUNTIME_FINDINGS = {
+    FC_BYPASS: "error", WIDTH_MISMATCH: "error", AUX_CAPTURE_DISABLED: "error",
+    AUX_COUNT_MISMATCH: "error", AUX_ID_MISMATCH: "warning", WEIGHTS_UNUSED_KEYS: "error",
+    WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
+    VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
+}
 # Codes only the static checks (`spectrace doctor`) raise.
 FC_CONFIG_WIDTH_MISMATCH = "fc.width_mismatch"
 AUX_LAYER_IDS_OUT_OF_RANGE = "aux.layer_ids_out_of_range"

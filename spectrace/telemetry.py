@@ -203,6 +203,9 @@ def build_resource(cfg: Config, ranks: dict[str, int], role: str) -> Resource:
                       ("pp_rank", signals.RES_PP_RANK)):
         if ranks.get(key) is not None:
             attrs[attr] = int(ranks[key])
+    for key, attr in (("model", signals.RES_MODEL), ("draft_model", signals.RES_DRAFT_MODEL)):
+        if ranks.get(key):
+            attrs[attr] = str(ranks[key])
     # OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME are merged by Resource.create.
     return Resource.create(attrs)
 

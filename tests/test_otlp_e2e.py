@@ -83,7 +83,9 @@ def test_resource_names_the_scheduler_process(otlp_run):
     assert res["service.name"] == "sglang" and res[S.RES_TP_RANK] == 0
 
 
-def test_http_uses_the_standard_paths(otlp_run):
-    if otlp_run.paths is None:
-        pytest.skip("gRPC run")
-    assert {"/v1/traces", "/v1/metrics"} <= set(otlp_run.paths)
+def test_each_protocol_uses_its_own_transport(otlp_run):
+    """HTTP posts to the standard paths; gRPC uses the services (no HTTP request at all)."""
+    if otlp_run.paths is None:  # the gRPC run: the HTTP receiver was not started
+        assert otlp_run.received.spans and otlp_run.received.metrics
+    else:
+        assert {"/v1/traces", "/v1/metrics"} <= set(otlp_run.paths)

@@ -38,7 +38,7 @@ FINDINGS = S.FINDINGS.prometheus_name  # its series appear with the first findin
 PROMPT = [3, 7, 11]
 
 needs_prometheus = pytest.mark.skipif(
-    PROMETHEUS is None,
+    PROMETHEUS is None and not os.environ.get("CI"),  # in CI a missing server is a failure
     reason="needs Prometheus: apt-get install -y --no-install-recommends prometheus")
 
 
@@ -254,9 +254,9 @@ def _panel(run: Run, title: str) -> list[dict]:
 @pytest.mark.sglang
 @needs_prometheus
 def test_every_panel_query_returns_data(partial, bypass):
-    """Healthy run: every panel has data, except the findings panel (no finding was raised,
-    and a finding's series appears with its first occurrence). Broken run: every panel."""
-    empty_healthy = [n for n, e in panel_queries() if not partial.panels[n] and FINDINGS not in e]
+    """Every panel has data in both runs: the findings series start at 0 for every code,
+    so a healthy deployment shows 0, not "No data"."""
+    empty_healthy = [n for n, _ in panel_queries() if not partial.panels[n]]
     assert not empty_healthy, f"no data in the healthy run: {empty_healthy} ({partial.logs})"
     empty_broken = [n for n, r in bypass.panels.items() if not r]
     assert not empty_broken, f"no data in the bypass run: {empty_broken} ({bypass.logs})"
@@ -274,7 +274,7 @@ def test_partial_acceptance_values(partial):
     assert _by(_panel(partial, "Position-0 acceptance"), "") == pytest.approx({"": 1.0})
     assert _by(_panel(partial, "Acceptance rate"), "") == pytest.approx({"": 1 / 3})
     assert _by(_panel(partial, "Accept-length distribution"), "length") == pytest.approx(
-        {"2": 1.0})
+        {"1": 0.0, "2": 1.0, "3": 0.0, "4": 0.0})  # every length's series exists from the start
     agree = _by(_panel(partial, "Draft/target agreement per position"), "position")
     assert agree == pytest.approx({"0": 1.0, "1": 0.0, "2": 0.0}), partial.logs
     assert _by(_panel(partial, "fc bypass passes"), "") == {"": 0.0}
@@ -298,7 +298,7 @@ def test_every_rule_query_evaluates(partial, bypass):
     of that code exists); none compares a value on the healthy run that should fire."""
     for name, query in rule_queries():
         if FINDINGS in query:
-            # No vocabulary finding in either run: empty, or 0 once pre-created.
+            # No vocabulary finding in either run: the rule's `> 0` leaves nothing.
             for run in (partial, bypass):
                 assert all(float(r["value"][1]) == 0 for r in run.rules[name]), (name, run.mode)
             continue
@@ -317,11 +317,12 @@ def test_fc_bypass_alert_fires_only_for_bypass(partial, bypass):
 @pytest.mark.sglang
 @needs_prometheus
 def test_template_variables_find_values(partial):
-    """`label_values(target_info{...}, label)` finds the job, service name, rank and the
+    """`label_values(target_info{...}, label)` finds the job, served model, rank and the
     scraped instance: the labels the panels filter on really exist."""
     v = partial.variables
     assert v["job"] == {"spectrace"}
-    assert v["model"] == {"sglang"}
+    [model] = v["model"]
+    assert model.endswith("partial-midlayer/target")  # SGLang's served model name
     assert v["tp_rank"] == {"0"}
     assert len(v["instance"]) == 1 and next(iter(v["instance"])).startswith("127.0.0.1:")
 

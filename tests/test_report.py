@@ -68,17 +68,6 @@ def test_file_instead_of_folder_exit_2_one_line(tmp_path):
     assert out.stderr.count("\n") == 1 and "is a file, not a folder" in out.stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any folder")
-def test_unreadable_folder_exit_2_one_line(tmp_path):
-    d = tmp_path / "locked"
-    d.mkdir(mode=0o000)
-    try:
-        out = cli(d)
-    finally:
-        d.chmod(0o700)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1
-
-
 def test_empty_folder_is_usable_and_says_so(tmp_path):
     out = cli(tmp_path)
     assert out.returncode == 0

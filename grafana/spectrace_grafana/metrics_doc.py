@@ -7,8 +7,10 @@ from . import promql as Q
 
 BY = Q.SCRAPE_LABELS
 RESOURCE = (
-    ("service.name", "service_name", "OTEL_SERVICE_NAME (default `sglang`); the dashboards' "
-     "Model variable"),
+    ("service.name", "service_name", "OTEL_SERVICE_NAME (default `sglang`)"),
+    (S.RES_MODEL, "spectrace_model", "SGLang's served model name; the dashboards' Model "
+     "variable"),
+    (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
     ("process.pid", "process_pid", "the worker process"),
     ("host.name", "host_name", "machine"),
     (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (also: the port offset)"),

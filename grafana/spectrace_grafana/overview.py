@@ -160,21 +160,21 @@ def _query_var(name: str, label: str, query: str, all_value: str | None = ".*") 
 
 
 def templating() -> list[dict]:
-    """Resource attributes live on `target_info`: model (service name) and rank narrow the
-    instance list, and every panel filters on job and instance."""
+    """Resource attributes live on `target_info`: model (SGLang's served model name) and rank
+    narrow the instance list, and every panel filters on job and instance."""
     info = 'target_info{spectrace_version!=""'
     return [
         {"type": "datasource", "name": "datasource", "label": "Data source",
          "query": "prometheus", "current": {}, "hide": 0},
         _query_var("job", "Job", f"label_values({info}}}, job)"),
-        _query_var("model", "Model (service.name)",
-                   f'label_values({info}, job=~"$job"}}, service_name)'),
+        _query_var("model", "Model",
+                   f'label_values({info}, job=~"$job"}}, spectrace_model)'),
         _query_var("tp_rank", "TP rank",
-                   f'label_values({info}, job=~"$job", service_name=~"$model"}}, '
+                   f'label_values({info}, job=~"$job", spectrace_model=~"$model"}}, '
                    "spectrace_tp_rank)"),
         # No allValue: "All" expands to the instances the model and rank filters left.
         _query_var("instance", "Instance",
-                   f'label_values({info}, job=~"$job", service_name=~"$model", '
+                   f'label_values({info}, job=~"$job", spectrace_model=~"$model", '
                    'spectrace_tp_rank=~"$tp_rank"}, instance)', all_value=None),
     ]
 

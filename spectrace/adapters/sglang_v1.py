@@ -45,7 +45,9 @@ def install(module, patcher) -> None:
     w = f"{where}.EAGLEWorker"
     if "__init__" in vars(worker):
         _init_signature = inspect.signature(vars(worker)["__init__"])
-    patcher.wrap(worker, "__init__", guarded_wrapper("v1.__init__", before=_before_init), w)
+    patcher.wrap(worker, "__init__", guarded_wrapper(
+        "v1.__init__", before=_before_init,
+        after=lambda ctx, worker, args, kwargs, result: wc.after_worker_init(worker)), w)
     step = next((m for m in STEP_METHODS if m in vars(worker)), None)
     if step is None:
         patcher.missing.append(f"{w}.{' / '.join(STEP_METHODS)}")
@@ -53,11 +55,11 @@ def install(module, patcher) -> None:
         patcher.wrap(worker, step, guarded_wrapper(
             f"v1.{step}", before=_before_step, cleanup=wc.step_span_end), w)
     patcher.wrap(worker, "draft", guarded_wrapper(
-        "v1.draft", before=_child(signals.SPAN_DRAFT), cleanup=wc.child_span_end), w)
+        "v1.draft", before=wc.child_span_hook(signals.SPAN_DRAFT), cleanup=wc.child_span_end), w)
     patcher.wrap(worker, "verify", guarded_wrapper(
         "v1.verify", before=_before_verify, after=_after_verify, cleanup=_end_verify), w)
     patcher.wrap(worker, "forward_draft_extend_after_decode", guarded_wrapper(
-        "v1.draft_extend", before=_child(signals.SPAN_DRAFT_EXTEND),
+        "v1.draft_extend", before=wc.child_span_hook(signals.SPAN_DRAFT_EXTEND),
         cleanup=wc.child_span_end), w)
 
 
@@ -76,31 +78,13 @@ def _audit(worker) -> None:
     wc.audit_once(worker, getattr(target, "model", None), getattr(draft, "model", None))
 
 
-_audited = wc._audited
 
 
 def _before_step(instance, args, kwargs):
-    batch = args[0] if args else kwargs["batch"]
-    if id(instance) not in _audited:
-        _audit(instance)
-    if wc.is_prefill(batch):
-        return None  # prefill: not a speculative step
-    rec = STATE.recorder or recorder()
-    if rec.begin_step(WORKER):
-        return wc.step_span_start(WORKER, wc.step_attrs(instance, batch))
-    return None
+    return wc.begin_step(WORKER, instance, args[0] if args else kwargs["batch"], _audit)
 
 
-def _child(name):
-    def before(instance, args, kwargs):
-        rec = STATE.recorder
-        if rec is None or rec.step_span is None:
-            return None  # step not sampled: no span
-        return rec.tel.tracer.start_span(name)
-    return before
-
-
-_before_verify = _child(signals.SPAN_VERIFY)
+_before_verify = wc.child_span_hook(signals.SPAN_VERIFY)
 
 
 def _end_verify(span) -> None:

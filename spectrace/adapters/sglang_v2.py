@@ -22,7 +22,9 @@ def install(module, patcher) -> None:
         patcher.missing.append(f"{where}.EAGLEWorkerV2")
         return
     w = f"{where}.EAGLEWorkerV2"
-    patcher.wrap(worker, "__init__", guarded_wrapper("v2.__init__", before=_before_init), w)
+    patcher.wrap(worker, "__init__", guarded_wrapper(
+        "v2.__init__", before=_before_init,
+        after=lambda ctx, worker, args, kwargs, result: wc.after_worker_init(worker)), w)
     patcher.wrap(worker, "forward_batch_generation", guarded_wrapper(
         "v2.forward_batch_generation", before=_before_step, cleanup=wc.step_span_end), w)
     patcher.wrap(worker, "verify", guarded_wrapper(
@@ -37,9 +39,10 @@ def install(module, patcher) -> None:
         return
     d = f"{where}.EagleDraftWorker"
     patcher.wrap(draft, "draft", guarded_wrapper(
-        "v2.draft", before=_child(signals.SPAN_DRAFT), cleanup=_end_child), d)
+        "v2.draft", before=wc.child_span_hook(signals.SPAN_DRAFT), cleanup=wc.child_span_end), d)
     patcher.wrap(draft, "_draft_extend_for_decode", guarded_wrapper(
-        "v2.draft_extend", before=_child(signals.SPAN_DRAFT_EXTEND), cleanup=_end_child), d)
+        "v2.draft_extend", before=wc.child_span_hook(signals.SPAN_DRAFT_EXTEND),
+        cleanup=wc.child_span_end), d)
 
 
 def install_scheduler(module, patcher) -> None:
@@ -70,46 +73,14 @@ def _audit(worker) -> None:
     wc.audit_once(worker, getattr(target, "model", None), getattr(draft, "model", None))
 
 
-def _step_attrs(worker, batch) -> dict:
-    return {signals.SPAN_ATTR_BATCH_SIZE: len(batch.reqs) if getattr(batch, "reqs", None)
-            is not None else int(batch.seq_lens.shape[0]),
-            signals.SPAN_ATTR_NUM_STEPS: worker.speculative_num_steps,
-            signals.SPAN_ATTR_TOPK: worker.topk,
-            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: worker.speculative_num_draft_tokens}
-
-
 def _batch(args, kwargs):
     if args:
         return args[0]
     return kwargs.get("batch", kwargs.get("model_worker_batch"))
 
 
-_audited = wc._audited
-
-
 def _before_step(instance, args, kwargs):
-    batch = args[0] if args else _batch(args, kwargs)
-    if id(instance) not in _audited:
-        _audit(instance)
-    if wc.is_prefill(batch):
-        return None  # prefill: not a speculative step
-    rec = STATE.recorder or recorder()
-    if rec.begin_step(WORKER):
-        return wc.step_span_start(WORKER, _step_attrs(instance, batch))
-    return None
-
-
-def _child(name):
-    def before(instance, args, kwargs):
-        rec = STATE.recorder
-        if rec is None or rec.step_span is None:
-            return None  # step not sampled: no span
-        return rec.tel.tracer.start_span(name)
-    return before
-
-
-def _end_child(span) -> None:
-    span.end()
+    return wc.begin_step(WORKER, instance, _batch(args, kwargs), _audit)
 
 
 def _before_verify(instance, args, kwargs):
@@ -118,8 +89,7 @@ def _before_verify(instance, args, kwargs):
     span = None if rec.step_span is None else rec.tel.tracer.start_span(signals.SPAN_VERIFY)
     every = rec.cfg.agreement_every
     if every and rec.steps.get(WORKER, 0) % every == 0 and instance.topk == 1:
-        batch = args[0] if args else _batch(args, kwargs)
-        return span, batch.spec_info.draft_token
+        return span, _batch(args, kwargs).spec_info.draft_token
     return None if span is None else (span, None)
 
 

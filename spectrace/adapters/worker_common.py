@@ -47,8 +47,24 @@ def _ranks_from_sglang() -> dict:
 def start_worker(args, kwargs) -> None:
     """Called on entry to the worker constructor: fixes ranks, then sets up telemetry in
     this process (the draft model loads inside the constructor)."""
-    note_ranks(**ranks_from_call(args, kwargs))
+    note_ranks(**ranks_from_call(args, kwargs), **models_from_call(args, kwargs))
     recorder()
+
+
+def models_from_call(args, kwargs) -> dict:
+    """The served model name and draft path, from the `server_args` a worker receives."""
+    for a in list(args) + list(kwargs.values()):
+        if hasattr(a, "speculative_draft_model_path"):
+            return {"model": getattr(a, "served_model_name", None) or getattr(a, "model_path", None),
+                    "draft_model": a.speculative_draft_model_path}
+    return {}
+
+
+def after_worker_init(worker) -> None:
+    """Once the worker exists: its speculative-step count fixes the series to create."""
+    steps = getattr(worker, "speculative_num_steps", None)
+    if isinstance(steps, int) and steps > 0:
+        recorder().acceptance.prepare(steps)
 
 
 _audited: set[int] = set()
@@ -120,8 +136,28 @@ def is_prefill(batch) -> bool:
 def child_span_start(name: str):
     rec = STATE.recorder
     if rec is None or rec.step_span is None:
-        return None
+        return None  # step not sampled: no span
     return rec.tel.tracer.start_span(name)
+
+
+def child_span_hook(name: str):
+    """A `before` hook that opens the child span `name` under a sampled step span."""
+    def before(instance, args, kwargs):
+        return child_span_start(name)
+    return before
+
+
+def begin_step(worker_kind: str, worker, batch, audit) -> tuple | None:
+    """The step hook both workers share: audit once, skip prefill, count the step, and
+    start a span for a sampled one (returns its context for `step_span_end`)."""
+    if id(worker) not in _audited:
+        audit(worker)
+    if is_prefill(batch):
+        return None  # prefill: not a speculative step
+    rec = STATE.recorder or recorder()
+    if rec.begin_step(worker_kind):
+        return step_span_start(worker_kind, step_attrs(worker, batch))
+    return None
 
 
 def child_span_end(span) -> None:
