@@ -80,6 +80,8 @@ def guarded_wrapper(hook: str, before: Before | None = None, after: After | None
                 raise
             except Exception as exc:  # noqa: BLE001 - that is the point
                 INTERNAL_ERRORS.record(hook, exc)
+        if ctx is None and after is None:
+            return wrapped(*args, **kwargs)  # the common case (step not sampled): no cleanup
         try:
             result = wrapped(*args, **kwargs)
             if after is not None:
