@@ -25,6 +25,8 @@ HOOKED_MODULES = {
     "sglang.srt.models.llama_eagle3": "spectrace.adapters.eagle3_model:install",
     "sglang.srt.speculative.eagle_worker_v2": "spectrace.adapters.sglang_v2:install",
     "sglang.srt.speculative.eagle_worker": "spectrace.adapters.sglang_v1:install",
+    "sglang.srt.speculative.eagle_worker_common":
+        "spectrace.adapters.sglang_v2:install_verify_common",
     "sglang.srt.managers.scheduler_output_processor_mixin":
         "spectrace.adapters.sglang_v2:install_scheduler",
 }

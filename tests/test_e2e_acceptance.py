@@ -119,5 +119,8 @@ def test_tree_drafting_topk2_runs_and_counts(tiny_models, sglang_server):
     assert proc["drafts"] == verify
     assert proc["accepted_tokens"] == accepted
     assert proc["accept_length_counts"] == hist
-    assert proc["agreement_drafts"] == 0  # agreement covers top-k 1 chains only
+    # agreement along the top-1 path of each tree: the draft's first proposal is the
+    # target's next token (partial models), its later ones are not
+    assert proc["agreement_drafts"] == verify
+    assert proc["agreement_per_position"] == [1.0, 0.0, 0.0]
     assert proc["internal_errors"] == 0

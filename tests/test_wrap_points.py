@@ -98,6 +98,7 @@ ATTRS = [
     (INFO, "EagleVerifyOutput", "accept_length_per_req_cpu", until("0.5.8")),
     (INFO, "EagleVerifyOutput", "num_correct_drafts_per_req_cpu", ("0.5.12",)),
     (INFO, "EagleVerifyInput", "draft_token", ALL),
+    (INFO, "EagleVerifyInput", "retrieve_next_token", since("0.5.16")),  # tree agreement
     (REQ, "Req", "spec_accepted_tokens", until("0.5.8")),     # v1 accept counts
     (REQ, "Req", "spec_num_correct_drafts", ("0.5.12",)),
     (E3, None, "default_weight_loader", ALL),
@@ -294,3 +295,27 @@ def test_every_hooked_module_exists_in_some_version():
     for name in HOOKED_MODULES:
         path = name.replace(".", "/") + ".py"
         assert any(module(v, path) is not None for v in VERSIONS), name
+
+
+# Module-level functions wrapped (looked up by name at call time), with the positional
+# parameters the hook reads: (file, function, parameters, versions).
+COMMON = "sglang/srt/speculative/eagle_worker_common.py"
+FUNCTIONS = [
+    (COMMON, "_finalize_accept_tree_path",
+     ("batch", "accept_index", "accept_lens", "predict", "logits_output", "bs"), since("0.5.16")),
+]
+
+
+@pytest.mark.parametrize("path,name,params,versions", FUNCTIONS)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_module_function_wrapped_and_called_by_name(version, path, name, params, versions):
+    tree = module(version, path)
+    if version not in versions:
+        assert tree is None or not any(isinstance(n, ast.FunctionDef) and n.name == name
+                                       for n in tree.body)
+        return
+    [fn] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    assert tuple(a.arg for a in fn.args.args) == params
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Name) and n.func.id == name]
+    assert calls and all(len(c.args) >= len(params) for c in calls)

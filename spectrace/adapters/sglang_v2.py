@@ -45,6 +45,17 @@ def install(module, patcher) -> None:
         cleanup=wc.child_span_end), d)
 
 
+def install_verify_common(module, patcher) -> None:
+    """0.5.16+: for trees (top-k > 1) SGLang compacts the target's predictions to the
+    accepted path inside `verify` (`_finalize_accept_tree_path`, looked up by name in its
+    module at call time); its `predict` argument still holds every tree node's prediction,
+    which the top-1-path agreement needs."""
+    if "_finalize_accept_tree_path" not in vars(module):
+        return
+    patcher.wrap(module, "_finalize_accept_tree_path", guarded_wrapper(
+        "v2.tree_agreement", before=_before_finalize_tree), module.__name__)
+
+
 def install_scheduler(module, patcher) -> None:
     """0.5.5 - 0.5.8: accept counts reach the CPU in the scheduler's output processor."""
     mixin = getattr(module, "SchedulerOutputProcessorMixin", None)
@@ -88,9 +99,27 @@ def _before_verify(instance, args, kwargs):
     rec = STATE.recorder or recorder()
     span = None if rec.step_span is None else rec.tel.tracer.start_span(signals.SPAN_VERIFY)
     every = rec.cfg.agreement_every
-    if every and rec.steps.get(WORKER, 0) % every == 0 and instance.topk == 1:
-        return span, _batch(args, kwargs).spec_info.draft_token
+    if every and rec.steps.get(WORKER, 0) % every == 0:
+        if instance.topk == 1:
+            return span, _batch(args, kwargs).spec_info.draft_token
+        _tree_due[:] = [(instance.speculative_num_steps, instance.speculative_num_draft_tokens)]
     return None if span is None else (span, None)
+
+
+_tree_due: list = []  # at most one (steps, draft tokens): a tree verify whose agreement is due
+
+
+def _before_finalize_tree(module, args, kwargs):
+    if not _tree_due:
+        return
+    steps, n = _tree_due.pop()
+    batch, predict, bs = args[0], args[3], args[5]
+    if bs == 0:
+        return
+    info = batch.spec_info
+    counts, event = wc.compare_tree_top1_path(info.draft_token, predict,
+                                              info.retrieve_next_token, bs, n, steps)
+    recorder().agreement.add(counts, event, bs)
 
 
 def _after_verify(ctx, instance, args, kwargs, result):
