@@ -234,3 +234,24 @@ def test_agreement_fold_never_waits_for_the_copy(recorder_every_step):
     ev.done = True
     agr.fold()
     assert agr.drafts == 4 and agr.per_position == [4, 1, 0] and not agr._pending
+
+
+def test_tree_top1_path_agreement_stays_on_the_device(fake_cuda):
+    """The tree (top-k > 1) comparison: `steps` gathers along first children, on the device,
+    then one non-blocking copy into pinned memory, like the chain's."""
+    from spectrace.adapters.worker_common import compare_tree_top1_path
+    mode, calls = fake_cuda
+    n, steps = 6, 3
+    with mode:
+        draft = torch.zeros(BS * n, dtype=torch.long, device="cuda")
+        predict = torch.zeros(BS * n, dtype=torch.int32, device="cuda")
+        next_token = torch.full((BS, n), -1, dtype=torch.long, device="cuda")
+    log = OpLog()
+    with mode, log:
+        host, event = compare_tree_top1_path(draft, predict, next_token, BS, n, steps)
+    ops = {e["op"] for e in log.aten()}
+    assert not ops & SYNCING_OPS, log.describe()
+    assert not log.device_to_host(), log.describe()
+    assert [e["op"] for e in log.aten()].count("aten.gather.default") == 3 * steps
+    assert list(host.shape) == [steps] and host.device.type == "cpu"
+    assert FakeEvent.log.count("record") == 1 and "synchronize" not in calls
