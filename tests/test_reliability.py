@@ -251,7 +251,9 @@ def test_stuck_otlp_never_blocks_the_caller(mode, protocol, monkeypatch, telemet
             rec.count_step("w")
             worst = max(worst, time.perf_counter() - s)
         total = time.perf_counter() - t0
-        assert total < 5.0 and worst < 0.25, (total, worst)
+        # Blocked would mean waiting on the exporter's 5 s timeout (or forever); a loaded
+        # 2-core machine can still pause one call for a GC or a GIL hand-off (0.35 s seen).
+        assert total < 10.0 and worst < 2.0, (total, worst)
         assert proc.queue_length() <= SPAN_QUEUE_SIZE                     # bounded
         assert DROPPED.counts["spans"] - spans0 >= n - SPAN_QUEUE_SIZE - 512  # counted
         s = time.perf_counter()
