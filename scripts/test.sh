@@ -11,4 +11,7 @@ if ! command -v prometheus >/dev/null 2>&1; then
     echo "note: install the Debian package 'prometheus' (sudo apt-get install prometheus) for the export tests" >&2
   fi
 fi
+# SGLang 0.5.12 (the last release with the v1 EAGLEWorker), for the v1 end-to-end test.
+bash scripts/setup-env-sglang0512.sh .venv-sglang0512
+export SPECTRACE_SGLANG0512_PYTHON="$PWD/.venv-sglang0512/bin/python"
 exec .venv/bin/python -m pytest "$@"
