@@ -66,10 +66,12 @@ After = Callable[[Any, Any, tuple, dict, Any], None]
 
 
 def guarded_wrapper(hook: str, before: Before | None = None, after: After | None = None,
-                    cleanup: Callable[[Any], None] | None = None):
+                    cleanup: Callable[[Any], None] | None = None, after_needs_ctx: bool = False):
     """A wrapt wrapper: `before(instance, args, kwargs) -> ctx`, then the call, then
     `after(ctx, instance, args, kwargs, result)`; `cleanup(ctx)` runs last even when the
-    call raised (to end spans). Any of them may fail without consequence."""
+    call raised (to end spans). Any of them may fail without consequence. With
+    `after_needs_ctx`, a call whose `before` returned None skips `after` (the fast path)."""
+    fast_when_no_ctx = after is None or after_needs_ctx
 
     def wrapper(wrapped, instance, args, kwargs):
         ctx = None
@@ -80,7 +82,7 @@ def guarded_wrapper(hook: str, before: Before | None = None, after: After | None
                 raise
             except Exception as exc:  # noqa: BLE001 - that is the point
                 INTERNAL_ERRORS.record(hook, exc)
-        if ctx is None and after is None:
+        if ctx is None and fast_when_no_ctx:
             return wrapped(*args, **kwargs)  # the common case (step not sampled): no cleanup
         try:
             result = wrapped(*args, **kwargs)

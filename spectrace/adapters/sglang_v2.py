@@ -29,7 +29,7 @@ def install(module, patcher) -> None:
         "v2.forward_batch_generation", before=_before_step, cleanup=wc.step_span_end), w)
     patcher.wrap(worker, "verify", guarded_wrapper(
         "v2.verify", before=_before_verify, after=_after_verify,
-        cleanup=_end_verify), w)
+        cleanup=_end_verify, after_needs_ctx=True), w)
     if "on_verify_complete_cpu" in vars(worker):
         patcher.wrap(worker, "on_verify_complete_cpu", guarded_wrapper(
             "v2.on_verify_complete_cpu", before=_before_verify_complete_cpu), w)
