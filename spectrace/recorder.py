@@ -203,17 +203,10 @@ class Recorder:
         return [Observation(v, {signals.ATTR_WORKER: w}) for w, v in dict(self.steps).items()]
 
     # -- hot path -----------------------------------------------------------------------
-    def count_step(self, worker: str) -> None:
-        self.steps[worker] = self.steps.get(worker, 0) + 1
-
     def begin_step(self, worker: str) -> bool:
-        """`count_step` then `sample_step`, in one call (the step hook's fast path)."""
+        """Count one speculative step; True when it is sampled as a span."""
         steps = self.steps
         steps[worker] = steps.get(worker, 0) + 1
-        r = self.cfg.step_sample_ratio
-        return r > 0 and (r >= 1 or self._rand() < r)
-
-    def sample_step(self) -> bool:
         r = self.cfg.step_sample_ratio
         return r > 0 and (r >= 1 or self._rand() < r)
 

@@ -127,6 +127,20 @@ def _errors() -> int:
     return sum(INTERNAL_ERRORS.counts.values())
 
 
+def _run_steps(step, mode, n: int = 3) -> OpLog:
+    """Run `n` steps under the fake CUDA mode, logging every op; no hook may fail."""
+    errors = _errors()
+    log = OpLog()
+    try:
+        with mode, log:
+            for _ in range(n):
+                step()
+    finally:
+        step.close()
+    assert _errors() == errors, dict(INTERNAL_ERRORS.counts)
+    return log
+
+
 def test_fake_cuda_tensors_take_the_cuda_path(fake_cuda):
     mode, _ = fake_cuda
     with mode:
@@ -143,16 +157,7 @@ def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
                          agreement_every=1) as rec:
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
-        step = hb.V2Step(BS, "spectrace", tensors)
-        errors = _errors()
-        log = OpLog()
-        try:
-            with mode, log:
-                for _ in range(3):
-                    step()
-        finally:
-            step.close()
-        assert _errors() == errors, dict(INTERNAL_ERRORS.counts)
+        log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
         ops = {e["op"] for e in log.aten()}
         assert not ops & SYNCING_OPS, log.describe()
         assert not log.device_to_host(), log.describe()
@@ -171,16 +176,7 @@ def test_v1_step_issues_no_aten_op(fake_cuda, recorder_every_step):
     mode, calls = fake_cuda
     with mode:
         tensors = hb.make_tensors(BS, "cuda")
-    step = hb.V1Step(BS, "spectrace", tensors)
-    errors = _errors()
-    log = OpLog()
-    try:
-        with mode, log:
-            for _ in range(3):
-                step()
-    finally:
-        step.close()
-    assert _errors() == errors, dict(INTERNAL_ERRORS.counts)
+    log = _run_steps(hb.V1Step(BS, "spectrace", tensors), mode)
     assert not log.aten(), log.describe()
     assert "synchronize" not in calls
 
