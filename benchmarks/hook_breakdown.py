@@ -35,7 +35,7 @@ def calls(step: hb.V2Step) -> dict:
     lst = step.lists[0]
     m = d.draft_model
     from spectrace import signals
-    from spectrace.instrumentation import STATE
+    from spectrace.process import STATE
 
     def bump() -> None:  # what the step hook does: the verify hook reads the step count
         steps = STATE.recorder.steps

@@ -3,10 +3,10 @@ SGLang's classes. Shared by `overhead.py`, `gpu_sync_check.py` and
 `tests/test_no_device_sync.py`.
 
 What is real here:
-- the wrapt wrappers, installed by spectrace's own `sglang_v2.install`, `sglang_v1.install`
-  and `eagle3_model.install` through its `Patcher` (the very code that wraps SGLang);
+- the wrapt wrappers: the wrap-point tables of spectrace's own adapters (`sglang_v2`,
+  `sglang_v1`, `sglang_eagle3`), applied by its `Patcher` (the very code that wraps SGLang);
 - the process Recorder and its OpenTelemetry providers, created by spectrace's
-  `instrumentation.recorder()` from `Config()` defaults (file exporter, 1 % of steps
+  `process.recorder()` from `Config()` defaults (file exporter, 1 % of steps
   sampled as spans, agreement every 16th step), with its export threads running;
 - the inputs: torch tensors with SGLang's shapes and dtypes on the chosen device, SGLang's
   own `ForwardMode` enum, fresh accept-count lists of Python ints as the scheduler hands over.
@@ -227,13 +227,13 @@ def ensure_recorder(output_dir: str, **config):
     """Set spectrace's process state as `instrument()` does in a worker (without SGLang's
     import hooks) and create the Recorder with its exporters: `Config()` defaults unless
     overridden."""
-    from spectrace import instrumentation
+    from spectrace import process
     from spectrace.config import Config
-    st = instrumentation.STATE
+    st = process.STATE
     if st.recorder is None:
         st.config = Config(output_dir=output_dir, **config)
         st.active = True
-    return instrumentation.recorder()
+    return process.recorder()
 
 
 class own_recorder:
@@ -246,18 +246,18 @@ class own_recorder:
         self.output_dir, self.config = output_dir, config
 
     def __enter__(self):
-        from spectrace import instrumentation
-        st = instrumentation.STATE
+        from spectrace import process
+        st = process.STATE
         self.saved = {f: getattr(st, f) for f in self.FIELDS}
         st.recorder = st.telemetry = None
         from spectrace.config import Config
         st.config = Config(output_dir=self.output_dir, **self.config)
         st.active = True
-        return instrumentation.recorder()
+        return process.recorder()
 
     def __exit__(self, *exc) -> None:
-        from spectrace import instrumentation
-        st = instrumentation.STATE
+        from spectrace import process
+        st = process.STATE
         if st.telemetry is not None:
             st.telemetry.shutdown()
         for f, v in self.saved.items():
@@ -265,8 +265,8 @@ class own_recorder:
 
 
 def shutdown_recorder() -> None:
-    from spectrace import instrumentation
-    st = instrumentation.STATE
+    from spectrace import process
+    st = process.STATE
     if st.telemetry is not None:
         st.telemetry.shutdown()
     st.telemetry = st.recorder = st.config = None
@@ -337,9 +337,9 @@ class V2Step:
         self.patcher = Patcher()
         self.mod, self.mod3 = make_v2_module(), make_eagle3_module()
         if hooks == "spectrace":
-            from spectrace.adapters import eagle3_model, sglang_v2
-            sglang_v2.install(self.mod, self.patcher)
-            eagle3_model.install(self.mod3, self.patcher)
+            from spectrace.adapters import sglang_eagle3, sglang_v2
+            self.patcher.apply(self.mod, sglang_v2.WORKER_POINTS)
+            self.patcher.apply(self.mod3, sglang_eagle3.LLAMA_EAGLE3)
             assert not self.patcher.missing, self.patcher.missing
         elif hooks == "naive":
             self.patcher.wrap(self.mod.EAGLEWorkerV2, "on_verify_complete_cpu",
@@ -386,9 +386,9 @@ class V1Step:
         self.patcher = Patcher()
         self.mod, self.mod3 = make_v1_module(), make_eagle3_module()
         if hooks == "spectrace":
-            from spectrace.adapters import eagle3_model, sglang_v1
-            sglang_v1.install(self.mod, self.patcher)
-            eagle3_model.install(self.mod3, self.patcher)
+            from spectrace.adapters import sglang_eagle3, sglang_v1
+            self.patcher.apply(self.mod, sglang_v1.WORKER_POINTS)
+            self.patcher.apply(self.mod3, sglang_eagle3.LLAMA_EAGLE3)
             assert not self.patcher.missing, self.patcher.missing
         t = tensors or make_tensors(bs, device)
         w = self.mod.EAGLEWorker(server_args=None, gpu_id=0, tp_rank=0, dp_rank=None,

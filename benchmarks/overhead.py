@@ -199,12 +199,12 @@ def collection_cost(quick: bool, out_dir: str) -> dict:
     collection is timed alone; amortized over the steps since the previous collection."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from spectrace import instrumentation
-    from spectrace.file_export import FileMetricExporter, JsonlWriter
+    from spectrace import process
+    from spectrace.export.files import FileMetricExporter, JsonlWriter
+    from spectrace.export.providers import ProcessTelemetry
     from spectrace.recorder import Recorder
-    from spectrace.telemetry import ProcessTelemetry
 
-    st = instrumentation.STATE
+    st = process.STATE
     live = st.recorder
     reader = InMemoryMetricReader()
     provider = MeterProvider(resource=live.tel.resource, metric_readers=[reader])

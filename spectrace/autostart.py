@@ -19,7 +19,7 @@ def start() -> bool:
     """Instrument this process if `SPECTRACE_ENABLED` says so. Unset means off: having
     spectrace installed never turns it on by itself (SGLang loads its plugin regardless)."""
     from . import config
-    from .instrumentation import _install, is_instrumented
+    from .instrumentation import install, is_instrumented
     if is_instrumented():
         return True
     if not os.environ.get("SPECTRACE_ENABLED", "").strip():
@@ -32,7 +32,7 @@ def start() -> bool:
         return False
     if not cfg.enabled:
         return False
-    _install(cfg, propagate=False)
+    install(cfg, propagate=False)
     return True
 
 

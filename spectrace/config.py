@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Mapping
 
 EXPORTERS = ("file", "otlp", "prometheus", "console")
@@ -35,7 +35,6 @@ class Config:
     metric_interval_s: float = 2.0
     service_name: str = "sglang"
     token_detail: bool = False  # reserved: nothing emits token ids yet (docs/reliability.md)
-    extra: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def _show(value, limit: int = 80) -> str:

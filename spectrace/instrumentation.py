@@ -1,68 +1,53 @@
-"""`instrument()` / `uninstrument()` and the per-process state they manage.
+"""`instrument()` / `uninstrument()` / `is_instrumented()`: the public API.
 
-`instrument()` registers wrapt post-import hooks for the SGLang modules spectrace wraps
-(they fire at once if the module is already imported), and writes its resolved settings
-into the environment (`SPECTRACE_ENABLED=1` and the `SPECTRACE_*` variables): SGLang spawns
-its scheduler and TP processes with the same environment, and spectrace's start-up hook
-(`.pth` / SGLang plugin) installs itself there with the same options.
+`instrument()` registers wrapt post-import hooks for the runtime modules the adapters wrap
+(`adapters.ADAPTERS`; they fire at once if a module is already imported), and writes its
+resolved settings into the environment (`SPECTRACE_ENABLED=1` and the `SPECTRACE_*`
+variables): the runtime spawns its model processes with the same environment, and
+spectrace's start-up hook (`.pth` / runtime plugin) installs itself there with the same
+options. The per-process state lives in `spectrace.process`.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import os
-import threading
+import sys
 
 import wrapt
 
 from . import config as config_mod
+from .adapters import ADAPTERS
 from .config import Config
-from .patching import Patcher
+from .process import STATE
+from .safety import INTERNAL_ERRORS
 
 log = logging.getLogger("spectrace")
 
-# module -> the adapter function that wraps it (called with the imported module)
-HOOKED_MODULES = {
-    "sglang.srt.models.llama_eagle3": "spectrace.adapters.eagle3_model:install",
-    "sglang.srt.speculative.eagle_worker_v2": "spectrace.adapters.sglang_v2:install",
-    "sglang.srt.speculative.eagle_worker": "spectrace.adapters.sglang_v1:install",
-    "sglang.srt.speculative.eagle_worker_common":
-        "spectrace.adapters.sglang_v2:install_verify_common",
-    "sglang.srt.managers.scheduler_output_processor_mixin":
-        "spectrace.adapters.sglang_v2:install_scheduler",
-}
+_hooks_registered = False
+_env_written: dict[str, str | None] = {}  # variable -> its value before instrument()
+_warned_missing: set[str] = set()
 
 
-class _State:
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.config: Config | None = None
-        self.patcher = Patcher()
-        self.hooks_registered = False
-        self.active = False
-        self.recorder = None
-        self.telemetry = None
-        self.ranks: dict[str, int] = {}
-        self.env_written: dict[str, str | None] = {}
-        self.warned_missing: set[str] = set()
-
-
-STATE = _State()
-
-
-def instrument(**options) -> Config:
-    """Instrument SGLang's eagle workers and EAGLE-3 draft model in this process and in
-    the processes it spawns. Idempotent. Options are the settings of `spectrace.config`
-    (e.g. `exporters=["file", "prometheus"]`, `strict=True`); unset ones come from
-    `SPECTRACE_*` variables. A bad value raises `ValueError` naming the setting."""
+def instrument(tracer_provider=None, meter_provider=None, **options) -> Config:
+    """Instrument the speculative-decoding runtime in this process and in the processes
+    it spawns. Idempotent. Options are the settings of `spectrace.config` (e.g.
+    `exporters=["file", "prometheus"]`, `strict=True`); unset ones come from
+    `SPECTRACE_*` variables. A bad value raises `ValueError` naming the setting.
+    `tracer_provider` / `meter_provider`: OpenTelemetry providers to report to in this
+    process (spawned processes build their own from the settings)."""
     cfg = config_mod.from_env(**options)
-    import importlib.util
-    if importlib.util.find_spec("sglang") is None:
-        log.info("spectrace: SGLang is not installed here; the hooks install if it is "
-                 "imported later")
-    return _install(cfg, propagate=True)
+    if not any(importlib.util.find_spec(r) for r in ("sglang", "vllm")):
+        log.info("spectrace: no supported runtime is installed here; the hooks install if "
+                 "one is imported later")
+    return install(cfg, propagate=True, tracer_provider=tracer_provider,
+                   meter_provider=meter_provider)
 
 
-def _install(cfg: Config, propagate: bool) -> Config:
+def install(cfg: Config, propagate: bool, tracer_provider=None, meter_provider=None) -> Config:
+    """Turn spectrace on in this process (`propagate`: and in the processes it spawns)."""
+    global _hooks_registered
     with STATE.lock:
         if STATE.active:
             if cfg != STATE.config:
@@ -70,52 +55,53 @@ def _install(cfg: Config, propagate: bool) -> Config:
                             "(call uninstrument() first)")
             return STATE.config
         STATE.config = cfg
+        STATE.tracer_provider = tracer_provider
+        STATE.meter_provider = meter_provider
         STATE.active = True
         if propagate:
             _write_env(cfg)
-        if not STATE.hooks_registered:
-            for module, target in HOOKED_MODULES.items():
-                wrapt.register_post_import_hook(_make_hook(target), module)
-            STATE.hooks_registered = True
+        if not _hooks_registered:
+            for module, adapter in ADAPTERS.items():
+                wrapt.register_post_import_hook(_make_hook(adapter), module)
+            _hooks_registered = True
         else:  # re-instrument after uninstrument: wrap modules that are already imported
-            import sys
-            for module, target in HOOKED_MODULES.items():
+            for module, adapter in ADAPTERS.items():
                 if module in sys.modules:
-                    _make_hook(target)(sys.modules[module])
+                    _make_hook(adapter)(sys.modules[module])
         return cfg
 
 
-def _make_hook(target: str):
+def _make_hook(adapter: str):
+    """The post-import hook for one runtime module: apply its adapter's wrap points."""
     def hook(module):
         if not STATE.active:
             return
-        mod_name, fn_name = target.split(":")
+        mod_name, table = adapter.split(":")
         try:
-            import importlib
-            adapter = importlib.import_module(mod_name)
+            points = getattr(importlib.import_module(mod_name), table)
             with STATE.lock:
-                getattr(adapter, fn_name)(module, STATE.patcher)
-            _warn_missing(module.__name__)
-        except Exception as exc:  # noqa: BLE001 - never break SGLang's import
-            from .safety import INTERNAL_ERRORS
+                STATE.patcher.apply(module, points)
+            _warn_missing()
+        except Exception as exc:  # noqa: BLE001 - never break the runtime's import
             INTERNAL_ERRORS.record(f"install:{module.__name__}", exc)
     return hook
 
 
-def _warn_missing(module_name: str) -> None:
-    from .telemetry import sglang_version
+def _warn_missing() -> None:
+    from .export.resource import runtime_of, runtime_version
     for where in STATE.patcher.missing:
-        if where not in STATE.warned_missing:
-            STATE.warned_missing.add(where)
-            log.warning("spectrace: SGLang %s has no %s; that hook is not installed, the "
-                        "others are", sglang_version(), where)
+        if where not in _warned_missing:
+            _warned_missing.add(where)
+            runtime = runtime_of(where)
+            log.warning("spectrace: %s %s has no %s; that hook is not installed, the "
+                        "others are", runtime.label, runtime_version(runtime.name), where)
 
 
 def _write_env(cfg: Config) -> None:
     env = config_mod.to_env(cfg)
     env["SPECTRACE_ENABLED"] = "1"
     for var, value in env.items():
-        STATE.env_written.setdefault(var, os.environ.get(var))
+        _env_written.setdefault(var, os.environ.get(var))
         os.environ[var] = value
 
 
@@ -125,39 +111,19 @@ def uninstrument() -> None:
     with STATE.lock:
         STATE.patcher.restore_all()
         STATE.active = False
-        for var, old in STATE.env_written.items():
+        for var, old in _env_written.items():
             if old is None:
                 os.environ.pop(var, None)
             else:
                 os.environ[var] = old
-        STATE.env_written.clear()
+        _env_written.clear()
         if STATE.telemetry is not None:
             STATE.telemetry.shutdown()
         STATE.telemetry = None
         STATE.recorder = None
         STATE.config = None
+        STATE.tracer_provider = STATE.meter_provider = None
 
 
 def is_instrumented() -> bool:
     return STATE.active
-
-
-def recorder(ranks: dict[str, int] | None = None, role: str = "scheduler"):
-    """The process's Recorder, created (with its exporters) on first use by a worker hook."""
-    rec = STATE.recorder
-    if rec is not None:
-        return rec
-    with STATE.lock:
-        if STATE.recorder is None and STATE.config is not None:
-            from .recorder import Recorder
-            from .telemetry import setup
-            if ranks:
-                STATE.ranks.update({k: v for k, v in ranks.items() if v is not None})
-            STATE.telemetry = setup(STATE.config, STATE.ranks, role)
-            STATE.recorder = Recorder(STATE.config, STATE.telemetry)
-        return STATE.recorder
-
-
-def note_ranks(**ranks) -> None:
-    """Ranks (and model names) learned before the recorder exists: resource attributes."""
-    STATE.ranks.update({k: v for k, v in ranks.items() if v is not None})

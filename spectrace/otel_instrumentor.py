@@ -1,23 +1,59 @@
 """`opentelemetry-instrument` integration: the `opentelemetry_instrumentor` entry point
-`spectrace` runs this instrumentor, which calls `spectrace.instrument()` (and so reaches
-SGLang's spawned processes through the environment, which opentelemetry-instrument alone
-does not)."""
+`spectrace` runs this instrumentor.
+
+    from spectrace.otel_instrumentor import SpectraceInstrumentor
+    SpectraceInstrumentor().instrument(tracer_provider=tp, meter_provider=mp)
+
+It calls `spectrace.instrument()`, which also reaches the runtime's spawned processes
+through the environment (opentelemetry-instrument alone does not). Providers given here
+are used in this process; options such as `exporters=["otlp"]` are spectrace's settings.
+Whether spectrace is instrumented has one answer, `spectrace.is_instrumented()`: so
+`uninstrument()` through this class undoes `spectrace.instrument()` and vice versa.
+"""
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Collection
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from packaging.requirements import Requirement
+
+from .package import _instruments, _instruments_any
+
+
+def _installed(requirement: str) -> bool:
+    try:
+        version(Requirement(requirement).name)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 class SpectraceInstrumentor(BaseInstrumentor):
     def instrumentation_dependencies(self) -> Collection[str]:
-        return ()  # SGLang is optional at import time: hooks install when it is imported
+        """The supported runtime ranges: those installed (any one is enough), else all of
+        them, so that the dependency check names what is missing."""
+        installed = tuple(r for r in _instruments_any if _installed(r))
+        return _instruments + (installed or _instruments_any)
+
+    def _check_dependency_conflicts(self):
+        # Any one runtime is enough; the base class would require every entry.
+        from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
+        return get_dependency_conflicts(_instruments, self.instrumentation_dependencies())
+
+    @property
+    def _is_instrumented_by_opentelemetry(self) -> bool:  # one source of truth
+        from .instrumentation import is_instrumented
+        return is_instrumented()
+
+    @_is_instrumented_by_opentelemetry.setter
+    def _is_instrumented_by_opentelemetry(self, value: bool) -> None:
+        pass  # set by spectrace.instrument() / uninstrument() themselves
 
     def _instrument(self, **kwargs):
-        from . import instrument
-        instrument(**{k: v for k, v in kwargs.items() if k not in ("tracer_provider",
-                                                                    "meter_provider")})
+        from .instrumentation import instrument
+        instrument(**kwargs)
 
     def _uninstrument(self, **kwargs):
-        from . import uninstrument
+        from .instrumentation import uninstrument
         uninstrument()

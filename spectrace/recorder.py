@@ -21,7 +21,7 @@ from . import signals
 from .config import Config
 from .findings import Finding
 from .safety import INTERNAL_ERRORS
-from .telemetry import ProcessTelemetry
+from .export.providers import ProcessTelemetry
 
 log = logging.getLogger("spectrace")
 

@@ -63,10 +63,11 @@ DROPPED = DroppedItems()
 
 Before = Callable[[Any, tuple, dict], Any]
 After = Callable[[Any, Any, tuple, dict, Any], None]
+Cleanup = Callable[[Any], None]
 
 
 def guarded_wrapper(hook: str, before: Before | None = None, after: After | None = None,
-                    cleanup: Callable[[Any], None] | None = None, after_needs_ctx: bool = False):
+                    cleanup: Cleanup | None = None, after_needs_ctx: bool = False):
     """A wrapt wrapper: `before(instance, args, kwargs) -> ctx`, then the call, then
     `after(ctx, instance, args, kwargs, result)`; `cleanup(ctx)` runs last even when the
     call raised (to end spans). Any of them may fail without consequence. With

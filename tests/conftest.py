@@ -64,10 +64,15 @@ class ServerRun:
 
 @pytest.fixture(scope="module")
 def sglang_server(tmp_path_factory, request):
-    """sglang_server(models_dir, env=None, **start_kwargs) -> ServerRun (stopped at teardown)."""
+    """sglang_server(models_dir, env=None, **start_kwargs) -> ServerRun. At most one server
+    of a test module runs at a time (two cores): starting one stops the one before, whose
+    files stay readable; so a module orders its tests by server. The last one stops at
+    teardown."""
     runs = []
 
     def start(models: str, env: dict | None = None, **kwargs) -> ServerRun:
+        for run in runs:
+            run.server.stop()
         d = tmp_path_factory.mktemp("run")
         data, log = d / "spectrace-data", d / "server.log"
         env_extra = {"SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": str(data)}

@@ -65,8 +65,8 @@ def test_width_hook_reads_shapes_only(tmp_path):
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     import spectrace
-    from spectrace.adapters import eagle3_model
-    from spectrace.instrumentation import STATE
+    from spectrace.adapters import sglang_eagle3
+    from spectrace.process import STATE
 
     spectrace.instrument(output_dir=str(tmp_path), exporters="file")
     try:
@@ -78,7 +78,7 @@ def test_width_hook_reads_shapes_only(tmp_path):
             hidden = torch.empty(5, width, device="meta")
             batch = SimpleNamespace(spec_info=SimpleNamespace(hidden_states=hidden),
                                     forward_mode=mode)
-            eagle3_model._before_forward(model, (None, None, batch), {})
+            sglang_eagle3._before_forward(model, (None, None, batch), {})
         rec = STATE.recorder
         assert rec.passes == {("target_fed", 384): 1, ("draft_decode", 128): 1,
                               ("target_fed", 128): 1}

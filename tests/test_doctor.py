@@ -299,7 +299,11 @@ def test_two_layer_draft(tmp_path):
         sd["layers.1." + k.removeprefix("midlayer.")] = v.clone()
     assert doctor(tmp_path / "new", cfg=cfg, sd=sd, version=NEWEST).findings == []
     old = doctor(tmp_path / "old", cfg=cfg, sd=sd, version="0.5.8")
-    assert codes(old, ERROR) == {"config.num_layers_unsupported"}
+    # 0.5.8 refuses a second layer, and its `layers.1.*` weights match nothing it builds:
+    # weights of the draft network that would be dropped are errors
+    assert codes(old, ERROR) == {"config.num_layers_unsupported", "weights.unused_keys"}
+    unused = next(f for f in old.findings if f.code == "weights.unused_keys")
+    assert all(k.startswith("layers.1.") for k in unused.details["network_keys"])
 
 
 # -- loader model ---------------------------------------------------------------------------

@@ -87,17 +87,6 @@ def test_step_spans_are_written(partial_run):
     assert proc["steps"] >= max(r["meta_info"]["spec_verify_ct"] for r in responses)
 
 
-def test_full_acceptance_gives_length_four(tiny_models, sglang_server):
-    run = sglang_server(tiny_models("full"), env=FAST)
-    responses = [run.server.generate(p, 24) for p in PROMPTS[:2]]
-    verify, accepted, hist = sglang_totals(responses)
-    proc = settle(run, verify)
-    assert proc["accepted_per_position"] == [verify, verify, verify]
-    assert proc["mean_acceptance_length"] == 4.0
-    assert proc["accepted_tokens"] == accepted == 3 * verify
-    assert proc["accept_length_counts"] == hist
-
-
 def test_concurrent_requests_keep_counters_consistent(partial_run):
     run, before = partial_run
     with ThreadPoolExecutor(4) as pool:
@@ -108,6 +97,17 @@ def test_concurrent_requests_keep_counters_consistent(partial_run):
     assert proc["accepted_tokens"] == accepted
     assert proc["accepted_per_position"] == [verify, 0, 0]
     assert proc["steps"] < verify  # several requests were verified in one step
+
+
+def test_full_acceptance_gives_length_four(tiny_models, sglang_server):
+    run = sglang_server(tiny_models("full"), env=FAST)
+    responses = [run.server.generate(p, 24) for p in PROMPTS[:2]]
+    verify, accepted, hist = sglang_totals(responses)
+    proc = settle(run, verify)
+    assert proc["accepted_per_position"] == [verify, verify, verify]
+    assert proc["mean_acceptance_length"] == 4.0
+    assert proc["accepted_tokens"] == accepted == 3 * verify
+    assert proc["accept_length_counts"] == hist
 
 
 def test_tree_drafting_topk2_runs_and_counts(tiny_models, sglang_server):

@@ -105,7 +105,7 @@ reader, spans = InMemoryMetricReader(), InMemorySpanExporter()
 metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
 tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans)); trace.set_tracer_provider(tp)
 import spectrace
-from spectrace.instrumentation import recorder
+from spectrace.process import recorder
 from spectrace.findings import Finding
 spectrace.instrument(output_dir={str(tmp_path)!r})
 rec = recorder()
@@ -123,3 +123,112 @@ print(json.dumps({{"metrics": names, "spans": [s.name for s in spans.get_finishe
     assert "spectrace.spec.accepted_tokens" in res["metrics"]
     assert "spectrace.eagle3.fc_bypass" in res["metrics"]
     assert res["spans"] == ["spectrace.finding"]
+
+
+# -- the OpenTelemetry instrumentor, by the contrib convention -------------------------------
+OTEL_INSTRUMENT_SCRIPT = r"""
+import json, importlib
+import sglang.srt.models.llama_eagle3 as e3
+import sglang.srt.speculative.eagle_worker_v2 as w2
+import spectrace
+from spectrace.otel_instrumentor import SpectraceInstrumentor
+POINTS = [(e3.LlamaModel, "forward"), (e3.LlamaForCausalLMEagle3, "load_weights"),
+          (w2.EAGLEWorkerV2, "verify"), (w2.EAGLEWorkerV2, "on_verify_complete_cpu")]
+def wrapped():
+    return [type(vars(c)[a]).__name__ == "FunctionWrapper" for c, a in POINTS]
+out = {"auto": wrapped(), "active": spectrace.is_instrumented()}
+SpectraceInstrumentor().uninstrument()         # through the instrumentor
+out["after_instrumentor_uninstrument"] = wrapped()
+spectrace.instrument()
+out["reinstrumented"] = wrapped()
+SpectraceInstrumentor().uninstrument()         # undoes spectrace.instrument() too
+out["after_mixed"] = wrapped()
+SpectraceInstrumentor().instrument()
+spectrace.uninstrument()                       # and the other way round
+out["after_api_uninstrument"] = wrapped()
+out["still_active"] = spectrace.is_instrumented()
+print(json.dumps(out))
+"""
+
+
+def test_opentelemetry_instrument_command_uses_the_entry_point(tmp_path):
+    """`opentelemetry-instrument python ...` with spectrace installed instruments SGLang's
+    real classes through the `opentelemetry_instrumentor` entry point; either API's
+    uninstrument() restores them."""
+    from harness.server import cpu_env
+    exe = os.path.join(os.path.dirname(sys.executable), "opentelemetry-instrument")
+    env = cpu_env({k: v for k, v in _clean_env().items()})
+    env = {k: v for k, v in env.items() if not k.startswith("SPECTRACE_")}
+    env.update(SPECTRACE_OUTPUT_DIR=str(tmp_path), OTEL_TRACES_EXPORTER="none",
+               OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    out = subprocess.run([exe, sys.executable, "-c", OTEL_INSTRUMENT_SCRIPT],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["active"] and all(res["auto"])
+    assert not any(res["after_instrumentor_uninstrument"])
+    assert all(res["reinstrumented"])
+    assert not any(res["after_mixed"])
+    assert not any(res["after_api_uninstrument"]) and not res["still_active"]
+
+
+def test_instrumentor_declares_the_runtimes_it_instruments():
+    import tomllib
+
+    from spectrace import package
+    from spectrace.otel_instrumentor import SpectraceInstrumentor
+    deps = SpectraceInstrumentor().instrumentation_dependencies()
+    from importlib.metadata import version
+    assert f"sglang >= 0.5.5" in deps and version("sglang")  # SGLang is installed here
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "pyproject.toml"),
+              "rb") as fh:
+        extras = tomllib.load(fh)["project"]["optional-dependencies"]
+    assert tuple(extras["instruments-any"]) == package._instruments_any
+    assert tuple(extras["instruments"]) == package._instruments
+    # the installed distribution carries them too (what opentelemetry-instrument reads)
+    from importlib.metadata import distribution
+    from opentelemetry.instrumentation.dependencies import get_dist_dependency_conflicts
+    dist = distribution("spectrace")
+    assert any("instruments-any" in r for r in dist.requires or [])
+    assert get_dist_dependency_conflicts(dist) is None
+
+
+PROVIDERS_SCRIPT = r"""
+import json
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spectrace.otel_instrumentor import SpectraceInstrumentor
+from spectrace.process import recorder
+from spectrace.findings import Finding
+reader, spans = InMemoryMetricReader(), InMemorySpanExporter()
+mp = MeterProvider(metric_readers=[reader])
+tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans))
+SpectraceInstrumentor().instrument(tracer_provider=tp, meter_provider=mp, output_dir=OUT)
+rec = recorder()
+rec.acceptance.add([2, 0], 3)
+rec.finding(Finding("eagle3.fc_bypass", "error", "test finding"))
+points = {m.name: [p.value for p in m.data.data_points]
+          for rm in reader.get_metrics_data().resource_metrics
+          for sm in rm.scope_metrics for m in sm.metrics}
+print(json.dumps({"accepted": points.get("spectrace.spec.accepted_tokens"),
+                  "spans": [s.name for s in spans.get_finished_spans()],
+                  "global_untouched": type(trace.get_tracer_provider()).__name__}))
+SpectraceInstrumentor().uninstrument()
+"""
+
+
+def test_instrumentor_uses_the_providers_it_is_given(tmp_path):
+    code = f"OUT = {str(tmp_path)!r}\n" + PROVIDERS_SCRIPT
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_clean_env(), timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["accepted"] == [2]
+    assert res["spans"] == ["spectrace.finding"]
+    assert res["global_untouched"] == "ProxyTracerProvider"

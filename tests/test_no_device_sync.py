@@ -1,8 +1,8 @@
 """spectrace's decode-loop hooks never make the host wait for the GPU: checked on a CPU-only
 machine with fake CUDA tensors. (On a real GPU: `benchmarks/gpu_sync_check.py`.)
 
-What is real: spectrace's hooks, installed by its own `sglang_v2.install` / `sglang_v1.install`
-/ `eagle3_model.install` (wrapt, through its Patcher) and its Recorder; the tensors are
+What is real: spectrace's hooks, the wrap-point tables of its own adapters (`sglang_v2`,
+`sglang_v1`, `sglang_eagle3`) applied by its Patcher (wrapt) and its Recorder; the tensors are
 PyTorch's own `FakeTensor`s on device "cuda" (`FakeTensorMode`): they report `is_cuda`, so
 every hook takes its CUDA code path, but they have no data. Every aten op the hooks issue is
 recorded by a `TorchDispatchMode`; any read of tensor data on the host (`.item()`,
@@ -235,7 +235,7 @@ def test_agreement_fold_never_waits_for_the_copy(recorder_every_step):
 def test_tree_top1_path_agreement_stays_on_the_device(fake_cuda):
     """The tree (top-k > 1) comparison: `steps` gathers along first children, on the device,
     then one non-blocking copy into pinned memory, like the chain's."""
-    from spectrace.adapters.worker_common import compare_tree_top1_path
+    from spectrace.detectors.tokens import compare_tree_top1_path
     mode, calls = fake_cuda
     n, steps = 6, 3
     with mode:

@@ -22,14 +22,14 @@ import wrapt
 
 from spectrace import config as config_mod
 from spectrace import signals
-from spectrace.file_export import (
-    EVENTS_FILE, METRICS_FILE, JsonlWriter, process_dir,
-)
+from spectrace.export.bounded import SPAN_QUEUE_SIZE, BoundedSpanProcessor
+from spectrace.export.files import JsonlWriter
+from spectrace.export.providers import setup
+from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, process_dir
 from spectrace.findings import Finding
 from spectrace.patching import Patcher
 from spectrace.recorder import Recorder
 from spectrace.safety import DROPPED, INTERNAL_ERRORS, guarded_wrapper
-from spectrace.telemetry import SPAN_QUEUE_SIZE, BoundedSpanProcessor, setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -132,7 +132,7 @@ import torch
 from torch import nn
 import sglang.srt.models.llama_eagle3 as m
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
-from spectrace.adapters import eagle3_model
+from spectrace.adapters import sglang_eagle3
 from spectrace.patching import Patcher
 from spectrace.safety import INTERNAL_ERRORS
 
@@ -143,7 +143,7 @@ logging.getLogger("spectrace").addHandler(H())
 
 patcher = Patcher()
 original = m.LlamaModel.__dict__["forward"]
-eagle3_model.install(m, patcher)      # spectrace's real adapter on SGLang's real class
+patcher.apply(m, sglang_eagle3.LLAMA_EAGLE3)  # spectrace's real adapter on SGLang's real class
 assert type(m.LlamaModel.__dict__["forward"]).__name__ == "FunctionWrapper"
 
 # Stand-in instance (LlamaModel's constructor needs SGLang's distributed groups): built
@@ -497,9 +497,9 @@ def test_release_lacking_a_wrap_point_installs_the_rest():
 
 
 def test_missing_classes_and_unwrappable_points_unit():
-    from spectrace.adapters import eagle3_model
+    from spectrace.adapters import sglang_eagle3
     p = Patcher()
-    eagle3_model.install(types.ModuleType("sglang.srt.models.llama_eagle3"), p)
+    p.apply(types.ModuleType("sglang.srt.models.llama_eagle3"), sglang_eagle3.LLAMA_EAGLE3)
     assert p.missing == ["sglang.srt.models.llama_eagle3.LlamaModel",
                          "sglang.srt.models.llama_eagle3.LlamaForCausalLMEagle3"]
     assert p.wrap(int, "__add__", guarded_wrapper("x"), "builtins.int") is False
@@ -510,10 +510,10 @@ def test_missing_classes_and_unwrappable_points_unit():
 WRITER_SCRIPT = r"""
 import json, os, sys
 from spectrace import config
-from spectrace.file_export import JsonlWriter
+from spectrace.export.files import JsonlWriter
 from spectrace.recorder import Recorder
 from spectrace.findings import Finding
-from spectrace.telemetry import setup
+from spectrace.export.providers import setup
 out, rank, shared = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 cfg = config.from_env({}, output_dir=out, exporters=["file", "prometheus"],
                       prometheus_port=int(sys.argv[4]), metric_interval_s=0.1)

@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spectrace import signals
-from spectrace.file_export import (
-    EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, iter_jsonl, read_jsonl,
-)
+from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE
+from spectrace.report.reader import iter_jsonl, read_jsonl
 from spectrace.report import build_report, render_text, summarize_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,9 +15,9 @@ import pytest
 
 from spectrace import config as config_mod
 from spectrace import signals
-from spectrace.file_export import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE
+from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE
 from spectrace.recorder import Recorder
-from spectrace.telemetry import setup
+from spectrace.export.providers import setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)

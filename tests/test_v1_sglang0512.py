@@ -142,12 +142,12 @@ import json, sglang.srt.speculative.eagle_worker as m
 from spectrace.adapters import sglang_v1
 from spectrace.patching import Patcher
 full = Patcher()
-sglang_v1.install(m, full)
+full.apply(m, sglang_v1.WORKER_POINTS)
 wrapped = sorted(p.attr for p in full.patches)
 full.restore_all()
 del m.EAGLEWorker.forward_draft_extend_after_decode  # as if an older SGLang lacked it
 partial = Patcher()
-sglang_v1.install(m, partial)
+partial.apply(m, sglang_v1.WORKER_POINTS)
 print(json.dumps({"wrapped": wrapped, "missing": full.missing,
                   "partial": sorted(p.attr for p in partial.patches),
                   "partial_missing": partial.missing}))

@@ -291,8 +291,8 @@ def test_v1_verify_returns_the_verify_output_second(version):
 
 
 def test_every_hooked_module_exists_in_some_version():
-    from spectrace.instrumentation import HOOKED_MODULES
-    for name in HOOKED_MODULES:
+    from spectrace.adapters import ADAPTERS
+    for name in ADAPTERS:
         path = name.replace(".", "/") + ".py"
         assert any(module(v, path) is not None for v in VERSIONS), name
 
@@ -319,3 +319,18 @@ def test_module_function_wrapped_and_called_by_name(version, path, name, params,
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name) and n.func.id == name]
     assert calls and all(len(c.args) >= len(params) for c in calls)
+
+
+def test_tables_here_are_the_adapters_wrap_points():
+    """The version tables above and the adapters' own wrap-point tables name the same
+    functions: a wrap point added to an adapter must be checked against the wheels."""
+    import importlib
+
+    from spectrace.adapters import ADAPTERS
+    ours = set()
+    for module, ref in ADAPTERS.items():
+        adapter, table = ref.split(":")
+        for point in getattr(importlib.import_module(adapter), table):
+            ours.add((module.replace(".", "/") + ".py", point.target))
+    listed = {(f, t) for f, t, _ in WRAPPED} | {(f, name) for f, name, *_ in FUNCTIONS}
+    assert ours == listed

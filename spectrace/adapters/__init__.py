@@ -1,2 +1,17 @@
-"""Adapters: the only code that knows SGLang's module, class, method and field names.
-Each turns SGLang calls into plain observations for the detectors and the Recorder."""
+"""Adapters: the only code that knows a runtime's module, class, method and field names.
+Each states its wrap points as data (`patching.WrapPoint`) and turns the runtime's calls
+into plain observations for the detectors and the Recorder.
+
+`ADAPTERS` maps each runtime module spectrace wraps to the table of wrap points applied
+when that module is imported (`adapter module:TABLE`; adapter modules are imported only
+then, so `import spectrace` stays cheap).
+"""
+
+ADAPTERS = {
+    "sglang.srt.models.llama_eagle3": "spectrace.adapters.sglang_eagle3:LLAMA_EAGLE3",
+    "sglang.srt.speculative.eagle_worker_v2": "spectrace.adapters.sglang_v2:WORKER_POINTS",
+    "sglang.srt.speculative.eagle_worker_common": "spectrace.adapters.sglang_v2:VERIFY_COMMON",
+    "sglang.srt.managers.scheduler_output_processor_mixin":
+        "spectrace.adapters.sglang_v2:SCHEDULER",
+    "sglang.srt.speculative.eagle_worker": "spectrace.adapters.sglang_v1:WORKER_POINTS",
+}

@@ -22,73 +22,25 @@ reports) follows from the counts alone.
 """
 from __future__ import annotations
 
-import inspect
-
-from .. import signals
-from ..instrumentation import STATE, recorder
-from ..safety import guarded_wrapper
-from . import worker_common as wc
+from .. import signals, spans
+from ..patching import WrapPoint
+from ..process import STATE, recorder
+from . import sglang_worker
 
 WORKER = signals.WORKER_V1
-STEP_METHODS = ("forward_batch_generation", "forward_batch_speculative_generation")
-
-_init_signature = None  # of the original EAGLEWorker.__init__, to read tp_rank by name
-
-
-def install(module, patcher) -> None:
-    global _init_signature
-    where = module.__name__
-    worker = getattr(module, "EAGLEWorker", None)
-    if worker is None:
-        patcher.missing.append(f"{where}.EAGLEWorker")
-        return
-    w = f"{where}.EAGLEWorker"
-    if "__init__" in vars(worker):
-        _init_signature = inspect.signature(vars(worker)["__init__"])
-    patcher.wrap(worker, "__init__", guarded_wrapper(
-        "v1.__init__", before=_before_init,
-        after=lambda ctx, worker, args, kwargs, result: wc.after_worker_init(worker)), w)
-    step = next((m for m in STEP_METHODS if m in vars(worker)), None)
-    if step is None:
-        patcher.missing.append(f"{w}.{' / '.join(STEP_METHODS)}")
-    else:
-        patcher.wrap(worker, step, guarded_wrapper(
-            f"v1.{step}", before=_before_step, cleanup=wc.step_span_end), w)
-    patcher.wrap(worker, "draft", guarded_wrapper(
-        "v1.draft", before=wc.child_span_hook(signals.SPAN_DRAFT), cleanup=wc.child_span_end), w)
-    patcher.wrap(worker, "verify", guarded_wrapper(
-        "v1.verify", before=_before_verify, after=_after_verify, cleanup=_end_verify), w)
-    patcher.wrap(worker, "forward_draft_extend_after_decode", guarded_wrapper(
-        "v1.draft_extend", before=wc.child_span_hook(signals.SPAN_DRAFT_EXTEND),
-        cleanup=wc.child_span_end), w)
-
-
-# -- hooks ------------------------------------------------------------------------------
-def _before_init(instance, args, kwargs):
-    named = kwargs
-    if _init_signature is not None:
-        named = wc.named_args(_init_signature, instance, args, kwargs)
-    wc.start_worker((), named)
 
 
 def _audit(worker) -> None:
     """v1 is itself the draft's TpModelWorker: `model_runner` is the draft runner."""
     target = getattr(getattr(worker, "target_worker", None), "model_runner", None)
     draft = getattr(worker, "model_runner", None)
-    wc.audit_once(worker, getattr(target, "model", None), getattr(draft, "model", None))
-
-
+    sglang_worker.audit_once(worker, getattr(target, "model", None),
+                             getattr(draft, "model", None))
 
 
 def _before_step(instance, args, kwargs):
-    return wc.begin_step(WORKER, instance, args[0] if args else kwargs["batch"], _audit)
-
-
-_before_verify = wc.child_span_hook(signals.SPAN_VERIFY)
-
-
-def _end_verify(span) -> None:
-    span.end()
+    return sglang_worker.begin_step(WORKER, instance, args[0] if args else kwargs["batch"],
+                                    _audit)
 
 
 def _after_verify(span, instance, args, kwargs, result):
@@ -97,3 +49,17 @@ def _after_verify(span, instance, args, kwargs, result):
     if counts is None:
         counts = out.accept_length_per_req_cpu
     (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps)
+
+
+WORKER_POINTS = (
+    sglang_worker.init_point("EAGLEWorker", "v1.__init__"),
+    WrapPoint("EAGLEWorker.forward_batch_generation", "v1.forward_batch_generation",
+              before=_before_step, cleanup=spans.end_step,
+              alternatives=("forward_batch_speculative_generation",)),
+    WrapPoint("EAGLEWorker.draft", "v1.draft", before=spans.child_hook(signals.SPAN_DRAFT),
+              cleanup=spans.end_child),
+    WrapPoint("EAGLEWorker.verify", "v1.verify", before=spans.child_hook(signals.SPAN_VERIFY),
+              after=_after_verify, cleanup=spans.end_child),
+    WrapPoint("EAGLEWorker.forward_draft_extend_after_decode", "v1.draft_extend",
+              before=spans.child_hook(signals.SPAN_DRAFT_EXTEND), cleanup=spans.end_child),
+)

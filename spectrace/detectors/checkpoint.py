@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from .. import signals
 from ..findings import ERROR, WARNING, Finding
+from .weights import missing_parameters, missing_params_finding, unused_keys_finding
 
 FC_WIDTH_MISMATCH = signals.FC_CONFIG_WIDTH_MISMATCH
 AUX_LAYER_IDS_OUT_OF_RANGE = signals.AUX_LAYER_IDS_OUT_OF_RANGE
@@ -205,8 +206,6 @@ def _shard_shape(param: str, shard: Any, shape: tuple[int, ...], g: _Geometry
 _STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
             (".qkv_proj", ".v_proj", "v"), (".gate_up_proj", ".gate_proj", 0),
             (".gate_up_proj", ".up_proj", 1))
-_SHARDS = {".qkv_proj.weight": ("q", "k", "v"), ".gate_up_proj.weight": (0, 1)}
-_SHARD_KEY = {"q": "q_proj", "k": "k_proj", "v": "v_proj", 0: "gate_proj", 1: "up_proj"}
 _LEGACY = (("midlayer", "layers.0"), ("aux_norm_low", "fc_norm.0"),
            ("aux_norm_mid", "fc_norm.1"), ("aux_norm_high", "fc_norm.2"))
 
@@ -249,16 +248,7 @@ def simulate_load(keys: Iterable[str], params: Mapping[str, Any], sglang_version
             unused.append(key)
         elif r.kind == "param":
             loaded.setdefault(r.param, set()).add(r.shard)
-    missing = []
-    for name in params:
-        shards = next((s for suf, s in _SHARDS.items() if name.endswith(suf)), (None,))
-        got = loaded.get(name, set())
-        if not got:
-            missing.append(name)
-        else:
-            missing += [f"{name}[{_SHARD_KEY[s]}]" for s in shards if s is not None
-                        and s not in got]
-    return unused, missing
+    return unused, missing_parameters(params, loaded)
 
 
 def checkpoint_keys(param: str) -> list[str]:
@@ -302,6 +292,8 @@ def check_weights(draft_config: Mapping[str, Any], tensors: Mapping[str, Any],
     shared = shared_from_target(draft_config)
     missing = [m for m in missing if m.split("[")[0] not in shared]
     v = layout.sglang_version
+    expected = [k for m in missing for k in checkpoint_keys(m)]
+    facts = {"sglang_version": v, "layout": layout.name}
     out = []
     if unused:
         hint = ("Rename them to the names this version reads (details.expected_keys), or "
@@ -311,25 +303,10 @@ def check_weights(draft_config: Mapping[str, Any], tensors: Mapping[str, Any],
             hint = (f"SGLang {v} names the decoder `midlayer`, so `layers.0.*` keys match "
                     f"nothing. Rename `layers.0.` to `midlayer.` (SGLang >= 0.5.12 reads both "
                     f"names) or deploy on SGLang >= 0.5.12.")
-        consequence = ("the parameters they were meant for keep uninitialised values, so the "
-                       "draft proposes noise and acceptance collapses" if missing else
-                       "they are ignored; harmless if they are leftovers, but check that no "
-                       "weight you trained is among them")
-        out.append(Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if missing else WARNING, (
-            f"SGLang {v} would drop {len(unused)} checkpoint key(s) without a word "
-            f"({_names(unused)}): {consequence}. {hint}"),
-            {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES], "sglang_version": v,
-             "layout": layout.name,
-             "expected_keys": [k for m in missing for k in checkpoint_keys(m)][:MAX_NAMES]}))
+        out.append(unused_keys_finding(unused, f"SGLang {v} would drop", bool(missing), hint,
+                                       details={**facts, "expected_keys": expected[:MAX_NAMES]}))
     if missing:
-        keys = [k for m in missing for k in checkpoint_keys(m)]
-        out.append(Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, (
-            f"{len(missing)} draft parameter(s) get no weight from the checkpoint under "
-            f"SGLang {v} ({_names(missing)}). SGLang allocates them uninitialised and does "
-            f"not complain, so the draft proposes noise and acceptance collapses. Fix: add "
-            f"the tensors under the names this version reads ({_names(keys)})."),
-            {"count": len(missing), "params": missing[:MAX_NAMES],
-             "expected_keys": keys[:MAX_NAMES], "sglang_version": v, "layout": layout.name}))
+        out.append(missing_params_finding(missing, f"SGLang {v}", expected, details=facts))
     return out
 
 
@@ -485,8 +462,3 @@ def check_fc_and_aux(draft_config: Mapping[str, Any], tensors: Mapping[str, tupl
             {"use_aux_hidden_state": flag, "fc_layers": fc_layers, "honored_by_version": honored,
              "sglang_version": v}))
     return out
-
-
-def _names(items: list[str], n: int = 3) -> str:
-    shown = ", ".join(f"`{x}`" for x in items[:n])
-    return shown + (f" and {len(items) - n} more" if len(items) > n else "")

@@ -1,9 +1,9 @@
-"""`spectrace report [DIR] [--json]`: what the file exporter wrote, per process, in words.
+"""What the file exporter wrote, summarised per process (the data behind every view of
+`spectrace report`).
 
 Reads `<DIR>/<process>/{resource.json,metrics.jsonl,events.jsonl}`; the last metrics line
 holds the process's cumulative totals. Torn, garbled or oversized lines are skipped and
-counted; files are streamed, never loaded whole, and only parsed as JSON (nothing read is
-unpickled or executed). An unusable folder raises `ReportError` (exit status 2).
+counted (see `reader`). An unusable folder raises `ReportError` (exit status 2).
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import math
 import os
 from typing import Any
 
-from . import signals
-from .file_export import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, iter_jsonl
+from .. import signals
+from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
+from .reader import iter_jsonl
 
 
 class ReportError(Exception):
@@ -21,7 +22,6 @@ class ReportError(Exception):
 
 
 MAX_RESOURCE_BYTES = 1 << 20  # resource.json is a few hundred bytes; more is not ours
-PROCESS_FILES = (RESOURCE_FILE, METRICS_FILE, EVENTS_FILE)
 
 
 def _num(v) -> float | int | None:
@@ -182,10 +182,6 @@ def summarize_process(path: str) -> dict[str, Any]:
     }
 
 
-def _is_process_dir(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, f)) for f in PROCESS_FILES)
-
-
 def build_report(directory: str) -> dict[str, Any]:
     """Summaries of every process folder under `directory` (or of `directory` itself when
     it is one process's folder). An unusable `directory` raises `ReportError` with a
@@ -196,7 +192,7 @@ def build_report(directory: str) -> dict[str, Any]:
     if not os.path.isdir(directory):
         raise ReportError(f"{directory}: is a file, not a folder; give the folder spectrace "
                           f"writes to (SPECTRACE_OUTPUT_DIR, default ./spectrace-data)")
-    if _is_process_dir(directory):
+    if is_process_dir(directory):
         paths = [directory]
     else:
         try:
@@ -205,7 +201,7 @@ def build_report(directory: str) -> dict[str, Any]:
             raise ReportError(f"{directory}: cannot read the folder "
                               f"({exc.strerror or exc})") from None
         paths = [os.path.join(directory, n) for n in names]
-        paths = [p for p in paths if os.path.isdir(p) and _is_process_dir(p)]
+        paths = [p for p in paths if os.path.isdir(p) and is_process_dir(p)]
     procs = []
     for path in paths:
         try:
@@ -214,66 +210,3 @@ def build_report(directory: str) -> dict[str, Any]:
             procs.append({"process": os.path.basename(os.path.normpath(path)),
                           "error": f"{type(exc).__name__}: {exc}"})
     return {"directory": directory, "processes": procs}
-
-
-def _fmt(x, digits=2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def _int(x) -> str:
-    """A count as text: whole when it is finite (sums of garbage may not be)."""
-    return str(int(x)) if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
-
-
-def render_text(report: dict[str, Any]) -> str:
-    lines = [f"spectrace report: {report['directory']}"]
-    if not report["processes"]:
-        lines.append("  no instrumented process has written here yet")
-    for p in report["processes"]:
-        lines.append("")
-        if "error" in p:
-            lines.append(f"process {p['process']}: unreadable ({p['error']})")
-            continue
-        lines.append(f"process {p['process']} (pid {p['pid']}, role {p['role']}, tp rank "
-                     f"{p['tp_rank']}, SGLang {p['sglang_version']})")
-        if p.get("model"):
-            lines.append(f"  model {p['model']}, draft {p.get('draft_model')}")
-        if p["drafts"]:
-            lines.append(f"  speculative steps {_int(p['steps'])}, request-steps verified "
-                         f"{_int(p['drafts'])}, draft tokens {_int(p['draft_tokens'])}, "
-                         f"accepted {_int(p['accepted_tokens'])}")
-            lines.append(f"  mean acceptance length {_fmt(p['mean_acceptance_length'])} "
-                         f"(1.00 = no speed-up), acceptance rate {_fmt(p['acceptance_rate'])}")
-            lines.append("  acceptance per position: " + "  ".join(
-                f"[{i}] {v:.2f}" for i, v in enumerate(p["acceptance_per_position"])))
-            if p["agreement_per_position"]:
-                lines.append("  draft/target agreement per position: " + "  ".join(
-                    f"[{i}] {v:.2f}" for i, v in enumerate(p["agreement_per_position"]))
-                    + f"  (from {_int(p['agreement_drafts'])} sampled request-steps)")
-            lines.append("  accept-length distribution: " + "  ".join(
-                f"{k}: {_int(v)}" for k, v in p["accept_length_counts"].items()))
-        else:
-            lines.append("  no verified speculative steps recorded")
-        if p["hidden_state_passes"]:
-            lines.append("  draft hidden-state widths: " + ", ".join(
-                f"{x['pass_kind']} {x['width']} wide x{_int(x['count'])}"
-                for x in p["hidden_state_passes"]) + "; expected " + ", ".join(
-                f"{k} {_int(v)}" for k, v in sorted(p["expected_widths"].items())))
-        lines.append(f"  fc bypass events: {_int(p['fc_bypass'])}, width mismatches: "
-                     f"{_int(p['width_mismatch'])}, spectrace internal errors: "
-                     f"{_int(p['internal_errors'])}")
-        if p["findings"]:
-            lines.append("  findings:")
-            for f in p["findings"]:
-                n = f.get("count", f["events"])
-                lines.append(f"  - {f['code']} ({f['severity'] or 'see metrics'}, x{_int(n)}): "
-                             f"{f['message'] or ''}")
-        else:
-            lines.append("  findings: none")
-        if p.get("telemetry_dropped"):
-            lines.append(f"  telemetry items dropped (queue full, export failed or file "
-                         f"sink off): {_int(p['telemetry_dropped'])}")
-        if p.get("skipped_lines"):
-            lines.append(f"  skipped {_int(p['skipped_lines'])} unreadable line(s) (torn by a "
-                         f"kill, or not written by spectrace)")
-    return "\n".join(lines)

@@ -29,21 +29,6 @@ def _reader_class():
     return EndpointReader
 
 
-def _make_reader(cls, registry):
-    """The reader, registered only in our own registry (not prometheus_client's global
-    one, so we serve only spectrace's metrics). Registering through the constructor also
-    avoids a collect() before the reader has a MeterProvider (a warning in every worker)."""
-    try:
-        return cls(registry=registry)
-    except TypeError:  # exporter < 0.50 has no `registry`: move the collector by hand
-        from prometheus_client import REGISTRY
-        reader = cls()
-        REGISTRY.unregister(reader._collector)
-        registry.register(reader._collector)
-        reader._registry = registry
-        return reader
-
-
 def start_prometheus_reader(cfg, rank: int):
     """Return (reader, port) or (None, None) when the endpoint cannot be opened."""
     try:
@@ -67,7 +52,9 @@ def start_prometheus_reader(cfg, rank: int):
         log.error("spectrace: cannot listen on %s:%d for Prometheus (%s); %s",
                   cfg.prometheus_host, port, exc, hint)
         return None, None
-    reader = _make_reader(cls, registry)
+    # registered only in our own registry (not prometheus_client's global one), so the
+    # endpoint serves only spectrace's metrics
+    reader = cls(registry=registry)
     if isinstance(started, tuple):  # prometheus_client >= 0.18 returns (server, thread)
         reader.httpd = started[0]
     log.info("spectrace: Prometheus metrics on http://%s:%d/metrics", cfg.prometheus_host, port)

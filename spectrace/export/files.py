@@ -1,23 +1,18 @@
-"""The embedded default exporter: JSON lines under one folder per process.
+"""The embedded default exporter's writers: JSON lines under one folder per process
+(layout in `spectrace.file_layout`; the readers are in `spectrace.report.reader`).
 
-Layout: `<output_dir>/<service>-<host>-<pid>/` holding `resource.json`, `metrics.jsonl`
-(a cumulative snapshot every interval), `spans.jsonl` and `events.jsonl` (each finding,
-written and flushed when it happens). SGLang SIGKILLs its schedulers at shutdown, so
-nothing may wait for an exit handler: every line is flushed as it is written, and a torn
-last line is skipped by the reader. Folders are 0700 and files 0600: owner only.
+SGLang SIGKILLs its schedulers at shutdown, so nothing may wait for an exit handler:
+every line goes to the file in one `write(2)` as it is written, and a torn last line is
+skipped by the reader.
 """
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import re
-import socket
-import stat
 import threading
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -27,19 +22,9 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ..safety import DROPPED, INTERNAL_ERRORS
+
 log = logging.getLogger("spectrace")
-
-METRICS_FILE = "metrics.jsonl"
-SPANS_FILE = "spans.jsonl"
-EVENTS_FILE = "events.jsonl"
-RESOURCE_FILE = "resource.json"
-
-
-MAX_LINE_BYTES = 16 << 20  # a reader skips longer lines instead of holding them in memory
-
-
-class FileSinkError(OSError):
-    pass
 
 
 class FileSink:
@@ -71,24 +56,19 @@ class JsonlWriter:
     descriptor: no buffering to lose at SIGKILL, and no interleaving with other writers of
     the same file. After an OS error it turns itself (and its sink's other streams) off."""
 
-    def __init__(self, path: str, on_drop=None, signal: str = "events",
-                 sink: FileSink | None = None) -> None:
+    def __init__(self, path: str, signal: str = "events", sink: FileSink | None = None) -> None:
         self.path = path
         self.signal = signal
         self.sink = sink if sink is not None else FileSink(os.path.dirname(path))
         self._lock = threading.Lock()
         self._fd: int | None = None
-        self._on_drop = on_drop
 
     @property
     def failed(self) -> bool:
         return self.sink.failed
 
     def _drop(self, n: int = 1) -> None:
-        from .safety import DROPPED
         DROPPED.add(self.signal, n)
-        if self._on_drop:
-            self._on_drop(n)
 
     def write(self, obj: dict) -> bool:
         if self.sink.failed:
@@ -98,7 +78,6 @@ class JsonlWriter:
             data = (json.dumps(obj, separators=(",", ":"), default=str,
                                allow_nan=False) + "\n").encode("utf-8", "backslashreplace")
         except (TypeError, ValueError) as exc:  # not JSON-able (e.g. nan): this item only
-            from .safety import INTERNAL_ERRORS
             INTERNAL_ERRORS.record(f"file:{self.signal}", exc)
             self._drop()
             return False
@@ -129,21 +108,6 @@ class JsonlWriter:
     def close(self) -> None:
         with self._lock:
             self._close_locked()
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def safe_name(name: str) -> str:
-    """A file-name-safe form of a service name: no separators, no `..`, no hidden file."""
-    out = _UNSAFE.sub("_", name)[:64].lstrip(".")
-    return out or "service"
-
-
-def process_dir(output_dir: str, service_name: str, pid: int | None = None) -> str:
-    pid = os.getpid() if pid is None else pid
-    host = safe_name(socket.gethostname().split(".")[0] or "host")
-    return os.path.join(output_dir, f"{safe_name(service_name)}-{host}-{pid}")
 
 
 def make_private_dir(path: str) -> None:
@@ -232,70 +196,3 @@ def _instrument_classes():
     )
     return (Counter, Histogram, ObservableCounter, ObservableGauge,
             ObservableUpDownCounter, UpDownCounter)
-
-
-def _finite(text: str) -> float:
-    v = float(text)
-    if not math.isfinite(v):
-        raise ValueError("non-finite number")
-    return v
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
-def parse_line(raw: bytes) -> dict | None:
-    """One JSON object from one line, or None for anything else (garbage, non-finite
-    numbers, nesting deep enough to exhaust the parser)."""
-    try:
-        obj = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def iter_jsonl(path: str, stats: dict | None = None,
-               max_line: int = MAX_LINE_BYTES) -> Iterator[dict]:
-    """Stream the complete JSON object lines of `path`. Skipped and counted in `stats`
-    (keys `skipped`, `torn`): garbled lines, lines longer than `max_line` (never held in
-    memory whole) and a torn last line (the writer was killed mid-write). A missing file
-    yields nothing; so does anything that is not a regular file (a FIFO or device would
-    block or never end). Other OS errors (permission) are raised."""
-    stats = {} if stats is None else stats
-    stats.setdefault("skipped", 0)
-    stats.setdefault("torn", 0)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        stats["skipped"] += 1
-        return
-    with open(path, "rb") as fh:
-        while True:
-            raw = fh.readline(max_line + 1)
-            if not raw:
-                return
-            if len(raw) > max_line:  # oversize: skip to the end of this line
-                while raw and not raw.endswith(b"\n"):
-                    raw = fh.readline(max_line + 1)
-                stats["skipped"] += 1
-                continue
-            if not raw.endswith(b"\n"):
-                stats["torn"] += 1
-                return
-            obj = parse_line(raw)
-            if obj is None:
-                if raw.strip():
-                    stats["skipped"] += 1
-                continue
-            yield obj
-
-
-def read_jsonl(path: str) -> list[dict]:
-    """Every complete JSON object line of `path`; a torn or garbled line is skipped."""
-    try:
-        return list(iter_jsonl(path))
-    except OSError:
-        return []

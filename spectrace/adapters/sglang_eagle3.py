@@ -1,0 +1,164 @@
+"""Hooks on SGLang's EAGLE-3 draft models, one table per draft class.
+
+- the inner model's `forward`: width of `forward_batch.spec_info.hidden_states` and the
+  pass kind, read from shapes only (no tensor data, no device sync), checked for fc
+  bypass (SGLang applies `fc` only when that width differs from the embeddings');
+- the causal-LM class's `load_weights`: which checkpoint keys reached a parameter loader
+  and which parameters were loaded, observed while SGLang's own loader runs; then the
+  vocabulary map (`hot_token_id`) it built from `d2t`.
+
+A new draft class is one more `DraftClass` row in `DRAFT_CLASSES` (and its module in
+`adapters.ADAPTERS`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .. import signals
+from ..detectors.vocab import check_vocab_map
+from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
+from ..detectors.widths import ExpectedWidths, check_width, pass_kind
+from ..export.resource import runtime_version
+from ..patching import WrapPoint
+from ..process import STATE, recorder
+from ..safety import StrictModeError
+from .load_observer import load_weights_wrapper
+
+
+@dataclass(frozen=True)
+class DraftClass:
+    """One EAGLE-3 draft model class SGLang ships."""
+
+    module: str   # where SGLang defines it
+    inner: str    # the model whose forward reads spec_info.hidden_states and applies fc
+    causal: str   # the causal-LM wrapper: config, load_weights, hot_token_id
+    # a key SGLang holds back and loads later fused with another (see LoadObserver)
+    deferred: Callable[[str, set], bool] | None = None
+
+
+DRAFT_CLASSES = {
+    "llama_eagle3": DraftClass("sglang.srt.models.llama_eagle3", "LlamaModel",
+                               "LlamaForCausalLMEagle3"),
+}
+STATE_ATTR = "_spectrace_draft"
+
+
+# -- hidden-state widths ----------------------------------------------------------------
+def expected_widths(model) -> ExpectedWidths:
+    """fc's input width, the draft hidden size, the target hidden size and the number of
+    aux layers, from the inner model itself (attribute names differ across versions and
+    classes: `nn.Linear.in_features`, SGLang's parallel linear `input_size`)."""
+    cfg = model.config
+    draft_hidden = int(cfg.hidden_size)
+    target_hidden = int(getattr(model, "hidden_size_in", None)
+                        or getattr(cfg, "target_hidden_size", None) or draft_hidden)
+    fc = model.fc
+    fc_in = int(getattr(fc, "in_features", None) or fc.input_size)
+    num_aux = int(getattr(model, "num_aux_hidden_states", None)
+                  or (fc_in // target_hidden if target_hidden else 3))
+    return ExpectedWidths(fc_in, draft_hidden, target_hidden, num_aux)
+
+
+class DraftState:
+    """What spectrace keeps on one draft model: its expected widths, and the passes
+    already checked and healthy ((ForwardMode, width) -> (kind, width)), which later are
+    only counted."""
+
+    __slots__ = ("expected", "healthy")
+
+    def __init__(self, expected: ExpectedWidths) -> None:
+        self.expected = expected
+        self.healthy: dict = {}
+
+
+def _before_forward(instance, args, kwargs):
+    forward_batch = kwargs["forward_batch"] if "forward_batch" in kwargs else args[2]
+    hidden = forward_batch.spec_info.hidden_states
+    if hidden is None:
+        return
+    if hidden.is_cuda and _capturing():
+        return  # CUDA-graph capture runs on dummy batches
+    mode = forward_batch.forward_mode
+    width = hidden.shape[-1]
+    rec = STATE.recorder or recorder()
+    st = instance.__dict__.get(STATE_ATTR)
+    if st is None:
+        st = instance.__dict__[STATE_ATTR] = DraftState(expected_widths(instance))
+        rec.expected_width.update(st.expected.as_dict())
+    key = st.healthy.get((mode, width))
+    if key is not None:  # seen before and healthy: only count it
+        passes = rec.passes
+        passes[key] = passes.get(key, 0) + 1
+        return
+    name = getattr(mode, "name", str(mode))
+    kind = pass_kind(name)
+    width = int(width)
+    rec.count_pass(kind, width)
+    finding = check_width(kind, width, st.expected)
+    if finding is None:
+        st.healthy[(mode, width)] = (kind, width)
+        return
+    rec.finding(finding, {"spectrace.forward_mode": name})
+    if STATE.config.strict and finding.code == signals.FC_BYPASS:
+        raise StrictModeError("spectrace strict mode (SPECTRACE_STRICT=1) stopped at the "
+                              "first fc bypass: " + finding.message)
+
+
+def _capturing() -> bool:
+    import torch
+    return torch.cuda.is_current_stream_capturing()
+
+
+# -- weights and vocabulary map -----------------------------------------------------------
+def shared_from_target(model) -> set[str]:
+    """Parameters the eagle worker fills from the target, so a checkpoint need not carry
+    them (the doctor's `detectors.checkpoint.shared_from_target` reads the same rule from
+    the config)."""
+    shared = {"model.embed_tokens.weight"}
+    if getattr(model, "load_lm_head_from_target", False):
+        shared.add("lm_head.weight")
+    return shared
+
+
+def _report_load(model, obs) -> None:
+    rec = recorder()
+    shared = shared_from_target(model)
+    missing = [m for m in missing_parameters(obs.names.values(), obs.loaded)
+               if m.split("[")[0] not in shared]
+    rec.weights_report(len(obs.unused), len(missing))
+    subject = f"SGLang {runtime_version('sglang')}"
+    if obs.unused:
+        rec.finding(unused_keys_finding(obs.unused, f"{subject}'s load_weights dropped",
+                                        bool(missing), seen=obs.seen))
+    if missing:
+        rec.finding(missing_params_finding(missing, subject))
+    for f in vocab_findings(model):
+        rec.finding(f)
+
+
+def vocab_findings(model) -> list:
+    """Check the `hot_token_id` SGLang built from `d2t` (hot id i = i + d2t[i])."""
+    cfg = model.config
+    target_vocab = int(cfg.vocab_size)
+    draft_vocab = int(getattr(cfg, "draft_vocab_size", None) or target_vocab)
+    hot = getattr(model, "hot_token_id", None)
+    offsets = None
+    if hot is not None:
+        ids = hot.detach().to("cpu").tolist()  # load time, small: not the decode path
+        offsets = [h - i for i, h in enumerate(ids)]
+    return check_vocab_map(offsets, draft_vocab, target_vocab)
+
+
+# -- wrap points ----------------------------------------------------------------------------
+
+def wrap_points(draft: DraftClass) -> tuple[WrapPoint, ...]:
+    return (
+        WrapPoint(f"{draft.inner}.forward", "eagle3.forward", before=_before_forward),
+        WrapPoint(f"{draft.causal}.load_weights", "eagle3.load_weights",
+                  make_wrapper=lambda module: load_weights_wrapper(
+                      "eagle3.load_weights", module, _report_load, draft.deferred)),
+    )
+
+
+LLAMA_EAGLE3 = wrap_points(DRAFT_CLASSES["llama_eagle3"])

@@ -1,0 +1,111 @@
+"""Hooks both SGLang eagle-worker generations share (v1 `EAGLEWorker`, v2 `EAGLEWorkerV2`):
+the constructor (identity, telemetry, series), and the start of a speculative step
+(audit once, skip prefill, count, sample a span).
+
+State a worker's hooks pass to each other lives on the worker (`WorkerState`), so it goes
+when the worker does.
+"""
+from __future__ import annotations
+
+from .. import signals, spans
+from ..export.resource import runtime_version
+from ..patching import WrapPoint
+from ..process import STATE, note_identity, recorder
+from . import sglang_identity
+from .sglang_target import audit_pair
+
+STATE_ATTR = "_spectrace_worker"
+
+
+class WorkerState:
+    """What spectrace keeps on one eagle worker."""
+
+    __slots__ = ("audited",)
+
+    def __init__(self) -> None:
+        self.audited = False
+
+
+def worker_state(worker) -> WorkerState:
+    st = worker.__dict__.get(STATE_ATTR)
+    if st is None:
+        st = worker.__dict__[STATE_ATTR] = WorkerState()
+    return st
+
+
+def _before_init(instance, args, kwargs):
+    """On entry to the worker's constructor (the draft model loads inside it): fix the
+    process's identity, then start its telemetry."""
+    named = sglang_identity.call_arguments(instance, args, kwargs)
+    note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named))
+    recorder()
+
+
+def _after_init(ctx, worker, args, kwargs, result) -> None:
+    """Once the worker exists: its speculative-step count fixes the series to create."""
+    steps = getattr(worker, "speculative_num_steps", None)
+    if isinstance(steps, int) and steps > 0:
+        recorder().acceptance.prepare(steps)
+
+
+def init_point(cls: str, hook: str) -> WrapPoint:
+    """The constructor wrap point of an eagle worker class."""
+    return WrapPoint(f"{cls}.__init__", hook, before=_before_init, after=_after_init)
+
+
+def audit_once(worker, target_model, draft_model) -> None:
+    """Audit the target's aux capture against the draft, once per worker, at its first
+    forward (SGLang configures capture after the worker's constructor returns)."""
+    st = worker_state(worker)
+    if st.audited:
+        return
+    st.audited = True
+    if target_model is None or draft_model is None:
+        return
+    rec = recorder()
+    for f in audit_pair(target_model, draft_model):
+        rec.finding(f)
+
+
+_IS_EXTEND: dict = {}  # ForwardMode member -> its is_extend(), asked once per member
+
+
+def is_prefill(batch) -> bool:
+    """A prefill (extend) batch, not a speculative step: `forward_mode.is_extend()` (read
+    once per ForwardMode member: the enum method costs about 1 µs a call) or SGLang's
+    `is_extend_in_batch`."""
+    mode = batch.forward_mode
+    try:
+        extend = _IS_EXTEND[mode]
+    except KeyError:
+        extend = _IS_EXTEND[mode] = bool(mode.is_extend())
+    except TypeError:  # an unhashable mode: ask it every time
+        extend = mode.is_extend()
+    return extend or getattr(batch, "is_extend_in_batch", False)
+
+
+def begin_step(worker_kind: str, worker, batch, audit) -> tuple | None:
+    """The step hook both workers share: audit once, skip prefill, count the step, and
+    start a span for a sampled one (returns its context for `spans.end_step`)."""
+    st = worker.__dict__.get(STATE_ATTR)
+    if st is None or not st.audited:
+        audit(worker)
+    if is_prefill(batch):
+        return None  # prefill: not a speculative step
+    rec = STATE.recorder or recorder()
+    if rec.begin_step(worker_kind):
+        return spans.start_step(rec, step_attrs(worker_kind, worker, batch))
+    return None
+
+
+def step_attrs(worker_kind: str, worker, batch) -> dict:
+    """Step-span attributes from the worker's settings and the batch (a `ScheduleBatch` or
+    `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`)."""
+    reqs = getattr(batch, "reqs", None)
+    return {signals.SPAN_ATTR_WORKER: worker_kind,
+            signals.SPAN_ATTR_SGLANG_VERSION: runtime_version("sglang"),
+            signals.SPAN_ATTR_BATCH_SIZE: len(reqs) if reqs is not None
+            else int(batch.seq_lens.shape[0]),
+            signals.SPAN_ATTR_NUM_STEPS: worker.speculative_num_steps,
+            signals.SPAN_ATTR_TOPK: worker.topk,
+            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: worker.speculative_num_draft_tokens}

@@ -1,0 +1,102 @@
+"""Which draft weights a loader dropped or never filled, and what that means.
+
+Shared by the run-time hook (what the runtime's `load_weights` really did) and the doctor
+(what it will do), so both count the same way and speak the same words. Pure functions
+over names; no runtime imports.
+
+Counting: a stacked parameter (`qkv_proj`, `gate_up_proj`) is filled part by part, so a
+checkpoint that lacks only `k_proj` leaves `...qkv_proj.weight[k_proj]` missing.
+Severity of a dropped key: an error when something the draft needs stays empty, or when
+the key holds a weight of the draft network itself (decoder layer, fc, norms, heads):
+the runtime then runs a different network than the one trained. Leftovers outside the
+network (`t2d`, optimizer state, derived buffers such as `rotary_emb.inv_freq`) are
+warnings.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+from .. import signals
+from ..findings import ERROR, WARNING, Finding
+
+MAX_NAMES = 50
+
+# stacked parameter suffix -> the shard ids its loader is called with, and the checkpoint
+# projection each shard comes from
+STACKED_SHARDS = {".qkv_proj.weight": ("q", "k", "v"), ".gate_up_proj.weight": (0, 1)}
+SHARD_KEY = {"q": "q_proj", "k": "k_proj", "v": "v_proj", 0: "gate_proj", 1: "up_proj"}
+
+_NETWORK = re.compile(r"^(model\.)?(midlayer\.|layers\.\d+\.|fc\.|fc_norm\.|input_norm\.|"
+                      r"norm\.|lm_head\.|embed_tokens\.|hidden_norm\.)")
+_DERIVED_BUFFERS = ("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached",
+                    "rotary_emb.cos_sin_cache")
+
+
+def missing_parameters(params: Iterable[str], loaded: Mapping[str, set]) -> list[str]:
+    """Parameters (names in `params`) that no key filled, and the unfilled parts of
+    stacked ones as `name[k_proj]`. `loaded` maps a parameter to the shard ids its loader
+    was called with (None: the whole parameter at once)."""
+    missing = []
+    for name in params:
+        got = loaded.get(name)
+        if not got:
+            missing.append(name)
+            continue
+        if None in got:
+            continue
+        shards = next((s for suffix, s in STACKED_SHARDS.items() if name.endswith(suffix)), ())
+        missing += [f"{name}[{SHARD_KEY[s]}]" for s in shards if s not in got]
+    return missing
+
+
+def is_network_weight(key: str) -> bool:
+    """The checkpoint key holds a weight of the draft network (not a leftover)."""
+    return bool(_NETWORK.match(key)) and not key.endswith(_DERIVED_BUFFERS)
+
+
+def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
+                        hint: str | None = None, seen: int | None = None,
+                        details: dict | None = None) -> Finding:
+    """`subject` says who drops them and when, e.g. "SGLang 0.5.23's load_weights dropped"
+    (observed) or "SGLang 0.5.23 would drop" (predicted)."""
+    network = [k for k in unused if is_network_weight(k)]
+    if missing_any:
+        consequence = ("the parameters they were meant for keep uninitialised values, so the "
+                       "draft proposes noise and acceptance collapses")
+    elif network:
+        consequence = (f"{len(network)} of them hold weights of the draft network "
+                       f"({_names(network)}) that this runtime does not build, so it runs a "
+                       f"different network than the one trained and acceptance drops")
+    else:
+        consequence = ("they are ignored; harmless if they are leftovers, but check that no "
+                       "weight you trained is among them")
+    of = f" of {seen}" if seen is not None else ""
+    return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if missing_any or network else WARNING, (
+        f"{subject} {len(unused)}{of} draft checkpoint key(s) that match no parameter, "
+        f"without a word ({_names(unused)}): {consequence}. "
+        + (hint or "Rename them to the names this runtime reads, or remove them if they are "
+                   "not part of the draft; `spectrace doctor` lists the expected names.")),
+        {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES],
+         "network_keys": sorted(network)[:MAX_NAMES], **(details or {})})
+
+
+def missing_params_finding(missing: list[str], subject: str, expected_keys: list[str] | None = None,
+                           details: dict | None = None) -> Finding:
+    """`subject` names the runtime and version, e.g. "SGLang 0.5.23"."""
+    where = (f" Fix: add the tensors under the names this version reads "
+             f"({_names(expected_keys)})." if expected_keys else
+             " Fix: check the checkpoint's key names against this runtime's draft class "
+             "(`spectrace doctor` lists the expected names).")
+    return Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, (
+        f"{len(missing)} draft parameter(s) get no weight from the checkpoint under {subject} "
+        f"({_names(missing)}). The runtime allocates them uninitialised and does not "
+        f"complain, so the draft proposes noise and acceptance collapses.{where}"),
+        {"count": len(missing), "params": missing[:MAX_NAMES],
+         **({"expected_keys": expected_keys[:MAX_NAMES]} if expected_keys else {}),
+         **(details or {})})
+
+
+def _names(items: list[str], n: int = 3) -> str:
+    shown = ", ".join(f"`{x}`" for x in items[:n])
+    return shown + (f" and {len(items) - n} more" if len(items) > n else "")

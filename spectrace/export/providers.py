@@ -1,0 +1,201 @@
+"""OpenTelemetry set-up inside one process: providers, readers and span processors.
+
+It runs lazily, the first time a hook in a model-running process has something to report
+(`spectrace.process.recorder()`). Providers come, in this order, from the caller
+(`instrument(tracer_provider=..., meter_provider=...)`, as the OpenTelemetry instrumentor
+passes them), from the host's global configuration, or are spectrace's own, built from
+the settings; spectrace adds exporters only to its own. The file sink for findings is
+always spectrace's.
+
+Nothing here may block or break the server: see `export.bounded`; an exporter that
+cannot be built is logged and left out while the others run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from opentelemetry import metrics as otel_metrics
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from .. import __version__, signals
+from ..config import Config
+from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, process_dir
+from .bounded import (
+    BoundedSpanProcessor, CountingMetricExporter, CountingSpanExporter, register_dropped_counter,
+)
+from .files import FileMetricExporter, FileSink, FileSpanExporter, JsonlWriter, make_private_dir
+from .resource import build_resource
+
+log = logging.getLogger("spectrace")
+SCOPE = "spectrace"
+
+
+@dataclass
+class ProcessTelemetry:
+    resource: Resource
+    meter: otel_metrics.Meter
+    tracer: otel_trace.Tracer
+    events: JsonlWriter | None
+    directory: str | None
+    prometheus_port: int | None = None
+    owned: list = field(default_factory=list)  # providers we created (shut down on uninstrument)
+    sink: FileSink | None = None
+    span_processors: list = field(default_factory=list)
+
+    def shutdown(self) -> None:
+        for p in self.owned:
+            try:
+                if isinstance(p, MeterProvider):
+                    p.shutdown(timeout_millis=5_000)
+                else:
+                    p.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        if self.events is not None:
+            self.events.close()
+
+
+def _optional(what: str, build):
+    """Build an optional exporter piece; if that fails, log it and carry on without it."""
+    try:
+        return build()
+    except Exception as exc:  # noqa: BLE001 - one bad exporter must not stop the others
+        log.error("spectrace: the %s exporter could not start (%s: %s); it is off in this "
+                  "process, the other exporters keep working", what, type(exc).__name__, exc)
+        return None
+
+
+def host_tracer_provider():
+    """The global tracer provider if the host configured one, else None."""
+    p = otel_trace.get_tracer_provider()
+    return None if isinstance(p, (otel_trace.ProxyTracerProvider,
+                                  otel_trace.NoOpTracerProvider)) else p
+
+
+def host_meter_provider():
+    """The global meter provider if the host configured one, else None. The API's
+    placeholder before one is set is the private `_ProxyMeterProvider` (no public class
+    or query says "not set"), hence the check by name."""
+    p = otel_metrics.get_meter_provider()
+    if isinstance(p, otel_metrics.NoOpMeterProvider) or type(p).__name__ == "_ProxyMeterProvider":
+        return None
+    return p
+
+
+@dataclass
+class _Files:
+    directory: str | None = None
+    sink: FileSink | None = None
+    events: JsonlWriter | None = None
+
+    def writer(self, name: str, signal: str) -> JsonlWriter:
+        return JsonlWriter(os.path.join(self.directory, name), signal=signal, sink=self.sink)
+
+
+def _open_files(cfg: Config, resource: Resource) -> _Files:
+    """The process folder with `resource.json`, or an empty `_Files` when the file exporter
+    is off or the folder cannot be made (logged)."""
+    if "file" not in cfg.exporters:
+        return _Files()
+    directory = process_dir(cfg.output_dir, cfg.service_name)
+    try:
+        make_private_dir(directory)
+        fd = os.open(os.path.join(directory, RESOURCE_FILE),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"attributes": dict(resource.attributes), "started": time.time()},
+                      fh, default=str)
+    except OSError as exc:
+        log.error("spectrace: cannot create output folder %s (%s); file export is off "
+                  "for this process (set SPECTRACE_OUTPUT_DIR to a writable folder); "
+                  "the other exporters and the server keep working", directory, exc)
+        return _Files()
+    files = _Files(directory, FileSink(directory))
+    files.events = files.writer(EVENTS_FILE, "events")
+    return files
+
+
+def _metric_readers(cfg: Config, files: _Files, rank: int) -> tuple[list, int | None]:
+    interval_ms = int(cfg.metric_interval_s * 1000)
+    readers = []
+    if files.directory is not None:
+        readers.append(PeriodicExportingMetricReader(
+            FileMetricExporter(files.writer(METRICS_FILE, "metrics")),
+            export_interval_millis=interval_ms))
+    if "otlp" in cfg.exporters:
+        def otlp():
+            from .otlp import metric_exporter
+            return PeriodicExportingMetricReader(CountingMetricExporter(metric_exporter()),
+                                                 export_interval_millis=interval_ms)
+        readers.append(_optional("OTLP metric", otlp))
+    if "console" in cfg.exporters:
+        def console():
+            from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+            return PeriodicExportingMetricReader(
+                ConsoleMetricExporter(), export_interval_millis=max(interval_ms, 10_000))
+        readers.append(_optional("console metric", console))
+    port = None
+    if "prometheus" in cfg.exporters:
+        def prometheus():
+            from .prometheus import start_prometheus_reader
+            return start_prometheus_reader(cfg, rank)
+        reader, port = _optional("Prometheus", prometheus) or (None, None)
+        readers.append(reader)
+    return [r for r in readers if r is not None], port
+
+
+def _span_processors(cfg: Config, files: _Files) -> list:
+    processors = []
+    if files.directory is not None:
+        processors.append(BoundedSpanProcessor(
+            FileSpanExporter(files.writer(SPANS_FILE, "spans")),
+            schedule_delay_millis=int(cfg.metric_interval_s * 1000)))
+    if "otlp" in cfg.exporters:
+        def otlp():
+            from .otlp import span_exporter
+            return BoundedSpanProcessor(CountingSpanExporter(span_exporter()))
+        processors.append(_optional("OTLP span", otlp))
+    if "console" in cfg.exporters:
+        def console():
+            from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+            return SimpleSpanProcessor(ConsoleSpanExporter())
+        processors.append(_optional("console span", console))
+    return [p for p in processors if p is not None]
+
+
+def setup(cfg: Config, identity: dict, role: str = "scheduler", tracer_provider=None,
+          meter_provider=None) -> ProcessTelemetry:
+    resource = build_resource(cfg, identity, role)
+    files = _open_files(cfg, resource)
+    owned: list = []
+    meter_provider = meter_provider or host_meter_provider()
+    port = None
+    if meter_provider is None:
+        readers, port = _metric_readers(cfg, files, identity.get("tp_rank") or 0)
+        meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        owned.append(meter_provider)
+    tracer_provider = tracer_provider or host_tracer_provider()
+    processors: list = []
+    if tracer_provider is None:
+        tracer_provider = TracerProvider(resource=resource)
+        processors = _span_processors(cfg, files)
+        for p in processors:
+            tracer_provider.add_span_processor(p)
+        owned.append(tracer_provider)
+    meter = meter_provider.get_meter(SCOPE, __version__)
+    try:
+        register_dropped_counter(meter)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("spectrace: cannot register %s: %s", signals.TELEMETRY_DROPPED.name, exc)
+    return ProcessTelemetry(
+        resource=resource, meter=meter, tracer=tracer_provider.get_tracer(SCOPE, __version__),
+        events=files.events, directory=files.directory, prometheus_port=port, owned=owned,
+        sink=files.sink, span_processors=processors)

@@ -1,0 +1,59 @@
+"""spectrace's state in this process: its settings, its patcher, and the Recorder that the
+adapters' hooks report to.
+
+The Recorder (and with it the providers and exporters) is created lazily, the first time
+a hook in a model-running process has something to report, so launcher and tokenizer
+processes, which import the runtime too, export nothing and open no port.
+"""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from .patching import Patcher
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import Config
+    from .export.providers import ProcessTelemetry
+    from .recorder import Recorder
+
+
+class ProcessState:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.config: Config | None = None
+        self.patcher = Patcher()
+        self.active = False
+        self.recorder: Recorder | None = None
+        self.telemetry: ProcessTelemetry | None = None
+        # tracer / meter providers handed to instrument() (the OpenTelemetry instrumentor
+        # passes them); None means: global ones if the host set them, else spectrace's own
+        self.tracer_provider = None
+        self.meter_provider = None
+        # resource attributes learned before the recorder exists (ranks, model names)
+        self.identity: dict[str, object] = {}
+
+
+STATE = ProcessState()
+
+
+def recorder(role: str = "scheduler") -> Recorder | None:
+    """The process's Recorder, created (with its exporters) on first use by a hook; None
+    when spectrace is not instrumenting this process."""
+    rec = STATE.recorder
+    if rec is not None:
+        return rec
+    with STATE.lock:
+        if STATE.recorder is None and STATE.config is not None:
+            from .export.providers import setup
+            from .recorder import Recorder
+            STATE.telemetry = setup(STATE.config, STATE.identity, role,
+                                    tracer_provider=STATE.tracer_provider,
+                                    meter_provider=STATE.meter_provider)
+            STATE.recorder = Recorder(STATE.config, STATE.telemetry)
+        return STATE.recorder
+
+
+def note_identity(**attrs) -> None:
+    """Ranks and model names (resource attributes), learned before the recorder exists."""
+    STATE.identity.update({k: v for k, v in attrs.items() if v is not None})

@@ -1,0 +1,9 @@
+"""`spectrace report [DIR] [--json]`: what instrumented processes wrote, per process.
+
+`summary` turns a folder into per-process figures, `text` renders them; `reader` streams
+the files without trusting them.
+"""
+from .summary import ReportError, build_report, summarize_process
+from .text import render_text
+
+__all__ = ["ReportError", "build_report", "render_text", "summarize_process"]

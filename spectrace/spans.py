@@ -1,0 +1,50 @@
+"""Sampled step spans and their children (draft, verify, draft-extend).
+
+A step span is started only for the sampled fraction of speculative steps and made
+current, so an anomaly inside the step is recorded on it; children open only under a
+sampled step, so an unsampled step costs no span at all. The step span in flight is held
+by the process's Recorder (one eagle worker per process, one step at a time).
+"""
+from __future__ import annotations
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
+
+from . import signals
+from .process import STATE
+
+
+def start_step(rec, attrs: dict):
+    """Start a step span and make it current; returns the context for `end_step`."""
+    span = rec.tel.tracer.start_span(signals.SPAN_STEP, attributes=attrs)
+    token = otel_context.attach(otel_trace.set_span_in_context(span))
+    rec.step_span = span
+    return span, token
+
+
+def end_step(ctx) -> None:
+    span, token = ctx
+    rec = STATE.recorder
+    if rec is not None:
+        rec.step_span = None
+    otel_context.detach(token)
+    span.end()
+
+
+def start_child(name: str):
+    """The child span `name` under the sampled step span in flight, or None."""
+    rec = STATE.recorder
+    if rec is None or rec.step_span is None:
+        return None
+    return rec.tel.tracer.start_span(name)
+
+
+def child_hook(name: str):
+    """A `before` hook that opens the child span `name` under a sampled step span."""
+    def before(instance, args, kwargs):
+        return start_child(name)
+    return before
+
+
+def end_child(span) -> None:
+    span.end()
