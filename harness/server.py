@@ -2,7 +2,9 @@
 
 The server runs in its own session (process group) so that stopping it by PID also stops
 SGLang's scheduler and detokenizer children. The `*_cpu` kernels come from the pure-torch
-stand-in `harness/sgl_kernel_standin/` — the one part that is not SGLang's own code.
+stand-in `harness/sgl_kernel_standin/`, and `harness/cpu_patches/` makes `torch.cuda`
+calls that need a driver no-ops (DeepSeek / MLA models only): the parts that are not
+SGLang's own code.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STANDIN = os.path.join(HERE, "sgl_kernel_standin")
+CPU_PATCHES = os.path.join(HERE, "cpu_patches")  # sitecustomize: no-driver torch.cuda calls
 LAUNCHER = os.path.join(HERE, "launch_cpu_server.py")
 
 
@@ -47,7 +50,8 @@ def server_args(models: str, port: int, steps: int = 3, topk: int = 1,
 def cpu_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.update({"SGLANG_USE_CPU_ENGINE": "1", "TORCHDYNAMO_DISABLE": "1",
-                "PYTHONPATH": os.pathsep.join(p for p in (STANDIN, env.get("PYTHONPATH")) if p)})
+                "PYTHONPATH": os.pathsep.join(p for p in (STANDIN, CPU_PATCHES,
+                                                          env.get("PYTHONPATH")) if p)})
     env.update(extra or {})
     return env
 

@@ -1,4 +1,11 @@
-"""Create a tiny Llama target + EAGLE-3 draft + local byte-level BPE tokenizer (no hub).
+"""Create tiny EAGLE-3 target + draft pairs with a local byte-level BPE tokenizer (no hub).
+
+Pairs (`pair`):
+  llama       : Llama target + SGLang's Llama EAGLE-3 draft (`LlamaForCausalLMEagle3`)
+  qwen3-llama : dense Qwen3 target (SGLang adds 1 to every aux layer id) + Llama draft
+  dsv3-llama  : DeepSeek-V3 target (MLA + MoE, dense first layer) + Llama draft
+  dsv3-mla    : DeepSeek-V3 target + SGLang's MLA EAGLE-3 draft for Kimi-K2.5 / DeepSeek
+                (`Eagle3DeepseekV2ForCausalLM`, see harness/tiny_mla.py): the seed's shape
 
 Modes:
   random  : random weights (the draft almost never agrees with the target)
@@ -15,9 +22,10 @@ lm_head undoes it, so only a draft whose input really went through fc proposes t
 token. Keep prompts' last token id small (send input_ids) so x + steps stays below H.
 
 `layout` names the draft decoder keys: `midlayer` (read by every SGLang version) or
-`layers` (`layers.0.*`, which SGLang <= 0.5.8 drops without a word).
+`layers` (`layers.0.*`, which SGLang <= 0.5.8 drops without a word). The MLA draft's
+checkpoints use `layers.0.*` (its loader maps them to `midlayer.*`).
 
-Usage: python -m harness.tiny_models OUT MODE [--layout midlayer|layers]
+Usage: python -m harness.tiny_models OUT MODE [--pair P] [--layout midlayer|layers]
 """
 from __future__ import annotations
 
@@ -27,7 +35,9 @@ import os
 
 MODES = ("random", "partial", "full", "bypass")
 LAYOUTS = ("midlayer", "layers")
+PAIRS = ("llama", "qwen3-llama", "dsv3-llama", "dsv3-mla")
 V, H, L, DV = 512, 128, 4, 256  # target vocab, hidden size, target layers, draft vocab
+AUX_IDS = [0, 1, 2]             # the draft's eagle_aux_hidden_state_layer_ids
 
 
 def _save_tokenizer(dirs: list[str]) -> None:
@@ -49,6 +59,54 @@ def _save_tokenizer(dirs: list[str]) -> None:
         hf_tok.save_pretrained(d)
 
 
+def _shift(k: int):
+    import torch
+    return torch.roll(torch.eye(H), shifts=k, dims=0)
+
+
+def _r(*shape):
+    import torch
+    return torch.randn(*shape) * 0.02
+
+
+# -- pieces every pair shares ----------------------------------------------------------------
+def exact_target_head(mode: str, prefix: str = "model.") -> dict:
+    """Embeddings, final norm and lm_head of an exact-acceptance target: E[i] = e_(i mod H),
+    lm_head maps e_x to x + 1 (`full`: a zero norm, so every logit is 0 and token 0 wins)."""
+    import torch
+    head = torch.zeros(V, H)
+    head[:H] = _shift(1)
+    return {f"{prefix}embed_tokens.weight": torch.eye(H).repeat(V // H, 1),
+            f"{prefix}norm.weight": torch.zeros(H) if mode == "full" else torch.ones(H),
+            "lm_head.weight": head}
+
+
+def draft_head(mode: str) -> dict:
+    """fc, final norm and lm_head of a draft. Exact modes: fc(aux) = P E[x_t] (the first aux
+    layer, permuted) and lm_head undoes P and predicts x_t + 2 (`full`: a zero norm)."""
+    import torch
+    sd = {"fc.weight": _r(H, 3 * H), "norm.weight": torch.ones(H), "lm_head.weight": _r(DV, H)}
+    if mode != "random":
+        perm = torch.eye(H)[torch.randperm(H)]                       # a fixed permutation
+        sd["fc.weight"] = torch.cat([perm, torch.zeros(H, 2 * H)], 1)
+        sd["lm_head.weight"] = torch.zeros(DV, H)
+        sd["lm_head.weight"][:H] = _shift(2) @ perm.T
+        if mode == "full":
+            sd["norm.weight"].zero_()
+    return sd
+
+
+def finish_draft(sd: dict) -> dict:
+    """bfloat16 weights plus the vocabulary map: `d2t` offsets (draft id i -> target id
+    i + d2t[i]; zeros: the draft vocabulary is the first DV target ids) and `t2d`."""
+    import torch
+    sd = {k: v.to(torch.bfloat16) for k, v in sd.items()}
+    sd["d2t"] = torch.zeros(DV, dtype=torch.int64)
+    sd["t2d"] = torch.arange(V) < DV
+    return sd
+
+
+# -- the Llama EAGLE-3 draft ------------------------------------------------------------------
 def draft_config(mode: str) -> dict:
     return dict(
         architectures=["LlamaForCausalLMEagle3"], model_type="llama", vocab_size=V,
@@ -56,84 +114,105 @@ def draft_config(mode: str) -> dict:
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
         rms_norm_eps=1e-6, hidden_act="silu", bos_token_id=0, eos_token_id=1,
         tie_word_embeddings=False, torch_dtype="bfloat16", rope_theta=10000.0,
-        eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 1, 2],
+        eagle_config={"eagle_aux_hidden_state_layer_ids": list(AUX_IDS),
                       "use_aux_hidden_state": mode != "bypass"})
 
 
 def draft_state_dict(mode: str, layout: str = "midlayer") -> dict:
-    """The draft's tensors, keyed as a SpecForge-style EAGLE-3 checkpoint."""
+    """The Llama draft's tensors, keyed as a SpecForge-style EAGLE-3 checkpoint."""
     import torch
 
     torch.manual_seed(1)
     hd = H // 4
-    r = lambda *s: torch.randn(*s) * 0.02  # noqa: E731
-    shift = lambda k: torch.roll(torch.eye(H), shifts=k, dims=0)  # noqa: E731
     dec = {
         "hidden_norm.weight": torch.ones(H), "input_layernorm.weight": torch.ones(H),
         "post_attention_layernorm.weight": torch.ones(H),
-        "self_attn.q_proj.weight": r(4 * hd, 2 * H), "self_attn.k_proj.weight": r(2 * hd, 2 * H),
-        "self_attn.v_proj.weight": r(2 * hd, 2 * H), "self_attn.o_proj.weight": r(H, 4 * hd),
-        "mlp.gate_proj.weight": r(2 * H, H), "mlp.up_proj.weight": r(2 * H, H),
-        "mlp.down_proj.weight": r(H, 2 * H),
+        "self_attn.q_proj.weight": _r(4 * hd, 2 * H), "self_attn.k_proj.weight": _r(2 * hd, 2 * H),
+        "self_attn.v_proj.weight": _r(2 * hd, 2 * H), "self_attn.o_proj.weight": _r(H, 4 * hd),
+        "mlp.gate_proj.weight": _r(2 * H, H), "mlp.up_proj.weight": _r(2 * H, H),
+        "mlp.down_proj.weight": _r(H, 2 * H),
     }
-    sd = {"fc.weight": r(H, 3 * H), "norm.weight": torch.ones(H), "lm_head.weight": r(DV, H)}
-    if mode in ("partial", "full", "bypass"):
-        perm = torch.eye(H)[torch.randperm(H)]                       # a fixed permutation
-        sd["fc.weight"] = torch.cat([perm, torch.zeros(H, 2 * H)], 1)  # fc(aux) = P E[x_t]
+    if mode != "random":
         dec["self_attn.o_proj.weight"].zero_()
         dec["mlp.down_proj.weight"].zero_()
-        sd["lm_head.weight"] = torch.zeros(DV, H)
-        sd["lm_head.weight"][:H] = shift(2) @ perm.T               # predicts x_t + 2 after fc
-        if mode == "full":
-            sd["norm.weight"].zero_()
+    sd = draft_head(mode)
     prefix = "midlayer." if layout == "midlayer" else "layers.0."
     sd.update({prefix + k: v for k, v in dec.items()})
-    sd = {k: v.to(torch.bfloat16) for k, v in sd.items()}
-    sd["d2t"] = torch.zeros(DV, dtype=torch.int64)  # draft id i -> target id i + d2t[i]
-    sd["t2d"] = torch.arange(V) < DV
-    return sd
+    return finish_draft(sd)
 
 
-def make_target(out_dir: str, mode: str) -> None:
+# -- HF-built targets -------------------------------------------------------------------------
+def _exact_hf_target(m, mode: str) -> None:
+    """Every layer adds zero, so the residual stays E[x]; the head emits x + 1 (or 0)."""
+    import torch
+    with torch.no_grad():
+        for name, value in exact_target_head(mode).items():
+            owner = m if name == "lm_head.weight" else m.model
+            getattr(owner, name.removeprefix("model.").split(".")[0]).weight.copy_(value)
+        for lyr in m.model.layers:
+            lyr.self_attn.o_proj.weight.zero_()
+            lyr.mlp.down_proj.weight.zero_()
+
+
+def make_llama_target(out_dir: str, mode: str) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=2 * H,
-                      num_hidden_layers=L, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=1024, bos_token_id=0, eos_token_id=1,
-                      tie_word_embeddings=False)
-    m = LlamaForCausalLM(cfg)
-    shift = lambda k: torch.roll(torch.eye(H), shifts=k, dims=0)  # noqa: E731
-    with torch.no_grad():
-        if mode in ("partial", "full", "bypass"):
-            m.model.embed_tokens.weight.copy_(torch.eye(H).repeat(V // H, 1))  # E[i] = e_(i mod H)
-            for lyr in m.model.layers:                                        # residual == E[x]
-                lyr.self_attn.o_proj.weight.zero_()
-                lyr.mlp.down_proj.weight.zero_()
-            m.lm_head.weight.zero_()
-            m.lm_head.weight[:H] = shift(1)                                    # next = x + 1
-            if mode == "full":
-                m.model.norm.weight.zero_()                                   # token 0 always
+    m = LlamaForCausalLM(LlamaConfig(
+        vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        bos_token_id=0, eos_token_id=1, tie_word_embeddings=False))
+    if mode != "random":
+        _exact_hf_target(m, mode)
     m.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
 
 
-def make_tiny_models(out: str, mode: str, layout: str = "midlayer") -> tuple[str, str]:
+def make_qwen3_target(out_dir: str, mode: str) -> None:
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    m = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048,
+        bos_token_id=0, eos_token_id=1, tie_word_embeddings=False))
+    if mode != "random":
+        _exact_hf_target(m, mode)
+    m.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
+
+
+def _write_llama_draft(out_dir: str, mode: str, layout: str) -> None:
+    from safetensors.torch import save_file
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(draft_config(mode), f, indent=2)
+    save_file(draft_state_dict(mode, layout), os.path.join(out_dir, "model.safetensors"))
+
+
+def make_tiny_models(out: str, mode: str, layout: str | None = None,
+                     pair: str = "llama") -> tuple[str, str]:
     """Write OUT/target and OUT/draft; return their paths."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if pair not in PAIRS:
+        raise ValueError(f"pair must be one of {PAIRS}, got {pair!r}")
+    if layout is None:
+        layout = "layers" if pair == "dsv3-mla" else "midlayer"
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    from safetensors.torch import save_file
+    from . import tiny_mla
 
     tgt, drf = os.path.join(out, "target"), os.path.join(out, "draft")
     os.makedirs(tgt, exist_ok=True)
     os.makedirs(drf, exist_ok=True)
     _save_tokenizer([tgt, drf])
-    make_target(tgt, mode)
-    with open(os.path.join(drf, "config.json"), "w") as f:
-        json.dump(draft_config(mode), f, indent=2)
-    save_file(draft_state_dict(mode, layout), os.path.join(drf, "model.safetensors"))
+    target = {"llama": make_llama_target, "qwen3-llama": make_qwen3_target,
+              "dsv3-llama": tiny_mla.make_target, "dsv3-mla": tiny_mla.make_target}[pair]
+    target(tgt, mode)
+    if pair == "dsv3-mla":
+        tiny_mla.make_draft(drf, mode, list(AUX_IDS), layout)
+    else:
+        _write_llama_draft(drf, mode, layout)
     return tgt, drf
 
 
@@ -141,9 +220,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
     p.add_argument("mode", choices=MODES)
-    p.add_argument("--layout", choices=LAYOUTS, default="midlayer")
+    p.add_argument("--pair", choices=PAIRS, default="llama")
+    p.add_argument("--layout", choices=LAYOUTS, default=None)
     a = p.parse_args()
-    print("wrote", *make_tiny_models(a.out, a.mode, a.layout))
+    print("wrote", *make_tiny_models(a.out, a.mode, a.layout, a.pair))
 
 
 if __name__ == "__main__":

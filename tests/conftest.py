@@ -24,14 +24,17 @@ def models_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_models(models_root):
-    """tiny_models(mode, layout="midlayer") -> folder with target/ and draft/ (cached)."""
+    """tiny_models(mode, layout=None, pair="llama") -> folder with target/ and draft/
+    (cached; see harness/tiny_models.py for the pairs and modes)."""
     made: dict = {}
 
-    def get(mode: str, layout: str = "midlayer") -> str:
-        key = (mode, layout)
+    def get(mode: str, layout: str | None = None, pair: str = "llama") -> str:
+        layout = layout or ("layers" if pair == "dsv3-mla" else "midlayer")
+        key = (mode, layout, pair)
         if key not in made:
-            out = os.path.join(models_root, f"{mode}-{layout}")
-            make_tiny_models(out, mode, layout)
+            name = f"{mode}-{layout}" if pair == "llama" else f"{pair}-{mode}-{layout}"
+            out = os.path.join(models_root, name)
+            make_tiny_models(out, mode, layout, pair)
             made[key] = out
         return made[key]
     return get

@@ -347,7 +347,7 @@ def test_endpoint_serves_only_spectrace_and_frees_its_port(caplog):
     from opentelemetry.sdk.metrics import MeterProvider
 
     from spectrace.config import Config
-    from spectrace.prometheus import start_prometheus_reader
+    from spectrace.export.prometheus import start_prometheus_reader
 
     base = free_port()
     with caplog.at_level("WARNING"):
@@ -371,7 +371,7 @@ def test_busy_or_invalid_port_is_logged_not_fatal(caplog):
     import socket
 
     from spectrace.config import Config
-    from spectrace.prometheus import start_prometheus_reader
+    from spectrace.export.prometheus import start_prometheus_reader
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -43,6 +43,7 @@ MIXIN = "sglang/srt/managers/scheduler_output_processor_mixin.py"
 RESULT = "sglang/srt/managers/utils.py"
 TP = "sglang/srt/managers/tp_worker.py"
 E3 = "sglang/srt/models/llama_eagle3.py"
+K25 = "sglang/srt/models/kimi_k25_eagle3.py"  # the MLA EAGLE-3 draft (0.5.12+)
 LLAMA = "sglang/srt/models/llama.py"
 REQ = "sglang/srt/managers/schedule_batch.py"
 
@@ -62,6 +63,8 @@ WRAPPED = [
     (W1, "EAGLEWorker.forward_draft_extend_after_decode", V1),
     (E3, "LlamaModel.forward", ALL),
     (E3, "LlamaForCausalLMEagle3.load_weights", ALL),
+    (K25, "Eagle3MLAModel.forward", since("0.5.12")),
+    (K25, "Eagle3DeepseekV2ForCausalLM.load_weights", since("0.5.12")),
 ]
 
 # Absences the adapters rely on (feature detection takes the other path there).
@@ -80,6 +83,7 @@ PARAMS = [
     (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", 1, "result",
      until("0.5.8")),
     (E3, "LlamaModel.forward", 3, "forward_batch", ALL),  # the adapter reads args[2]
+    (K25, "Eagle3MLAModel.forward", 3, "forward_batch", since("0.5.12")),
 ]
 
 # Attributes read on instances (set as `self.x`, a dataclass field or a property), or
@@ -106,6 +110,11 @@ ATTRS = [
     (E3, "LlamaModel", "midlayer", until("0.5.8")),
     (E3, "LlamaModel", "layers", since("0.5.12")),
     (E3, "LlamaForCausalLMEagle3", "hot_token_id", ALL),
+    (K25, None, "default_weight_loader", since("0.5.12")),
+    (K25, "Eagle3MLAModel", "fc", since("0.5.12")),
+    (K25, "Eagle3MLAModel", "num_aux_hidden_states", since("0.5.16")),  # else fc_in // H
+    (K25, "Eagle3DeepseekV2ForCausalLM", "hot_token_id", since("0.5.12")),
+    (K25, "Eagle3DeepseekV2ForCausalLM", "load_lm_head_from_target", since("0.5.12")),
     (LLAMA, "LlamaForCausalLM", "set_eagle3_layers_to_capture", ALL),
     (LLAMA, "LlamaForCausalLM", "capture_aux_hidden_states", ALL),
     (LLAMA, "LlamaModel", "layers_to_capture", ALL),
@@ -117,6 +126,9 @@ READS = [
     (E3, "LlamaModel.forward", "forward_batch.spec_info.hidden_states", ALL),
     (E3, "LlamaForCausalLMEagle3.load_weights",
      "getattr(param, 'weight_loader', default_weight_loader)", ALL),
+    (K25, "Eagle3MLAModel.forward", "forward_batch.spec_info.hidden_states", since("0.5.12")),
+    (K25, "Eagle3DeepseekV2ForCausalLM.load_weights",
+     "getattr(param, 'weight_loader', default_weight_loader)", since("0.5.12")),
     # the v2 adapter reads the counts the mixin stores on the result
     (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids",
      "result.accept_length_per_req_cpu", ("0.5.8",)),

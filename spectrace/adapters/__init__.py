@@ -9,6 +9,7 @@ then, so `import spectrace` stays cheap).
 
 ADAPTERS = {
     "sglang.srt.models.llama_eagle3": "spectrace.adapters.sglang_eagle3:LLAMA_EAGLE3",
+    "sglang.srt.models.kimi_k25_eagle3": "spectrace.adapters.sglang_eagle3:KIMI_K25_EAGLE3",
     "sglang.srt.speculative.eagle_worker_v2": "spectrace.adapters.sglang_v2:WORKER_POINTS",
     "sglang.srt.speculative.eagle_worker_common": "spectrace.adapters.sglang_v2:VERIFY_COMMON",
     "sglang.srt.managers.scheduler_output_processor_mixin":

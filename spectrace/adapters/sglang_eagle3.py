@@ -37,9 +37,19 @@ class DraftClass:
     deferred: Callable[[str, set], bool] | None = None
 
 
+def _mla_fused_a_proj(key: str, loaded: set) -> bool:
+    """The MLA draft holds `q_a_proj` and `kv_a_proj_with_mqa` back until both arrive, then
+    loads them concatenated into `fused_qkv_a_proj_with_mqa`."""
+    return (("q_a_proj" in key or "kv_a_proj_with_mqa" in key)
+            and any("fused_qkv_a_proj_with_mqa" in name for name in loaded))
+
+
 DRAFT_CLASSES = {
     "llama_eagle3": DraftClass("sglang.srt.models.llama_eagle3", "LlamaModel",
                                "LlamaForCausalLMEagle3"),
+    # Kimi-K2.5 / DeepSeek targets: MLA attention (0.5.12+)
+    "kimi_k25_eagle3": DraftClass("sglang.srt.models.kimi_k25_eagle3", "Eagle3MLAModel",
+                                  "Eagle3DeepseekV2ForCausalLM", deferred=_mla_fused_a_proj),
 }
 STATE_ATTR = "_spectrace_draft"
 
@@ -162,3 +172,9 @@ def wrap_points(draft: DraftClass) -> tuple[WrapPoint, ...]:
 
 
 LLAMA_EAGLE3 = wrap_points(DRAFT_CLASSES["llama_eagle3"])
+KIMI_K25_EAGLE3 = wrap_points(DRAFT_CLASSES["kimi_k25_eagle3"])
+
+
+def is_eagle3_draft(model) -> bool:
+    """One of SGLang's EAGLE-3 draft classes (not an MTP / NextN draft)."""
+    return type(model).__name__ in {d.causal for d in DRAFT_CLASSES.values()}
