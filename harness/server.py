@@ -31,11 +31,12 @@ def free_port() -> int:
 
 
 def server_args(models: str, port: int, steps: int = 3, topk: int = 1,
-                draft_tokens: int | None = None, max_running: int = 4) -> list[str]:
+                draft_tokens: int | None = None, max_running: int = 4,
+                algorithm: str = "EAGLE3") -> list[str]:
     n = draft_tokens if draft_tokens is not None else (steps + 1 if topk == 1 else 2 * steps)
     return [
         "--model-path", os.path.join(models, "target"),
-        "--speculative-algorithm", "EAGLE3",
+        "--speculative-algorithm", algorithm,
         "--speculative-draft-model-path", os.path.join(models, "draft"),
         "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
         "--speculative-num-draft-tokens", str(n),
@@ -95,10 +96,10 @@ class Server:
 def start_server(models: str, log_path: str, env_extra: dict | None = None,
                  steps: int = 3, topk: int = 1, draft_tokens: int | None = None,
                  timeout: float = 240, python: str = sys.executable,
-                 extra_args: list[str] | None = None) -> Server:
+                 extra_args: list[str] | None = None, algorithm: str = "EAGLE3") -> Server:
     port = free_port()
-    cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens) + (
-        extra_args or [])
+    cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens,
+                                           algorithm=algorithm) + (extra_args or [])
     return launch(cmd, cpu_env(env_extra), port, log_path, timeout)
 
 

@@ -8,6 +8,12 @@ E[x] = e_(x mod H) and the target emits x + 1 (`full`: its final norm is zero, s
 emits token 0); the draft's fc permutes the first aux layer and its lm_head undoes the
 permutation and shifts by 2, so exactly its first proposal after each verify is right.
 The target's config carries yarn rope scaling: SGLang's CPU rope for MLA requires it.
+
+With `nextn=True` the target also carries one MTP (NextN) layer, `model.layers.{L}.*` as
+DeepSeek-V3 checkpoints do, which SGLang loads as `DeepseekV3ForCausalLMNextN` for
+`--speculative-algorithm NEXTN`. In the exact modes its `eh_proj` keeps only the new
+token's embedding and every layer adds zero, so it predicts x + 1 from token x, as the
+target does: every draft token is accepted (acceptance length 4.0 with 3 steps).
 """
 from __future__ import annotations
 
@@ -79,7 +85,36 @@ def mlp(prefix: str, inter: int, exact: bool) -> dict:
     return m
 
 
-def make_target(out_dir: str, mode: str) -> None:
+def moe(prefix: str, exact: bool) -> dict:
+    import torch
+    sd = {prefix + "mlp.gate.weight": _r(N_EXP, H),
+          prefix + "mlp.gate.e_score_correction_bias": torch.zeros(N_EXP)}
+    for e in range(N_EXP):
+        sd.update(mlp(prefix + f"mlp.experts.{e}", MOE_I, exact))
+    sd.update(mlp(prefix + "mlp.shared_experts", MOE_I, exact))
+    return sd
+
+
+def nextn_layer(prefix: str, exact: bool, head: dict) -> dict:
+    """The MTP layer of a DeepSeek-V3 checkpoint: eh_proj over [enorm(embed), hnorm(hidden)],
+    one MoE decoder layer, its own final norm and copies of embed_tokens / lm_head."""
+    import torch
+    eh = _r(H, 2 * H)
+    if exact:
+        eh = torch.cat([torch.eye(H), torch.zeros(H, H)], 1)
+    sd = {prefix + "eh_proj.weight": eh, prefix + "enorm.weight": torch.ones(H),
+          prefix + "hnorm.weight": torch.ones(H), prefix + "shared_head.norm.weight":
+          head["model.norm.weight"].clone(), prefix + "shared_head.head.weight":
+          head["lm_head.weight"].clone(), prefix + "embed_tokens.weight":
+          head["model.embed_tokens.weight"].clone(),
+          prefix + "input_layernorm.weight": torch.ones(H),
+          prefix + "post_attention_layernorm.weight": torch.ones(H)}
+    sd.update({prefix + k: v for k, v in mla_attention(H, exact).items()})
+    sd.update(moe(prefix, exact))
+    return sd
+
+
+def make_target(out_dir: str, mode: str, nextn: bool = False) -> None:
     import torch
     from safetensors.torch import save_file
 
@@ -87,6 +122,8 @@ def make_target(out_dir: str, mode: str) -> None:
     exact = mode != "random"
     torch.manual_seed(0)
     cfg = target_config()
+    if nextn:
+        cfg["num_nextn_predict_layers"] = 1
     sd = {"model.embed_tokens.weight": _r(V, H), "model.norm.weight": torch.ones(H),
           "lm_head.weight": _r(V, H)}
     if exact:
@@ -99,11 +136,9 @@ def make_target(out_dir: str, mode: str) -> None:
         if i < FIRST_DENSE:
             sd.update(mlp(p + "mlp", DENSE_I, exact))
         else:
-            sd[p + "mlp.gate.weight"] = _r(N_EXP, H)
-            sd[p + "mlp.gate.e_score_correction_bias"] = torch.zeros(N_EXP)
-            for e in range(N_EXP):
-                sd.update(mlp(p + f"mlp.experts.{e}", MOE_I, exact))
-            sd.update(mlp(p + "mlp.shared_experts", MOE_I, exact))
+            sd.update(moe(p, exact))
+    if nextn:
+        sd.update(nextn_layer(f"model.layers.{L}.", exact, sd))
     sd = {k: (v.float() if "e_score_correction_bias" in k else v.to(torch.bfloat16))
           for k, v in sd.items()}
     with open(os.path.join(out_dir, "config.json"), "w") as f:

@@ -6,6 +6,10 @@ Pairs (`pair`):
   dsv3-llama  : DeepSeek-V3 target (MLA + MoE, dense first layer) + Llama draft
   dsv3-mla    : DeepSeek-V3 target + SGLang's MLA EAGLE-3 draft for Kimi-K2.5 / DeepSeek
                 (`Eagle3DeepseekV2ForCausalLM`, see harness/tiny_mla.py): the seed's shape
+  dsv3-nextn  : DeepSeek-V3 target with its MTP layer; the draft folder is the same
+                checkpoint (SGLang loads it as `DeepseekV3ForCausalLMNextN` for
+                `--speculative-algorithm NEXTN`); partial / full / bypass all accept every
+                draft token (no aux states, no fc: `bypass` changes nothing for MTP)
 
 Modes:
   random  : random weights (the draft almost never agrees with the target)
@@ -32,10 +36,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 
 MODES = ("random", "partial", "full", "bypass")
 LAYOUTS = ("midlayer", "layers")
-PAIRS = ("llama", "qwen3-llama", "dsv3-llama", "dsv3-mla")
+PAIRS = ("llama", "qwen3-llama", "dsv3-llama", "dsv3-mla", "dsv3-nextn")
 V, H, L, DV = 512, 128, 4, 256  # target vocab, hidden size, target layers, draft vocab
 AUX_IDS = [0, 1, 2]             # the draft's eagle_aux_hidden_state_layer_ids
 
@@ -111,7 +116,7 @@ def draft_config(mode: str) -> dict:
     return dict(
         architectures=["LlamaForCausalLMEagle3"], model_type="llama", vocab_size=V,
         draft_vocab_size=DV, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=1,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
         rms_norm_eps=1e-6, hidden_act="silu", bos_token_id=0, eos_token_id=1,
         tie_word_embeddings=False, torch_dtype="bfloat16", rope_theta=10000.0,
         eagle_config={"eagle_aux_hidden_state_layer_ids": list(AUX_IDS),
@@ -206,6 +211,11 @@ def make_tiny_models(out: str, mode: str, layout: str | None = None,
     os.makedirs(tgt, exist_ok=True)
     os.makedirs(drf, exist_ok=True)
     _save_tokenizer([tgt, drf])
+    if pair == "dsv3-nextn":
+        tiny_mla.make_target(tgt, mode, nextn=True)
+        shutil.rmtree(drf)
+        shutil.copytree(tgt, drf)  # the MTP draft is the target's own checkpoint
+        return tgt, drf
     target = {"llama": make_llama_target, "qwen3-llama": make_qwen3_target,
               "dsv3-llama": tiny_mla.make_target, "dsv3-mla": tiny_mla.make_target}[pair]
     target(tgt, mode)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from spectrace import signals
-from spectrace.detectors.aux import audit_aux_capture
+from spectrace.detectors import aux
+from spectrace.detectors.aux import CaptureState, audit_aux_capture
 from spectrace.detectors.widths import ExpectedWidths, check_width, pass_kind
 
 EXP = ExpectedWidths(fc_in=384, draft_hidden=128, target_hidden=128, num_aux=3)
@@ -42,20 +43,43 @@ def test_two_of_three_layers_is_width_mismatch():
     assert "about 2 target layers" in f.message
 
 
-def test_aux_audit_healthy():
-    assert audit_aux_capture([0, 1, 2], [0, 1, 2], 384, 128) == []
+def state(stored, rule=aux.PLUS_ONE, on=True, captured=None, num_layers=8):
+    return CaptureState(on=on, stored=stored, num_layers=num_layers, rule=rule,
+                        family="test.Family", captured=captured)
 
 
-def test_aux_audit_capture_disabled():
-    [f] = audit_aux_capture(None, [0, 1, 2], 384, 128)
-    assert f.code == signals.AUX_CAPTURE_DISABLED
+@pytest.mark.parametrize("rule,draft_ids,stored", [
+    (aux.PLUS_ONE, [0, 1, 2], [1, 2, 3]),
+    (aux.KEPT_UNLESS_FIRST_IS_ONE, [2, 30, 58], [2, 30, 58]),  # DeepSeek-V3, 61 layers
+    (aux.KEPT_UNLESS_FIRST_IS_ONE, [1, 30, 58], [2, 31, 59]),
+    (aux.KEPT_IF_MAX_IS_NUM_LAYERS, [3, 5, 8], [3, 5, 8]),
+    (aux.KEPT_IF_MAX_IS_NUM_LAYERS, [3, 5, 7], [4, 6, 8]),
+    (aux.PLUS_ONE, None, [2, 4, 5]),                           # defaults, 8 layers
+    (aux.PLUS_ONE_DEFAULTS_TOO, None, [3, 5, 6]),
+])
+def test_each_rule_is_healthy_on_what_it_stores(rule, draft_ids, stored):
+    n = 61 if stored[-1] > 8 else 8
+    assert aux.stored_ids(rule, draft_ids, n) == stored
+    assert audit_aux_capture(state(stored, rule, num_layers=n), draft_ids, 384, 128) == []
+
+
+def test_aux_audit_capture_disabled_names_the_cause():
+    [f] = audit_aux_capture(state(None, on=False), [0, 1, 2], 384, 128)
+    assert f.code == signals.AUX_CAPTURE_DISABLED and "use_aux_hidden_state" in f.message
+    [f] = audit_aux_capture(state(None, on=False), [0, 1, 2], 384, 128, algorithm="EAGLE")
+    assert "--speculative-algorithm EAGLE3" in f.message
 
 
 def test_aux_audit_count_and_id_mismatch():
-    found = {f.code for f in audit_aux_capture([0, 2], [0, 1, 2], 384, 128)}
+    found = {f.code for f in audit_aux_capture(state([1, 3]), [0, 1, 2], 384, 128)}
     assert found == {signals.AUX_COUNT_MISMATCH, signals.AUX_ID_MISMATCH}
-    [f] = audit_aux_capture([1, 2, 3], [0, 1, 2], 384, 128)
-    assert f.code == signals.AUX_ID_MISMATCH
+    [f] = audit_aux_capture(state([2, 3, 4]), [0, 1, 2], 384, 128)
+    assert f.code == signals.AUX_ID_MISMATCH and f.severity == "warning"
+
+
+def test_unknown_family_ids_are_not_judged():
+    """A family without a rule: capture on and three layers is all the audit can say."""
+    assert audit_aux_capture(state([7, 9, 11], rule=None), [0, 1, 2], 384, 128) == []
 
 
 def test_width_hook_reads_shapes_only(tmp_path):

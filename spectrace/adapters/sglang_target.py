@@ -1,28 +1,173 @@
-"""The target side of an SGLang EAGLE-3 pair: which aux hidden-state layers the target
-model really captures, checked against what the draft expects."""
+"""The target side of an SGLang EAGLE-3 pair: where each model family keeps its aux
+hidden-state capture state, and which rule turns the draft's layer ids into it.
+
+`FAMILIES` is data, one row per class that defines `set_eagle3_layers_to_capture`
+(found in the MRO of the object that keeps the state), read from SGLang 0.5.12 – 0.5.23's
+model files (docs/sglang-versions.md). Wrappers that delegate to a text model
+(Kimi-K2.5, Gemma-3 and Llama-4 multimodal) are followed through `language_model`;
+pipeline-parallel ranks other than the last capture nothing by design and are not
+audited. A family without a row is still checked for capture on/off and layer count, but
+its ids are not judged (no false alarm on a rule we do not know).
+"""
 from __future__ import annotations
 
-from ..detectors.aux import audit_aux_capture
-from .sglang_eagle3 import expected_widths
+from dataclasses import dataclass
+
+from ..detectors import aux
+from ..detectors.aux import CaptureState, audit_aux_capture
+from ..detectors.checkpoint import parse_version
+from ..export.resource import runtime_version
 from ..findings import Finding
+from .sglang_eagle3 import expected_widths, is_eagle3_draft
 
 
-def captured_layer_ids(target_model) -> list[int] | None:
-    """The draft-convention layer ids the target captures (SGLang stores id + 1: the input
-    of that layer), or None when capture is off."""
-    if not getattr(target_model, "capture_aux_hidden_states", False):
+@dataclass(frozen=True)
+class Family:
+    rule: str                         # detectors.aux rule for SGLang >= `since`
+    since: str = "0.0.0"              # earlier releases: PLUS_ONE
+    final_state: bool = False         # can capture id == num_layers (the last layer's output)
+    per_layer_flags: bool = False     # the forward gates on layers[i]._is_layer_to_capture
+
+
+_P = Family(aux.PLUS_ONE)
+FAMILIES = {
+    "apertus.ApertusForCausalLM": _P,
+    "bailing_moe.BailingMoEForCausalLM": _P,
+    "deepseek_v2.DeepseekV2ForCausalLM": Family(aux.KEPT_UNLESS_FIRST_IS_ONE, since="0.5.16"),
+    "exaone_moe.ExaoneMoEForCausalLM": _P,
+    "gemma3_causal.Gemma3ForCausalLM": Family(aux.PLUS_ONE, final_state=True),
+    "gemma4_causal.Gemma4ForCausalLM": Family(aux.PLUS_ONE, final_state=True),
+    "gemma4_mm.Gemma4ForConditionalGeneration": Family(aux.PLUS_ONE, final_state=True),
+    "glm4_moe.Glm4MoeForCausalLM": _P,
+    "glm4_moe_lite.Glm4MoeLiteForCausalLM": Family(aux.KEPT_UNLESS_FIRST_IS_ONE),
+    "glm5_next.Glm5NextForConditionalGeneration": _P,
+    "gpt_oss.GptOssForCausalLM": Family(aux.KEPT_IF_MAX_IS_NUM_LAYERS, since="0.5.20",
+                                        final_state=True),
+    "llama.LlamaForCausalLM": _P,
+    "longcat_flash.LongcatFlashForCausalLM": _P,
+    "minimax_m2.MiniMaxM2ForCausalLM": _P,
+    "minimax_m3.MiniMaxM3SparseForCausalLM": Family(aux.PLUS_ONE, final_state=True,
+                                                    per_layer_flags=True),
+    "minimax_m3_vl.MiniMaxM3SparseForConditionalGeneration": Family(
+        aux.PLUS_ONE_DEFAULTS_TOO, final_state=True, per_layer_flags=True),
+    "qwen2.Qwen2ForCausalLM": _P,
+    "qwen2_5_vl.Qwen2_5_VLForConditionalGeneration": _P,
+    "qwen2_moe.Qwen2MoeForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
+    "qwen3.Qwen3ForCausalLM": _P,
+    "qwen3_5_text.Qwen3_5ForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
+    "qwen3_moe.Qwen3MoeForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
+    "qwen3_next.Qwen3NextForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
+    "qwen3_vl.Qwen3VLForConditionalGeneration": _P,
+}
+METHOD = "set_eagle3_layers_to_capture"
+
+
+def _owner(obj) -> type | None:
+    """The class whose `set_eagle3_layers_to_capture` the object runs."""
+    return next((c for c in type(obj).__mro__ if METHOD in vars(c)), None)
+
+
+def family_key(cls: type) -> str:
+    return f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__qualname__}"
+
+
+def _capture_holder(target):
+    """The object that keeps the capture flag: the target itself, or the text model a
+    wrapper delegates to (`language_model`: Kimi-K2.5, Gemma-3 / Llama-4 multimodal)."""
+    inner = getattr(target, "language_model", None)
+    if ("capture_aux_hidden_states" not in vars(target) and inner is not None
+            and hasattr(inner, "capture_aux_hidden_states")):
+        return inner
+    return target
+
+
+def _text_model(holder):
+    """The object with `layers_to_capture`: `.model` for most, `.language_model` itself for
+    Gemma-4 multimodal."""
+    for name in ("model", "language_model"):
+        obj = getattr(holder, name, None)
+        if obj is not None and hasattr(obj, "layers_to_capture"):
+            return obj
+    return None
+
+
+def _num_layers(holder, text) -> int:
+    cfg = getattr(holder, "config", None)
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        n = getattr(c, "num_hidden_layers", None)
+        if isinstance(n, int):
+            return n
+    return len(getattr(text, "layers", ()) or ())
+
+
+def is_last_pp_rank(holder) -> bool:
+    """Only the last pipeline rank captures; most families read their own `pp_group`,
+    some SGLang's process-wide one."""
+    group = getattr(holder, "pp_group", None)
+    if group is None:
+        try:
+            from sglang.srt.runtime_context import get_parallel
+            group = get_parallel().pp_group
+        except Exception:  # noqa: BLE001 - older SGLang, or no parallel state: one rank
+            return True
+    return bool(getattr(group, "is_last_rank", True))
+
+
+def capture_state(target, sglang_version: str | None = None) -> CaptureState | None:
+    """The target's capture state, or None on a pipeline rank that captures nothing by
+    design."""
+    holder = _capture_holder(target)
+    if not is_last_pp_rank(holder):
         return None
-    layers = getattr(getattr(target_model, "model", None), "layers_to_capture", None)
-    return [int(i) - 1 for i in layers] if layers is not None else None
+    text = _text_model(holder)
+    owner = _owner(holder)
+    key = family_key(owner) if owner is not None else type(holder).__qualname__
+    fam = FAMILIES.get(key)
+    num_layers = _num_layers(holder, text)
+    stored = getattr(text, "layers_to_capture", None)
+    stored = [int(i) for i in stored] if stored is not None else None
+    on = bool(getattr(holder, "capture_aux_hidden_states", False)) and bool(stored)
+    rule = None
+    if fam is not None:
+        version = sglang_version or runtime_version("sglang")
+        newer = version == "unknown" or parse_version(version) >= parse_version(fam.since)
+        rule = fam.rule if newer else aux.PLUS_ONE
+    captured, notes = None, []
+    if on and fam is not None:
+        reachable = [i for i in set(stored) if 0 <= i < num_layers
+                     or (i == num_layers and fam.final_state)]
+        lost = sorted(set(stored) - set(reachable))
+        if lost:
+            notes.append(f"layers_to_capture {sorted(set(stored))} names {lost}, which no "
+                         f"layer of its {num_layers} reaches")
+        if fam.per_layer_flags:
+            flagged = [i for i, layer in enumerate(getattr(text, "layers", ()) or ())
+                       if getattr(layer, "_is_layer_to_capture", False)]
+            in_layers = [i for i in reachable if i < num_layers]
+            if sorted(flagged) != sorted(in_layers):
+                notes.append(f"its forward captures only the layers flagged "
+                             f"_is_layer_to_capture {flagged}, not layers_to_capture "
+                             f"{sorted(set(stored))}")
+                reachable = flagged + [i for i in reachable if i == num_layers]
+        captured = len(reachable)
+    return CaptureState(on=on, stored=stored, num_layers=num_layers, rule=rule,
+                        family=key, captured=captured, notes=notes)
 
 
-def audit_pair(target_model, draft_model) -> list[Finding]:
-    """Findings for a loaded target + EAGLE-3 draft pair (empty when healthy)."""
+def audit_pair(target_model, draft_model, algorithm: str | None = None,
+               sglang_version: str | None = None) -> list[Finding]:
+    """Findings for a loaded SGLang target + draft pair (empty when healthy). Only for
+    SGLang's EAGLE-3 draft classes: MTP / NextN drafts take the target's last hidden state
+    by design."""
+    if not is_eagle3_draft(draft_model):
+        return []
     inner = getattr(draft_model, "model", None)
     if inner is None or not hasattr(inner, "fc"):
+        return []
+    state = capture_state(target_model, sglang_version)
+    if state is None:
         return []
     exp = expected_widths(inner)
     eagle_cfg = getattr(draft_model.config, "eagle_config", None) or {}
     draft_ids = eagle_cfg.get("eagle_aux_hidden_state_layer_ids")
-    return audit_aux_capture(captured_layer_ids(target_model), draft_ids, exp.fc_in,
-                             exp.target_hidden)
+    return audit_aux_capture(state, draft_ids, exp.fc_in, exp.target_hidden, algorithm)

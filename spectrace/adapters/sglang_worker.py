@@ -62,8 +62,10 @@ def audit_once(worker, target_model, draft_model) -> None:
     st.audited = True
     if target_model is None or draft_model is None:
         return
+    algorithm = getattr(getattr(worker, "server_args", None), "speculative_algorithm", None)
     rec = recorder()
-    for f in audit_pair(target_model, draft_model):
+    for f in audit_pair(target_model, draft_model,
+                        algorithm=algorithm if isinstance(algorithm, str) else None):
         rec.finding(f)
 
 

@@ -1,41 +1,119 @@
-"""Audit of the target's aux hidden-state capture against what the draft expects.
+"""Audit of the target's aux hidden-state capture against what the EAGLE-3 draft expects.
 
-Pure function: the layer ids the target really captures (None when capture is off), the
-draft's `eagle_aux_hidden_state_layer_ids`, and its fc input width.
+SGLang passes the draft's `eagle_aux_hidden_state_layer_ids` (None when it has none) to the
+target's `set_eagle3_layers_to_capture`, and each model family turns them into its
+`layers_to_capture` by its own rule; the forward then captures the state *entering* each
+layer listed (0 = the embeddings, k + 1 = the output of layer k). The rules differ by
+family and release, so the audit compares what the target stores with what its own rule
+makes of the draft's ids: a DeepSeek-V3 target given [2, 30, 58] stores them as given, a
+Llama target stores [3, 31, 59], and both are healthy.
+
+Pure functions over plain values (`CaptureState` is filled in by the runtime adapter).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from .. import signals
 from ..findings import ERROR, WARNING, Finding
 
+# How a family turns the ids SGLang passes into `layers_to_capture`.
+PLUS_ONE = "plus_one"                              # every id + 1 (Llama, Qwen, most)
+KEPT_UNLESS_FIRST_IS_ONE = "kept_unless_first_is_one"  # DeepSeek family (SGLang >= 0.5.16)
+KEPT_IF_MAX_IS_NUM_LAYERS = "kept_if_max_is_num_layers"  # gpt-oss (SGLang >= 0.5.20)
+PLUS_ONE_DEFAULTS_TOO = "plus_one_defaults_too"   # MiniMax-M3-VL: its defaults get + 1 too
+RULES = (PLUS_ONE, KEPT_UNLESS_FIRST_IS_ONE, KEPT_IF_MAX_IS_NUM_LAYERS, PLUS_ONE_DEFAULTS_TOO)
 
-def audit_aux_capture(captured: Sequence[int] | None, draft_ids: Sequence[int] | None,
-                      fc_in: int, target_hidden: int) -> list[Finding]:
-    findings: list[Finding] = []
+
+def default_ids(num_layers: int) -> list[int]:
+    """What SGLang's families capture when the draft names no layers."""
+    return [2, num_layers // 2, num_layers - 3]
+
+
+def stored_ids(rule: str, draft_ids: Sequence[int] | None, num_layers: int) -> list[int]:
+    """The `layers_to_capture` a family with `rule` stores for `draft_ids`."""
+    if draft_ids is None:
+        ids = default_ids(num_layers)
+        return [i + 1 for i in ids] if rule == PLUS_ONE_DEFAULTS_TOO else ids
+    ids = [int(i) for i in draft_ids]
+    if rule == KEPT_UNLESS_FIRST_IS_ONE and not (ids and ids[0] == 1):
+        return ids
+    if rule == KEPT_IF_MAX_IS_NUM_LAYERS and ids and max(ids) == num_layers:
+        return ids
+    return [i + 1 for i in ids]
+
+
+@dataclass(frozen=True)
+class CaptureState:
+    """What a target model's capture state says.
+
+    `on`: its capture flag; `stored`: its `layers_to_capture`; `rule`: its family's id rule
+    (None: a family spectrace has no rule for, whose ids are then not judged); `captured`:
+    how many layers' states really reach the draft (None: as many as `stored` lists);
+    `family`: the class that keeps the state, for messages."""
+
+    on: bool
+    stored: list[int] | None
+    num_layers: int
+    rule: str | None
+    family: str
+    captured: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_in: int,
+                      target_hidden: int, algorithm: str | None = None) -> list[Finding]:
+    """Findings for a target that should feed an EAGLE-3 draft whose fc takes `fc_in`
+    inputs (`fc_in / target_hidden` layers); `algorithm` is SGLang's
+    `--speculative-algorithm`, when known."""
     expected_layers = fc_in // target_hidden if target_hidden else 0
-    details = {"captured_layer_ids": list(captured) if captured is not None else None,
-               "draft_layer_ids": list(draft_ids) if draft_ids is not None else None,
-               "fc_in": fc_in, "target_hidden": target_hidden}
-    if captured is None:
-        if expected_layers > 1:
-            findings.append(Finding(signals.AUX_CAPTURE_DISABLED, ERROR, (
-                f"aux hidden-state capture is off in the target, but the draft's fc expects "
-                f"{expected_layers} concatenated layers ({fc_in} wide). The draft will get one "
-                f"layer and SGLang will skip fc (fc bypass): acceptance length about 1.0. Fix: "
-                f"set eagle_config.use_aux_hidden_state to true in the draft's config.json."),
-                details))
-        return findings
-    if len(captured) != expected_layers:
+    draft_ids = list(draft_ids) if draft_ids is not None else None
+    details = {"family": state.family, "capture_on": state.on,
+               "stored_layers_to_capture": list(state.stored) if state.stored is not None
+               else None, "draft_layer_ids": draft_ids, "fc_in": fc_in,
+               "target_hidden": target_hidden, "num_layers": state.num_layers,
+               "id_rule": state.rule, "speculative_algorithm": algorithm}
+    if not state.on:
+        if expected_layers <= 1:
+            return []
+        if algorithm is not None and algorithm.upper() != "EAGLE3":
+            cause = (f"SGLang switches capture on only for --speculative-algorithm EAGLE3, "
+                     f"and this server runs {algorithm} (NEXTN is an alias of EAGLE), which "
+                     f"also replaces the draft's own lm_head and d2t map with the target's. "
+                     f"Fix: launch with --speculative-algorithm EAGLE3.")
+        else:
+            cause = ("Fix: set eagle_config.use_aux_hidden_state to true (or remove it) in "
+                     "the draft's config.json.")
+        return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR, (
+            f"aux hidden-state capture is off in the target ({state.family}), but the "
+            f"EAGLE-3 draft's fc expects {expected_layers} concatenated layers ({fc_in} wide). "
+            f"The draft gets one layer, SGLang skips fc (fc bypass) and acceptance length "
+            f"falls to about 1.0. {cause}"), details)]
+    findings: list[Finding] = []
+    stored = sorted(set(state.stored or []))
+    captured = state.captured if state.captured is not None else len(stored)
+    if captured != expected_layers:
+        why = "; ".join(state.notes) or (
+            f"it stores layers_to_capture {list(state.stored or [])}")
         findings.append(Finding(signals.AUX_COUNT_MISMATCH, ERROR, (
-            f"the target captures {len(captured)} aux layers {list(captured)}, but the draft's "
-            f"fc expects {expected_layers} ({fc_in} / {target_hidden}). Fix "
-            f"eagle_config.eagle_aux_hidden_state_layer_ids or the draft's fc."), details))
-    if draft_ids is not None and list(captured) != list(draft_ids):
-        findings.append(Finding(signals.AUX_ID_MISMATCH, WARNING, (
-            f"the target captures layers {list(captured)}, but the draft was configured "
-            f"with eagle_aux_hidden_state_layer_ids {list(draft_ids)}: the draft sees "
-            f"different layers than it was trained on. Check which layer ids the serving "
-            f"stack passes to set_eagle3_layers_to_capture."), details))
+            f"the target ({state.family}) captures {captured} aux layers ({why}), but the "
+            f"draft's fc expects {expected_layers} ({fc_in} / {target_hidden}): every "
+            f"target-fed draft pass gets the wrong width. Fix "
+            f"eagle_config.eagle_aux_hidden_state_layer_ids (distinct ids, each below the "
+            f"target's {state.num_layers} layers) or the draft's fc."),
+            {**details, "captured_layers": captured}))
+    if state.rule is not None and state.stored is not None:
+        expected = sorted(set(stored_ids(state.rule, draft_ids, state.num_layers)))
+        if stored != expected:
+            asked = (f"eagle_aux_hidden_state_layer_ids {draft_ids}" if draft_ids is not None
+                     else "no eagle_aux_hidden_state_layer_ids (the defaults "
+                          f"{default_ids(state.num_layers)})")
+            findings.append(Finding(signals.AUX_ID_MISMATCH, WARNING, (
+                f"the draft was configured with {asked}, which {state.family} stores as "
+                f"layers_to_capture {expected} ({state.rule.replace('_', ' ')}), but the "
+                f"target captures {stored}: the draft sees other layers than it was trained "
+                f"on. Check which layer ids the serving stack passes to "
+                f"set_eagle3_layers_to_capture."),
+                {**details, "expected_layers_to_capture": expected}))
     return findings
