@@ -6,39 +6,17 @@ per verify (acceptance length 2.0), `full` accepts all three (4.0).
 """
 from __future__ import annotations
 
-import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from tests.e2e import settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
 
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_STEP_SAMPLE_RATIO": "1",
         "SPECTRACE_AGREEMENT_EVERY": "1"}
 PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]
-
-
-def settle(run, drafts: int, timeout: float = 20) -> dict:
-    """The scheduler's summary once its exported totals reach `drafts` request-steps."""
-    deadline = time.time() + timeout
-    while True:
-        proc = run.scheduler()
-        if proc["drafts"] >= drafts or time.time() > deadline:
-            return proc
-        time.sleep(0.5)
-
-
-def sglang_totals(responses) -> tuple[int, int, dict]:
-    """Request-steps, accepted draft tokens and the accept histogram, from meta_info."""
-    verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
-    accepted = sum(r["meta_info"]["spec_num_correct_drafts"] for r in responses)
-    hist: dict = {}
-    for r in responses:
-        for correct, n in enumerate(r["meta_info"]["spec_correct_drafts_histogram"]):
-            if n:
-                hist[str(correct + 1)] = hist.get(str(correct + 1), 0) + n
-    return verify, accepted, hist
 
 
 @pytest.fixture(scope="module")

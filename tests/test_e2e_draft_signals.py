@@ -3,32 +3,14 @@
 that SGLang's real `load_weights` accepts without a word."""
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
-
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from harness.server import start_server
+from tests.e2e import codes, plant, wait_for
 
 pytestmark = pytest.mark.sglang
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5"}
-
-
-def wait_for(fn, timeout: float = 20):
-    deadline = time.time() + timeout
-    while True:
-        value = fn()
-        if value or time.time() > deadline:
-            return value
-        time.sleep(0.5)
-
-
-def codes(proc) -> dict:
-    return {f["code"]: f for f in proc["findings"]}
 
 
 @pytest.fixture(scope="module")
@@ -80,16 +62,6 @@ def test_strict_mode_stops_at_first_bypass(tiny_models, tmp_path):
     assert text.count("StrictModeError: spectrace strict mode (SPECTRACE_STRICT=1) stopped "
                       "at the first fc bypass") == 1
     assert "use_aux_hidden_state" in text and "set_eagle3_layers_to_capture" in text
-
-
-def plant(src: str, dst: str, edit) -> str:
-    """Copy a tiny-model folder and let `edit(state_dict)` change the draft checkpoint."""
-    shutil.copytree(src, dst)
-    path = os.path.join(dst, "draft", "model.safetensors")
-    sd = load_file(path)
-    edit(sd)
-    save_file(sd, path)
-    return dst
 
 
 def test_planted_weight_faults_are_named(tiny_models, sglang_server, tmp_path):

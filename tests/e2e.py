@@ -1,0 +1,55 @@
+"""What the end-to-end tests share: SGLang's own per-request figures, waiting for the
+exporter's next snapshot, and planting a fault in a copy of a tiny checkpoint."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+
+def sglang_totals(responses) -> tuple[int, int, dict]:
+    """Request-steps, accepted draft tokens and the accept histogram, from meta_info."""
+    verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
+    accepted = sum(r["meta_info"]["spec_num_correct_drafts"] for r in responses)
+    hist: dict = {}
+    for r in responses:
+        for correct, n in enumerate(r["meta_info"]["spec_correct_drafts_histogram"]):
+            if n:
+                hist[str(correct + 1)] = hist.get(str(correct + 1), 0) + n
+    return verify, accepted, hist
+
+
+def settle(run, drafts: int, timeout: float = 20) -> dict:
+    """The scheduler's summary once its exported totals reach `drafts` request-steps."""
+    deadline = time.time() + timeout
+    while True:
+        proc = run.scheduler()
+        if proc["drafts"] >= drafts or time.time() > deadline:
+            return proc
+        time.sleep(0.5)
+
+
+def wait_for(fn, timeout: float = 20):
+    """`fn()` once it is truthy, or its last value after `timeout` seconds."""
+    deadline = time.time() + timeout
+    while True:
+        value = fn()
+        if value or time.time() > deadline:
+            return value
+        time.sleep(0.5)
+
+
+def codes(proc) -> dict:
+    """A process summary's findings by code."""
+    return {f["code"]: f for f in proc["findings"]}
+
+
+def plant(src: str, dst: str, edit) -> str:
+    """Copy a tiny-model folder and let `edit(state_dict)` change the draft checkpoint."""
+    from safetensors.torch import load_file, save_file
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "draft", "model.safetensors")
+    sd = load_file(path)
+    edit(sd)
+    save_file(sd, path)
+    return dst
