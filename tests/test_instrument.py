@@ -148,3 +148,6 @@ def test_instrument_in_parent_reaches_engine_scheduler(tiny_models, tmp_path):
     assert procs[0]["pid"] != parent["pid"]
     assert procs[0]["drafts"] == parent["verify"]
     assert procs[0]["mean_acceptance_length"] == 2.0
+    # what an Engine user asserts in CI: the in-scheduler pair audit found nothing
+    from spectrace.report import read_findings
+    assert read_findings(str(data)) == []

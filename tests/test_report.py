@@ -227,3 +227,24 @@ def test_report_on_random_files(tmp_path, metrics, events, spans, resource):
     rep = build_report(str(tmp_path))
     render_text(rep)
     json.dumps(rep)
+
+
+def test_read_findings_returns_findings_per_process(tmp_path):
+    """What an embedder asserts on: every code each process wrote, as a `Finding`."""
+    from spectrace.findings import Finding
+    from spectrace.report import read_findings
+    for pid, code in ((1, "eagle3.fc_bypass"), (2, "aux.capture_disabled")):
+        proc = tmp_path / f"sglang-h-{pid}"
+        proc.mkdir()
+        for n in (1, 2):
+            with open(proc / EVENTS_FILE, "a") as fh:
+                fh.write(json.dumps({"time": n, "occurrence": n, "code": code,
+                                     "severity": "error", "message": f"{code} m",
+                                     "details": {"n": n}}) + "\n")
+    found = read_findings(str(tmp_path))
+    assert found == [
+        Finding("eagle3.fc_bypass", "error", "eagle3.fc_bypass m",
+                {"n": 1, "process": "sglang-h-1"}),
+        Finding("aux.capture_disabled", "error", "aux.capture_disabled m",
+                {"n": 1, "process": "sglang-h-2"})]
+    assert read_findings(str(tmp_path / "sglang-h-1"))[0].code == "eagle3.fc_bypass"
