@@ -133,6 +133,8 @@ def recognise(cfg: Mapping[str, Any], keys) -> Format | None:
 # most families store id + 1 (the input of the next layer); the DeepSeek family keeps the
 # ids unless the first is 1 (from 0.5.16; +1 before); gpt-oss keeps them when
 # max(ids) == num_layers (0.5.20+). Default without ids: [2, n // 2, n - 3], as given.
+ID_RULE_FACTS = ("sglang.llama_ids_plus_one", "sglang.deepseek_keep_ids", "sglang.default_ids",
+                 "sglang.kimi_k25_text_config", "vllm.before_convention", "vllm.default_ids")
 SGLANG_KEEP_IDS = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
                              "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
                              "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM",

@@ -135,18 +135,19 @@ VLLM_ROWS = (
                                                       "vllm.spec_fc_norm", "vllm.qwen3",
                                                       "vllm.d2t_only_if_pruned"))),
 )
-# The MLA draft (vllm deepseek_eagle3.py) from 0.20: fc from 3 aux layers, no fc_norm,
-# until the row verified at 0.33; no `norm_before_fc` at all.
+# The MLA draft (vllm deepseek_eagle3.py) from 0.20: fc from 3 aux layers and no fc_norm
+# until 0.22; no `norm_before_fc` at all; use_aux_hidden_state not read.
+_VL_MLA = dict(_VL, draft="mla", arch="Eagle3DeepseekV2ForCausalLM", layers="many",
+               input_norm=False, norm_output=True, honors_use_aux_flag=False, aux_ids="top+v1")
 VLLM_MLA_ROWS = (
-    ((0, 20, 0), (0, 30, 99), dict(_VL, draft="mla", arch="Eagle3DeepseekV2ForCausalLM",
-                                   layers="many", aux_count="three", fc_norm=False,
-                                   input_norm=False, norm_output=True, honors_use_aux_flag=False,
-                                   aux_ids="top+v1", facts=_VL_FACTS + ("vllm.mla_class",))),
-    ((0, 31, 0), (0, 99, 99), dict(_VL, draft="mla", arch="Eagle3DeepseekV2ForCausalLM",
-                                   layers="many", aux_count="config", fc_norm=True,
-                                   input_norm=False, norm_output=True, honors_use_aux_flag=False,
-                                   aux_ids="top+v1", d2t_only_if_pruned=True,
+    ((0, 20, 0), (0, 21, 99), dict(_VL_MLA, aux_count="three", fc_norm=False,
+                                   facts=_VL_FACTS + ("vllm.mla_class",))),
+    ((0, 22, 0), (0, 30, 99), dict(_VL_MLA, aux_count="config", fc_norm=True,
                                    facts=_VL_FACTS + ("vllm.mla_class", "vllm.mla_fc_norm"))),
+    ((0, 31, 0), (0, 99, 99), dict(_VL_MLA, aux_count="config", fc_norm=True,
+                                   d2t_only_if_pruned=True,
+                                   facts=_VL_FACTS + ("vllm.mla_class", "vllm.mla_fc_norm",
+                                                      "vllm.d2t_only_if_pruned"))),
 )
 VLLM_READ = frozenset({"0.11.0", "0.13.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0"})
 VLLM_NEWEST = "0.33.0"
