@@ -176,6 +176,8 @@ def check_weights(fmt: F.Format, cfg: Mapping[str, Any], shapes: Mapping[str, An
             hint = (f"{loader.name} names the decoder `midlayer`, so `layers.0.*` keys match "
                     f"nothing. Rename `layers.0.` to `midlayer.` (`--fix` does; SGLang >= "
                     f"0.5.12 reads both names) or deploy on SGLang >= 0.5.12.")
+    elif unused and all(is_network_weight(k) for k in unused):
+        hint = _not_built_hint(fmt, cfg, unused, loader)
     out = []
     if unused:
         drop = "raises" if loader.unknown_keys == "raises" and any(
@@ -187,6 +189,34 @@ def check_weights(fmt: F.Format, cfg: Mapping[str, Any], shapes: Mapping[str, An
     if missing:
         out.append(missing_params_finding(missing, loader.name, expected, details=facts))
     return out
+
+
+# settings whose weights only some runtimes build: (key prefixes, config fields, where)
+_OPTIONAL_MODULES = (
+    (("fc_norm.", "aux_norm_"), ("fc_norm", "use_aux_norm"), "per-aux-layer norms before fc",
+     "SGLang >= 0.5.12 (MLA: 0.5.16), vLLM >= 0.22 (from a speculators config: 0.25)"),
+    (("input_norm.",), ("norm_before_fc",), "a norm over the concatenated aux states",
+     "SGLang >= 0.5.17 (Llama draft only), vLLM >= 0.20"),
+)
+
+
+def _not_built_hint(fmt: F.Format, cfg: Mapping[str, Any], unused: list[str],
+                    loader: Loader) -> str:
+    """Why network weights have no place in this runtime's draft class."""
+    trained = {**fmt.flat, **eagle_config(fmt.flat)}
+    for prefixes, fields, what, where in _OPTIONAL_MODULES:
+        if any(k.startswith(prefixes) for k in unused):
+            said = [f for f in fields if trained.get(f)]
+            how = (f"the config sets `{said[0]}` but {loader.name} "
+                   + ("does not pass it on from a speculators config" if said and
+                      fmt.name == "speculators" and loader.runtime == VLLM else
+                      "does not build that module") if said else
+                   f"the config does not switch it on (`{fields[0]}: true`)")
+            return (f"The draft was trained with {what}; {how}. It is built by {where}: "
+                    f"deploy there"
+                    + (", or set it in config.json if the runtime has it." if not said else "."))
+    return (f"{loader.name}'s {loader.arch} has no parameter for them: the draft was trained "
+            f"as a different network, and `--fix` cannot add what the runtime does not build.")
 
 
 # -- shapes ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from .weights import missing_parameters
+from .weights import idle_parameters, missing_parameters
 
 SGLANG, VLLM = "sglang", "vllm"
 RUNTIMES = (SGLANG, VLLM)
@@ -341,14 +341,9 @@ def _mla_attention(cfg: Mapping[str, Any], loader: Loader, qkv_in: int, g: Geome
 
 
 def unused_params(params: Mapping[str, Any], loader: Loader) -> set[str]:
-    """Parameters the loader allocates but never computes with: the pre-attention norm of
-    layers >= 1 that is not `upper_norm` (SGLang uses hidden_norm there, vLLM
-    input_layernorm), so their absence from a checkpoint is harmless."""
-    other = {"hidden_norm": "input_layernorm", "input_layernorm": "hidden_norm"}.get(
-        loader.upper_norm or "")
-    if other is None:
-        return set()
-    return {p for p in params if re.match(rf"^model\.layers\.([1-9]\d*)\.{other}\.weight$", p)}
+    """Parameters the loader allocates but never computes with (`weights.idle_parameters`),
+    so their absence from a checkpoint is harmless."""
+    return idle_parameters(params, loader.upper_norm)
 
 
 def shared_from_target(cfg: Mapping[str, Any], loader: Loader) -> set[str]:

@@ -58,6 +58,17 @@ def missing_parameters(params: Iterable[str], loaded: Mapping[str, set]) -> list
     return missing
 
 
+def idle_parameters(params: Iterable[str], upper_norm: str | None) -> set[str]:
+    """Parameters a draft class allocates but never computes with, so that no weight for
+    them is no loss: the pre-attention norm of layers >= 1 other than `upper_norm` (SGLang's
+    Llama draft normalises there with `hidden_norm`, vLLM's with `input_layernorm`)."""
+    other = {"hidden_norm": "input_layernorm", "input_layernorm": "hidden_norm"}.get(
+        upper_norm or "")
+    if other is None:
+        return set()
+    return {p for p in params if re.match(rf"^model\.layers\.([1-9]\d*)\.{other}\.weight$", p)}
+
+
 def is_network_weight(key: str) -> bool:
     """The checkpoint key holds a weight of the draft network (not a leftover)."""
     return bool(_NETWORK.match(key)) and not key.endswith(_DERIVED_BUFFERS)
