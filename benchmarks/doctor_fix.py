@@ -3,12 +3,12 @@ second, independent of the checkpoint's size) and the peak RSS of `--fix` (targe
 small constant, not the checkpoint's size), for a ~2 GB and a tiny checkpoint.
 
 The large checkpoint is a Llama-3-8B-shaped EAGLE-3 draft in SpecForge's layout (hidden
-4096, intermediate 14336, vocab 128256 with its embeddings, draft vocab 32000), ~1.9 GiB
+4096, intermediate 14336, vocab 128256 with its embeddings, draft vocab 64000), 2.16 GB
 of bf16 tensors plus `d2t` stored as absolute ids and `t2d` (so `--fix` has something to
 do: it rewrites `d2t` and copies every other tensor). It is written as a *sparse* file:
 the header, `d2t` and `t2d` are real bytes, the weights are holes that read as zeros. The
 doctor reads exactly what it reads on a real file (header, d2t, t2d); `--fix` reads every
-byte of every tensor and writes a non-sparse ~1.9 GiB copy, as it would for real weights
+byte of every tensor and writes a non-sparse 2.16 GB copy, as it would for real weights
 (reads from holes are faster than from a disk, so the copy time is a lower bound; the
 memory figure is what this measures). Everything is deleted afterwards.
 
@@ -27,7 +27,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIG = dict(hidden=4096, inter=14336, vocab=128256, draft_vocab=32000, heads=32, kv_heads=8)
+BIG = dict(hidden=4096, inter=14336, vocab=128256, draft_vocab=64000, heads=32, kv_heads=8)
 SMALL = dict(hidden=128, inter=256, vocab=512, draft_vocab=256, heads=4, kv_heads=2)
 
 
@@ -148,7 +148,7 @@ def main() -> None:
     base = tempfile.mkdtemp(prefix="spectrace-doctor-bench-", dir=a.dir)
     try:
         rows = [measure("tiny (H=128)", os.path.join(base, "small"), SMALL),
-                measure("Llama-3-8B draft (~1.9 GiB)", os.path.join(base, "big"), BIG)]
+                measure("Llama-3-8B-shaped draft, 2.16 GB", os.path.join(base, "big"), BIG)]
     finally:
         if not a.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -444,7 +444,6 @@ def test_progress_plain_line_and_rich():
     bar.advance(10)
     bar.close()
     assert quiet.getvalue() == ""
-    pytest.importorskip("rich")
     rich_out = io.StringIO()
     bar = CopyProgress(10 << 20, enabled=True, delay=0.0, stream=rich_out)
     bar.advance(5 << 20)
