@@ -171,6 +171,22 @@ def write_draft(out_dir: str, cfg: dict, sd: dict, tokenizer_from: str | None = 
     return out_dir
 
 
+def tensor_bytes(d) -> dict[str, bytes]:
+    """key -> the raw bytes of that tensor, for every safetensors file in `d` (to compare
+    a `--fix` copy with its original byte for byte)."""
+    from pathlib import Path
+
+    from spectrace.doctor.safetensors_header import parse_header
+    out = {}
+    for f in sorted(Path(d).glob("*.safetensors")):
+        h = parse_header(f)
+        with open(f, "rb") as fh:
+            for k, info in h.tensors.items():
+                fh.seek(h.data_start + info.begin)
+                out[k] = fh.read(info.end - info.begin)
+    return out
+
+
 def write_format(out_dir: str, fmt: str, mode: str, **kwargs) -> str:
     if fmt not in WRITERS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")

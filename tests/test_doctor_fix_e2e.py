@@ -24,7 +24,6 @@ import pytest
 import torch
 
 from harness import checkpoint_formats as cf
-from spectrace.doctor.safetensors_header import parse_header
 
 pytestmark = pytest.mark.sglang
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,17 +54,6 @@ def write_case(tmp: Path, base: str, fmt: str, fault=None, name: str | None = No
                                tokenizer_from=os.path.join(base, "draft")))
 
 
-def tensor_bytes(d: Path) -> dict[str, bytes]:
-    out = {}
-    for f in sorted(d.glob("*.safetensors")):
-        h = parse_header(f)
-        with open(f, "rb") as fh:
-            for k, info in h.tensors.items():
-                fh.seek(h.data_start + info.begin)
-                out[k] = fh.read(info.end - info.begin)
-    return out
-
-
 def fix(draft: Path, target: str, out: Path, codes: set[str]) -> dict:
     """Run the doctor and --fix as a user would; check the report, the copy's re-check,
     and that every tensor not meant to change is byte-identical."""
@@ -74,7 +62,7 @@ def fix(draft: Path, target: str, out: Path, codes: set[str]) -> dict:
     rep = json.loads(r.stdout)
     assert {f["code"] for f in rep["findings"] if f["severity"] == "error"} == codes
     assert rep["fix"]["check"]["findings"] == []
-    before, after = tensor_bytes(draft), tensor_bytes(out)
+    before, after = cf.tensor_bytes(draft), cf.tensor_bytes(out)
     renames = rep["fix"]["renames"]
     for key, data in before.items():
         if key != rep["fix"]["d2t_rewritten"] and key not in rep["fix"]["dropped_keys"]:
@@ -185,3 +173,44 @@ def test_mla_layout_keys_fixed(tiny_models, sglang_server, tmp_path):
     # aux.layer_ids_mismatch: issue 11's family-aware audit, not the checkpoint
     assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2],
                  tolerated=frozenset({"aux.layer_ids_mismatch"}))
+
+
+def test_eagle_original_fixed(llama, sglang_server, tmp_path):
+    """An EAGLE-authors draft (`LlamaForCausalLM`, no id list): SGLang would build it as a
+    target model and load none of its keys. The copy is an `LlamaForCausalLMEagle3`; with
+    no ids the 8-layer target captures its default layers (inputs of 2, 4, 5), the same
+    layers EAGLE's trainer hard-codes."""
+    from harness.tiny_models import make_llama_target
+    base = tmp_path / "pair8"
+    (base / "target").mkdir(parents=True)
+    make_llama_target(str(base / "target"), "partial", layers=8)
+    for name in os.listdir(os.path.join(llama, "target")):
+        if name.startswith(("tokenizer", "special_tokens")):
+            shutil.copyfile(os.path.join(llama, "target", name), base / "target" / name)
+    draft = write_case(tmp_path, llama, "eagle")
+    rep = fix(draft, base / "target", tmp_path / "fixed", {"config.unsupported"})
+    assert [c["text"] for c in rep["fix"]["changes"]] == [
+        "architectures ['LlamaForCausalLM'] -> ['LlamaForCausalLMEagle3'] (the llama EAGLE-3 "
+        "draft class SGLang registers)"]
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, str(base), tmp_path / "fixed"))[:2])
+
+
+def test_mla_d2t_absolute_and_capture_off_fixed(tiny_models, sglang_server, tmp_path):
+    """The Kimi-K2.5 / DeepSeek MLA draft with two of the faults of issue 11 at once: d2t
+    as absolute ids and aux capture off; the copy fixes both (one server)."""
+    base = tiny_models("partial", pair="dsv3-mla")
+    draft = tmp_path / "mla-faults"
+    shutil.copytree(os.path.join(base, "draft"), draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_config"]["use_aux_hidden_state"] = False
+    (draft / "config.json").write_text(json.dumps(cfg))
+    from safetensors.torch import load_file, save_file
+    sd = load_file(draft / "model.safetensors")
+    sd["d2t"] = torch.arange(cf.DV, dtype=torch.int64)
+    save_file(sd, str(draft / "model.safetensors"))
+    rep = fix(draft, f"{base}/target", tmp_path / "fixed",
+              {"vocab.d2t_absolute", "aux.capture_disabled"})
+    assert sorted(c["addresses"] for c in rep["fix"]["changes"]) == [
+        "aux.capture_disabled", "vocab.d2t_absolute"]
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2],
+                 tolerated=frozenset({"aux.layer_ids_mismatch"}))  # see test_mla_layout_keys

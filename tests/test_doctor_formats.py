@@ -27,7 +27,6 @@ from spectrace.detectors.vocab import check_vocab_map  # noqa: E402
 from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
 from spectrace.doctor.check import read_checkpoint, read_target, resolve_runtime  # noqa: E402
 from spectrace.doctor.fix import CopyProgress, fix_checkpoint  # noqa: E402
-from spectrace.doctor.safetensors_header import parse_header  # noqa: E402
 from spectrace.findings import ERROR  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +65,10 @@ def q_norm(cfg, sd):
 
 def mla_half_fused(cfg, sd):
     del sd["layers.0.self_attn.kv_a_proj_with_mqa.weight"]
+
+
+def no_q_lora(cfg, sd):
+    cfg["q_lora_rank"] = None
 
 
 def fc_norm_keys(cfg, sd):
@@ -184,6 +187,7 @@ FAULTS = [
     ("mla-half-fused-projection", "mla", mla_half_fused, "kimi", SG,
      {"weights.unused_keys", "weights.missing_params"}, False),
     ("mla-on-0.5.8", "mla", None, "kimi", SG8, {"config.unsupported"}, False),
+    ("mla-no-q-lora-rank", "mla", no_q_lora, "kimi", SG, {"config.unsupported"}, False),
     ("mla-sglang-ids-on-vllm", "mla", None, "kimi", VL, {"aux.layer_ids_misread"}, True),
 ]
 
@@ -195,17 +199,6 @@ def test_planted_fault_gets_its_code(tmp_path, case, fmt, fault, target, runtime
     report = check_checkpoint(draft, tgt, runtime)
     assert errors(report) == codes, [f.to_dict() for f in report.findings]
     assert report.exit_status == 1
-
-
-def tensor_bytes(d: Path) -> dict[str, bytes]:
-    out = {}
-    for f in sorted(d.glob("*.safetensors")):
-        h = parse_header(f)
-        with open(f, "rb") as fh:
-            for k, info in h.tensors.items():
-                fh.seek(h.data_start + info.begin)
-                out[k] = fh.read(info.end - info.begin)
-    return out
 
 
 @pytest.mark.parametrize("case,fmt,fault,target,runtime,codes,fixable",
@@ -223,7 +216,7 @@ def test_fix_writes_a_clean_copy_that_changes_only_what_was_reported(
     assert result.exit_status == 0
     reported = {f.code for f in original.findings}
     assert {c.addresses for c in result.plan.changes} <= reported
-    before, after = tensor_bytes(draft), tensor_bytes(tmp_path / "fixed")
+    before, after = cf.tensor_bytes(draft), cf.tensor_bytes(tmp_path / "fixed")
     for key, data in before.items():
         if key in result.plan.drops:
             assert result.plan.rename(key) not in after
@@ -449,3 +442,30 @@ def test_progress_plain_line_and_rich():
     bar.advance(5 << 20)
     assert bar._rich is not None
     bar.close()
+
+
+def test_every_doctor_code_is_documented_with_an_example():
+    from spectrace import signals
+    doc = (ROOT / "docs" / "doctor.md").read_text()
+    raised = set(signals.DOCTOR_FINDINGS) | {
+        signals.WEIGHTS_UNUSED_KEYS, signals.WEIGHTS_MISSING_PARAMS, signals.VOCAB_D2T_MISSING,
+        signals.VOCAB_D2T_ABSOLUTE, signals.VOCAB_D2T_OUT_OF_RANGE, signals.VOCAB_D2T_DUPLICATES,
+        signals.AUX_CAPTURE_DISABLED, signals.AUX_COUNT_MISMATCH}
+    for code in raised:
+        section = doc.split(f"### `{code}`", 1)
+        assert len(section) == 2, code
+        assert f" {code}: " in section[1].split("### ", 1)[0], f"no example output for {code}"
+
+
+def test_speculators_model_types_on_vllm(tmp_path):
+    """vLLM 0.25+ builds Eagle3Qwen3ForCausalLM for a Qwen3 layer (its q_norm/k_norm load)
+    and refuses other model types; 0.22 builds the Llama class for any (q_norm raises)."""
+    draft, tgt = write(tmp_path, "speculators", qwen3_layer)
+    assert errors(check_checkpoint(draft, tgt, VL)) == set()
+    assert errors(check_checkpoint(draft, tgt, VL22)) == {"weights.unused_keys"}
+
+    def mistral(cfg, sd):
+        cfg["transformer_layer_config"]["model_type"] = "mistral"
+    draft, tgt = write(tmp_path / "m", "speculators", mistral)
+    (f,) = check_checkpoint(draft, tgt, VL).findings
+    assert f.code == "config.unsupported" and "Unsupported model_type mistral" in f.message

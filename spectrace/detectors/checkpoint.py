@@ -115,6 +115,13 @@ def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Jud
 def check_loaded(fmt: F.Format, cfg: dict, ck: CheckpointView, target: Target,
                  loader: Loader) -> list[Finding]:
     """Every check of a config the runtime can read, against its loader."""
+    if loader.draft == "mla" and loader.runtime == SGLANG and not cfg.get("q_lora_rank"):
+        return [Finding(signals.CONFIG_UNSUPPORTED, ERROR, (
+            f"the MLA draft's config has no q_lora_rank, and {loader.name} raises 'Eagle3 MLA "
+            f"layer requires q_lora_rank in the draft config' when it builds the draft. Fix: "
+            f"set q_lora_rank to the rank the draft was trained with (the rows of "
+            f"q_a_proj.weight)."),
+            {"field": "q_lora_rank", "runtime": loader.runtime, "version": loader.version})]
     params = expected_params(cfg, loader)
     out = check_weights(fmt, cfg, ck.shapes, params, loader)
     out += check_shapes(cfg, ck.shapes, params, target, loader)
@@ -411,7 +418,8 @@ def check_id_meaning(fmt: F.Format, cfg: Mapping[str, Any], target: Target, load
             wrong.append((when, ids, got))
     if not wrong:
         return []
-    conv = {"sglang": "SGLang's convention (eagle_config: the output of layer id)",
+    conv = {"sglang": "SGLang's convention (eagle_config, as SGLang's "
+                      "set_eagle3_layers_to_capture reads them for this target)",
             "vllm": "vLLM's convention (top level: the input of layer id)"}.get(
         fmt.id_convention or "", "no id list (the inputs of layers 2, n//2, n-3)")
     how = "; ".join(f"{when + ': ' if when else ''}"

@@ -262,7 +262,7 @@ def _vllm_speculators_view(fmt: Format, cfg: Mapping[str, Any], version: str) ->
         return View(None, loader, "the speculators config has no transformer_layer_config "
                                   "object, which vLLM takes as the draft's model config")
     mtype = tlc.get("model_type", "llama")
-    if "qwen3" in loader.facts and mtype not in ("llama", "qwen3"):
+    if "vllm.qwen3" in loader.facts and mtype not in ("llama", "qwen3"):
         return View(None, loader, f"vLLM {version} raises 'Unsupported model_type {mtype} for "
                                   f"Eagle3 speculator'")
     draft = "qwen3" if mtype == "qwen3" and "vllm.qwen3" in loader.facts else "llama"
