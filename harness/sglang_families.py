@@ -165,7 +165,7 @@ def fam(module, clsname, model_type, **kw):
             if c is not None and hasattr(c, "allow_global_per_layer_attribute_access"):
                 c.allow_global_per_layer_attribute_access = True
         return cls_of(module, clsname)(cfg, quant_config=None)
-    build.module = module
+    build.module, build.architecture = module, clsname
     return build
 
 
@@ -227,7 +227,7 @@ def kimi_k25():
     return cls_of("kimi_k25", "KimiK25ForConditionalGeneration")(cfg, quant_config=None)
 
 
-kimi_k25.module = "kimi_k25"
+kimi_k25.module, kimi_k25.architecture = "kimi_k25", "KimiK25ForConditionalGeneration"
 
 
 FAMILIES.update({
@@ -294,6 +294,8 @@ FAMILIES.update({
                                       deepstack_visual_indexes=[])),
 })
 
+
+ARCHITECTURES = {name: build.architecture for name, build in FAMILIES.items()}
 
 def build_draft(aux_ids, hidden: int = TEXT["hidden_size"], device: str = "meta"):
     """SGLang's real Llama EAGLE-3 draft for a target of width `hidden` (fc: 3 x hidden);

@@ -159,13 +159,15 @@ def _exact_hf_target(m, mode: str) -> None:
             lyr.mlp.down_proj.weight.zero_()
 
 
-def make_llama_target(out_dir: str, mode: str) -> None:
+def make_llama_target(out_dir: str, mode: str, layers: int = L) -> None:
+    """`layers`: 8 gives the default aux capture (inputs of layers 2, n//2, n-3) three
+    distinct layers, as drafts without an id list (EAGLE's own) need."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     m = LlamaForCausalLM(LlamaConfig(
-        vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L,
+        vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=layers,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
         bos_token_id=0, eos_token_id=1, tie_word_embeddings=False))
     if mode != "random":

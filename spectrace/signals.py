@@ -105,12 +105,19 @@ RUNTIME_FINDINGS = {
     WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
     VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
 }
-# Codes only the static checks (`spectrace doctor`) raise.
+# Codes only the static checks (`spectrace doctor`) raise (docs/doctor.md has an example
+# of each).
 FC_CONFIG_WIDTH_MISMATCH = "fc.width_mismatch"
 AUX_LAYER_IDS_OUT_OF_RANGE = "aux.layer_ids_out_of_range"
+AUX_LAYER_IDS_MISREAD = "aux.layer_ids_misread"  # ids read in another convention / ignored
 SHAPE_MISMATCH = "shape.mismatch"
 CONFIG_LAYERS_UNSUPPORTED = "config.num_layers_unsupported"
+CONFIG_UNSUPPORTED = "config.unsupported"        # the runtime cannot build the draft at all
+CONFIG_SETTING_IGNORED = "config.setting_ignored"  # trained with a setting the runtime lacks
 VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
+DOCTOR_FINDINGS = (FC_CONFIG_WIDTH_MISMATCH, AUX_LAYER_IDS_OUT_OF_RANGE, AUX_LAYER_IDS_MISREAD,
+                   SHAPE_MISMATCH, CONFIG_LAYERS_UNSUPPORTED, CONFIG_UNSUPPORTED,
+                   CONFIG_SETTING_IGNORED, VOCAB_D2T_DTYPE)
 
 # Metrics.
 SPEC_STEPS = MetricSpec(

@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
 
 from harness.tiny_models import DV, H, L, V, draft_config, draft_state_dict, make_tiny_models  # noqa: E402,E501
-from spectrace.detectors.checkpoint import (expected_draft_params, parse_version,  # noqa: E402
-                                            resolve_layout, simulate_load)
+from spectrace.detectors.loaders import (expected_params, parse_version,  # noqa: E402
+                                         resolve_loader, simulate_load)
 from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
 from spectrace.doctor.safetensors_header import parse_header, read_int_tensor  # noqa: E402
 from spectrace.findings import ERROR, WARNING  # noqa: E402
@@ -93,15 +93,16 @@ def test_cli_on_generated_pair_json(generated):
     out = json.loads(r.stdout)
     assert out["findings"] == []
     assert out["target"]["vocab_size"] == V and out["target"]["num_hidden_layers"] == L
-    assert out["sglang_version"] and out["layout"]["name"] in ("midlayer", "layers")
+    assert out["runtime"] == "sglang" and out["version"] and out["format"]["name"] == "specforge"
+    assert out["loader"]["decoder"] in ("midlayer", "layers")
     assert out["draft"]["weight_files"] == ["model.safetensors"]
 
 
 def test_default_version_is_installed_sglang(tmp_path):
     from importlib.metadata import version
     report = doctor(tmp_path, version=None)
-    assert report.sglang_version == version("sglang")
-    assert report.sglang_version_source == "installed"
+    assert (report.runtime, report.version) == ("sglang", version("sglang"))
+    assert report.version_source == "installed"
 
 
 # -- one planted fault per code -------------------------------------------------------------
@@ -307,11 +308,15 @@ def test_two_layer_draft(tmp_path):
 
 
 # -- loader model ---------------------------------------------------------------------------
+def resolve_layout(version: str):
+    return resolve_loader("sglang", version, "llama")
+
+
 def test_layout_table():
-    assert resolve_layout("0.5.8").name == "midlayer" and resolve_layout("0.5.8").assumed is None
-    assert resolve_layout("0.5.11").name == "midlayer"
-    assert resolve_layout("0.5.12").name == "layers"
-    assert resolve_layout("0.5.14").assumed and resolve_layout("0.5.14").name == "layers"
+    assert resolve_layout("0.5.8").decoder == "midlayer" and resolve_layout("0.5.8").assumed is None
+    assert resolve_layout("0.5.11").decoder == "midlayer"
+    assert resolve_layout("0.5.12").decoder == "layers"
+    assert resolve_layout("0.5.14").assumed and resolve_layout("0.5.14").decoder == "layers"
     assert not resolve_layout("0.5.16").input_norm and resolve_layout("0.5.17").input_norm
     assert "newest" in resolve_layout("0.6.1").assumed
     assert "oldest" in resolve_layout("0.4.10").assumed
@@ -324,16 +329,16 @@ def test_config_driven_params():
     cfg = draft_config("random")
     cfg.update(fc_norm=True, num_aux_hidden_states=3)
     cfg["eagle_config"]["norm_before_fc"] = True
-    new = expected_draft_params(cfg, "0.5.23")
+    new = expected_params(cfg, resolve_layout("0.5.23"))
     assert {f"model.fc_norm.{j}.weight" for j in range(3)} <= set(new)
     assert new["model.input_norm.weight"] == (3 * H,)
-    assert "model.input_norm.weight" not in expected_draft_params(cfg, "0.5.16")
-    old = expected_draft_params(cfg, "0.5.8")
+    assert "model.input_norm.weight" not in expected_params(cfg, resolve_layout("0.5.16"))
+    old = expected_params(cfg, resolve_layout("0.5.8"))
     assert not any("fc_norm" in p for p in old) and "model.midlayer.hidden_norm.weight" in old
     keys = ["aux_norm_low.weight", "aux_norm_mid.weight", "aux_norm_high.weight"]
-    unused, missing = simulate_load(keys, new, "0.5.23")
+    unused, missing = simulate_load(keys, new, resolve_layout("0.5.23"))
     assert unused == [] and not any("fc_norm" in m for m in missing)
-    assert simulate_load(keys, old, "0.5.8")[0] == keys
+    assert simulate_load(keys, old, resolve_layout("0.5.8"))[0] == keys
 
 
 # -- bad input: exit 2, one line, no traceback -----------------------------------------------
@@ -364,7 +369,7 @@ BAD_INPUTS = {
     "huge header length": lambda d, t: ((d / "model.safetensors").write_bytes(
         b"\xff" * 8 + b"{}"), d, t, "header length")[1:],
     "not eagle3": lambda d, t: ((d / "config.json").write_text(json.dumps(
-        {**draft_config("random"), "architectures": ["LlamaForCausalLM"]})), d, t,
+        {**draft_config("random"), "architectures": ["Qwen2ForCausalLM"]})), d, t,
         "not an EAGLE-3 draft")[1:],
     "no weights": lambda d, t: ((d / "model.safetensors").unlink(), d, t, "no *.safetensors")[1:],
 }
@@ -408,7 +413,7 @@ def test_cli_exit_1_and_json_findings(tmp_path):
     out = json.loads(r.stdout)
     assert [f["code"] for f in out["findings"]] == ["vocab.d2t_missing"]
     assert set(out["findings"][0]) == {"code", "severity", "message", "details"}
-    assert out["sglang_version"] == "0.5.8" and out["layout"]["name"] == "midlayer"
+    assert out["version"] == "0.5.8" and out["loader"]["decoder"] == "midlayer"
     text = cli(draft, "--target", tmp_path / "target")
     assert text.returncode == 1 and "vocab.d2t_missing" in text.stdout
 

@@ -82,6 +82,13 @@ def results() -> dict:
     return json.loads(line.removeprefix("RESULT "))
 
 
+def test_every_family_built_here_has_a_row_in_the_shared_table(results):
+    """The run-time audit and the doctor read the same table: each family's architecture
+    is in it."""
+    from spectrace.detectors.aux import SGLANG_TARGETS
+    assert not set(results) - {n for n in results if fams.ARCHITECTURES[n] in SGLANG_TARGETS}
+
+
 def test_every_family_of_the_installed_sglang_is_built(results):
     """All 28 families of SGLang 0.5.23 exist and were built (a family missing from an
     older wheel would say `present: False`)."""
@@ -106,10 +113,11 @@ def test_rules_that_differ_from_plus_one_are_exercised(results):
     """DeepSeek-V3, Kimi-K2.5 (through its DeepSeek-V3 text model) and GLM-4-MoE-Lite keep
     the draft's [0, 1, 2] as given; Llama adds 1: both healthy, as checked above. The table
     names the rule the real method follows."""
-    from spectrace.adapters.sglang_target import FAMILIES
     from spectrace.detectors import aux
-    assert FAMILIES["deepseek_v2.DeepseekV2ForCausalLM"].rule == aux.KEPT_UNLESS_FIRST_IS_ONE
-    assert FAMILIES["llama.LlamaForCausalLM"].rule == aux.PLUS_ONE
+    targets = aux.SGLANG_TARGETS
+    assert targets["DeepseekV3ForCausalLM"].rule == aux.KEPT_UNLESS_FIRST_IS_ONE
+    assert targets["KimiK25ForConditionalGeneration"].rule == aux.KEPT_UNLESS_FIRST_IS_ONE
+    assert targets["LlamaForCausalLM"].rule == aux.PLUS_ONE
     for family in ("deepseek_v3", "kimi_k25", "glm4_moe_lite", "llama", "gpt_oss",
                    "minimax_m3_vl"):
         assert results[family]["draft_ids"] == [] and results[family]["defaults"] == []

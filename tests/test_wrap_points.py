@@ -1,22 +1,18 @@
 """Every class, method, parameter and attribute spectrace's adapters wrap or read, checked
 against the real released SGLang sources, in the versions where each adapter expects it.
 
-The wheels are fetched once with `pip download --no-deps sglang==X` into
-`$SPECTRACE_WHEEL_CACHE` (default `~/.cache/spectrace-wheels`) and their sources are
-parsed with `ast` straight from the zip: nothing is imported, so no GPU, torch or SGLang
-install is needed. The tables below are the adapter contract (docs/sglang-versions.md).
+The wheels are fetched once (tests/release_sources.py) and their sources are parsed with
+`ast` straight from the zip: nothing is imported, so no GPU, torch or SGLang install is
+needed. The tables below are the adapter contract (docs/sglang-versions.md).
 """
 from __future__ import annotations
 
 import ast
 import functools
-import glob
-import os
-import subprocess
-import sys
-import zipfile
 
 import pytest
+
+from tests.release_sources import source
 
 VERSIONS = ("0.5.5", "0.5.8", "0.5.12", "0.5.16", "0.5.23")
 
@@ -141,37 +137,10 @@ READS = [
 
 
 # -- wheels -------------------------------------------------------------------------------
-def cache_dir() -> str:
-    return os.environ.get("SPECTRACE_WHEEL_CACHE") or os.path.expanduser(
-        "~/.cache/spectrace-wheels")
-
-
-@functools.lru_cache(maxsize=None)
-def wheel(version: str) -> str:
-    """The sglang wheel of `version`, downloaded once (any platform's wheel has the same
-    Python sources; the Linux x86_64 / CPython 3.11 one is asked for explicitly)."""
-    d = os.path.join(cache_dir(), version)
-    found = glob.glob(os.path.join(d, f"sglang-{version}-*.whl"))
-    if not found:
-        os.makedirs(d, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"sglang=={version}",
-               "-d", d, "--only-binary=:all:", "--platform", "manylinux_2_34_x86_64",
-               "--python-version", "3.11", "--implementation", "cp",
-               "--disable-pip-version-check", "-q"]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}"
-        found = glob.glob(os.path.join(d, f"sglang-{version}-*.whl"))
-    assert len(found) == 1, found
-    return found[0]
-
-
 @functools.lru_cache(maxsize=None)
 def module(version: str, path: str) -> ast.Module | None:
-    with zipfile.ZipFile(wheel(version)) as z:
-        try:
-            return ast.parse(z.read(path).decode("utf-8"), filename=f"sglang-{version}/{path}")
-        except KeyError:
-            return None
+    text = source("sglang", version, path)
+    return None if text is None else ast.parse(text, filename=f"sglang-{version}/{path}")
 
 
 def get_class(version: str, path: str, name: str) -> ast.ClassDef:

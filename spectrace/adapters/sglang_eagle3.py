@@ -17,7 +17,8 @@ from typing import Callable
 
 from .. import signals
 from ..detectors.vocab import check_vocab_map
-from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
+from ..detectors.weights import (idle_parameters, missing_parameters, missing_params_finding,
+                                 unused_keys_finding)
 from ..detectors.widths import ExpectedWidths, check_width, pass_kind
 from ..export.resource import runtime_version
 from ..patching import WrapPoint
@@ -35,6 +36,8 @@ class DraftClass:
     causal: str   # the causal-LM wrapper: config, load_weights, hot_token_id
     # a key SGLang holds back and loads later fused with another (see LoadObserver)
     deferred: Callable[[str, set], bool] | None = None
+    # the pre-attention norm of layers >= 1 (the other one is allocated, never used)
+    upper_norm: str | None = None
 
 
 def _mla_fused_a_proj(key: str, loaded: set) -> bool:
@@ -46,7 +49,7 @@ def _mla_fused_a_proj(key: str, loaded: set) -> bool:
 
 DRAFT_CLASSES = {
     "llama_eagle3": DraftClass("sglang.srt.models.llama_eagle3", "LlamaModel",
-                               "LlamaForCausalLMEagle3"),
+                               "LlamaForCausalLMEagle3", upper_norm="hidden_norm"),
     # Kimi-K2.5 / DeepSeek targets: MLA attention (0.5.12+)
     "kimi_k25_eagle3": DraftClass("sglang.srt.models.kimi_k25_eagle3", "Eagle3MLAModel",
                                   "Eagle3DeepseekV2ForCausalLM", deferred=_mla_fused_a_proj),
@@ -133,9 +136,11 @@ def shared_from_target(model) -> set[str]:
 
 def _report_load(model, obs) -> None:
     rec = recorder()
-    shared = shared_from_target(model)
+    draft = next((d for d in DRAFT_CLASSES.values() if d.causal == type(model).__name__), None)
+    skip = shared_from_target(model) | idle_parameters(
+        obs.names.values(), draft.upper_norm if draft else None)
     missing = [m for m in missing_parameters(obs.names.values(), obs.loaded)
-               if m.split("[")[0] not in shared]
+               if m.split("[")[0] not in skip]
     rec.weights_report(len(obs.unused), len(missing))
     subject = f"SGLang {runtime_version('sglang')}"
     if obs.unused:

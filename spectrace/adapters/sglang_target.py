@@ -1,74 +1,20 @@
-"""The target side of an SGLang EAGLE-3 pair: where each model family keeps its aux
+"""The target side of an SGLang EAGLE-3 pair: where the target model keeps its aux
 hidden-state capture state, and which rule turns the draft's layer ids into it.
 
-`FAMILIES` is data, one row per class that defines `set_eagle3_layers_to_capture`
-(found in the MRO of the object that keeps the state), read from SGLang 0.5.12 – 0.5.23's
-model files (docs/sglang-versions.md). Wrappers that delegate to a text model
-(Kimi-K2.5, Gemma-3 and Llama-4 multimodal) are followed through `language_model`;
-pipeline-parallel ranks other than the last capture nothing by design and are not
-audited. A family without a row is still checked for capture on/off and layer count, but
-its ids are not judged (no false alarm on a rule we do not know).
+The rules are data (`detectors.aux.SGLANG_TARGETS`, by registered architecture name, shared
+with `spectrace doctor`). Wrappers that delegate to a text model (Kimi-K2.5, Gemma-3 and
+Llama-4 multimodal) are followed through `language_model`; pipeline-parallel ranks other
+than the last capture nothing by design and are not audited. An architecture without a
+row is still checked for capture on/off and layer count, but its ids are not judged (no
+false alarm on a rule we do not know).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..detectors import aux
-from ..detectors.aux import CaptureState, audit_aux_capture
-from ..detectors.checkpoint import parse_version
+from ..detectors.aux import SGLANG_TARGETS, CaptureState, audit_aux_capture
+from ..detectors.loaders import parse_version
 from ..export.resource import runtime_version
 from ..findings import Finding
 from .sglang_eagle3 import expected_widths, is_eagle3_draft
-
-
-@dataclass(frozen=True)
-class Family:
-    rule: str                         # detectors.aux rule for SGLang >= `since`
-    since: str = "0.0.0"              # earlier releases: PLUS_ONE
-    final_state: bool = False         # can capture id == num_layers (the last layer's output)
-    per_layer_flags: bool = False     # the forward gates on layers[i]._is_layer_to_capture
-
-
-_P = Family(aux.PLUS_ONE)
-FAMILIES = {
-    "apertus.ApertusForCausalLM": _P,
-    "bailing_moe.BailingMoEForCausalLM": _P,
-    "deepseek_v2.DeepseekV2ForCausalLM": Family(aux.KEPT_UNLESS_FIRST_IS_ONE, since="0.5.16"),
-    "exaone_moe.ExaoneMoEForCausalLM": _P,
-    "gemma3_causal.Gemma3ForCausalLM": Family(aux.PLUS_ONE, final_state=True),
-    "gemma4_causal.Gemma4ForCausalLM": Family(aux.PLUS_ONE, final_state=True),
-    "gemma4_mm.Gemma4ForConditionalGeneration": Family(aux.PLUS_ONE, final_state=True),
-    "glm4_moe.Glm4MoeForCausalLM": _P,
-    "glm4_moe_lite.Glm4MoeLiteForCausalLM": Family(aux.KEPT_UNLESS_FIRST_IS_ONE),
-    "glm5_next.Glm5NextForConditionalGeneration": _P,
-    "gpt_oss.GptOssForCausalLM": Family(aux.KEPT_IF_MAX_IS_NUM_LAYERS, since="0.5.20",
-                                        final_state=True),
-    "llama.LlamaForCausalLM": _P,
-    "longcat_flash.LongcatFlashForCausalLM": _P,
-    "minimax_m2.MiniMaxM2ForCausalLM": _P,
-    "minimax_m3.MiniMaxM3SparseForCausalLM": Family(aux.PLUS_ONE, final_state=True,
-                                                    per_layer_flags=True),
-    "minimax_m3_vl.MiniMaxM3SparseForConditionalGeneration": Family(
-        aux.PLUS_ONE_DEFAULTS_TOO, final_state=True, per_layer_flags=True),
-    "qwen2.Qwen2ForCausalLM": _P,
-    "qwen2_5_vl.Qwen2_5_VLForConditionalGeneration": _P,
-    "qwen2_moe.Qwen2MoeForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
-    "qwen3.Qwen3ForCausalLM": _P,
-    "qwen3_5_text.Qwen3_5ForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
-    "qwen3_moe.Qwen3MoeForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
-    "qwen3_next.Qwen3NextForCausalLM": Family(aux.PLUS_ONE, per_layer_flags=True),
-    "qwen3_vl.Qwen3VLForConditionalGeneration": _P,
-}
-METHOD = "set_eagle3_layers_to_capture"
-
-
-def _owner(obj) -> type | None:
-    """The class whose `set_eagle3_layers_to_capture` the object runs."""
-    return next((c for c in type(obj).__mro__ if METHOD in vars(c)), None)
-
-
-def family_key(cls: type) -> str:
-    return f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__qualname__}"
 
 
 def _capture_holder(target):
@@ -120,9 +66,8 @@ def capture_state(target, sglang_version: str | None = None) -> CaptureState | N
     if not is_last_pp_rank(holder):
         return None
     text = _text_model(holder)
-    owner = _owner(holder)
-    key = family_key(owner) if owner is not None else type(holder).__qualname__
-    fam = FAMILIES.get(key)
+    name = type(holder).__name__
+    fam = SGLANG_TARGETS.get(name)
     num_layers = _num_layers(holder, text)
     stored = getattr(text, "layers_to_capture", None)
     stored = [int(i) for i in stored] if stored is not None else None
@@ -130,8 +75,7 @@ def capture_state(target, sglang_version: str | None = None) -> CaptureState | N
     rule = None
     if fam is not None:
         version = sglang_version or runtime_version("sglang")
-        newer = version == "unknown" or parse_version(version) >= parse_version(fam.since)
-        rule = fam.rule if newer else aux.PLUS_ONE
+        rule = fam.rule_at(None if version == "unknown" else parse_version(version))
     captured, notes = None, []
     if on and fam is not None:
         reachable = [i for i in set(stored) if 0 <= i < num_layers
@@ -151,7 +95,7 @@ def capture_state(target, sglang_version: str | None = None) -> CaptureState | N
                 reachable = flagged + [i for i in reachable if i == num_layers]
         captured = len(reachable)
     return CaptureState(on=on, stored=stored, num_layers=num_layers, rule=rule,
-                        family=key, captured=captured, notes=notes)
+                        family=name, captured=captured, notes=notes)
 
 
 def audit_pair(target_model, draft_model, algorithm: str | None = None,

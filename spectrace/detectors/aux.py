@@ -26,6 +26,64 @@ PLUS_ONE_DEFAULTS_TOO = "plus_one_defaults_too"   # MiniMax-M3-VL: its defaults 
 RULES = (PLUS_ONE, KEPT_UNLESS_FIRST_IS_ONE, KEPT_IF_MAX_IS_NUM_LAYERS, PLUS_ONE_DEFAULTS_TOO)
 
 
+@dataclass(frozen=True)
+class Family:
+    """How one SGLang target architecture captures: its id `rule` from release `since` on
+    (PLUS_ONE before), whether it can capture id == num_layers (the last layer's output),
+    and whether its forward gates on per-layer `_is_layer_to_capture` flags."""
+
+    rule: str = PLUS_ONE
+    since: tuple[int, int, int] = (0, 0, 0)
+    final_state: bool = False
+    per_layer_flags: bool = False
+
+    def rule_at(self, version: tuple[int, int, int] | None) -> str:
+        """The rule of the release `version` (None: the newest)."""
+        return self.rule if version is None or version >= self.since else PLUS_ONE
+
+
+def _all(family: Family, *architectures: str) -> dict[str, Family]:
+    return dict.fromkeys(architectures, family)
+
+
+_DEEPSEEK = Family(KEPT_UNLESS_FIRST_IS_ONE, since=(0, 5, 16))
+_FINAL = Family(final_state=True)
+_FLAGS = Family(per_layer_flags=True)
+# SGLang's target architectures that implement set_eagle3_layers_to_capture (0.5.12 -
+# 0.5.23, read from the wheels; docs/sglang-versions.md), by registered class name: the
+# `architectures` of a target config, and the class of the model object that keeps the
+# capture state (a wrapper such as Kimi-K2.5 delegates to its text model, whose rule is
+# the wrapper's). Shared by the run-time audit and `spectrace doctor`. An architecture
+# without a row is checked for capture on/off and layer count only.
+SGLANG_TARGETS: dict[str, Family] = {
+    **_all(Family(), "ApertusForCausalLM", "BailingMoEForCausalLM", "BailingMoeForCausalLM",
+           "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM", "ExaoneMoEForCausalLM",
+           "ExaoneMoeForCausalLM", "Glm4MoeForCausalLM", "Glm5NextForConditionalGeneration",
+           "IQuestCoderForCausalLM", "InternLM3ForCausalLM", "Llama4ForCausalLM",
+           "LlamaForCausalLM", "Ministral3ForCausalLM", "MistralForCausalLM",
+           "Phi3ForCausalLM", "TeleFLMForCausalLM", "Llama4ForConditionalGeneration",
+           "LongcatFlashForCausalLM", "MiniMaxM2ForCausalLM", "Qwen2ForCausalLM",
+           "Qwen2_5_VLForConditionalGeneration", "Qwen3ForCausalLM",
+           "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+           "Cosmos3ForConditionalGeneration", "InternS1ProForConditionalGeneration",
+           "InternS2MobiusForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+           "Qwen4ExpForConditionalGeneration"),
+    **_all(_DEEPSEEK, "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+           "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "MistralLarge3ForCausalLM",
+           "KimiK25ForConditionalGeneration"),
+    "Glm4MoeLiteForCausalLM": Family(KEPT_UNLESS_FIRST_IS_ONE),
+    "GptOssForCausalLM": Family(KEPT_IF_MAX_IS_NUM_LAYERS, since=(0, 5, 20), final_state=True),
+    **_all(_FINAL, "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "Gemma4ForCausalLM",
+           "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
+    **_all(_FLAGS, "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MellumForCausalLM",
+           "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+           "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
+    "MiniMaxM3SparseForCausalLM": Family(final_state=True, per_layer_flags=True),
+    "MiniMaxM3SparseForConditionalGeneration": Family(PLUS_ONE_DEFAULTS_TOO, final_state=True,
+                                                      per_layer_flags=True),
+}
+
+
 def default_ids(num_layers: int) -> list[int]:
     """What SGLang's families capture when the draft names no layers."""
     return [2, num_layers // 2, num_layers - 3]

@@ -35,12 +35,15 @@ def looks_absolute(d2t: Sequence[int], target_vocab_size: int) -> bool:
 
 
 def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: int | None,
-                    target_vocab_size: int | None) -> list[Finding]:
+                    target_vocab_size: int | None,
+                    hot_ids: Sequence[int] | None = None) -> list[Finding]:
     """Findings for a draft-to-target map given as offsets (`d2t`), or None when absent.
 
     `draft_vocab_size` is the draft config's `draft_vocab_size` (None: same as target);
     `target_vocab_size` None skips the range checks. Accepts any sequence of ints, or an
-    object with `.tolist()` (a tensor or array).
+    object with `.tolist()` (a tensor or array). `hot_ids`: the target ids the checkpoint's
+    `t2d` marks, when it has one; it settles the absolute-or-offsets question both ways
+    (an offset map whose hot ids are exactly these raises nothing).
     """
     if d2t_offsets is None:
         if (draft_vocab_size is not None and target_vocab_size is not None
@@ -52,10 +55,15 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     d2t = [int(x) for x in d2t_offsets]
     if not d2t:
         return []
+    hot = [i + d for i, d in enumerate(d2t)]
+    if hot_ids is not None and len(hot_ids) == len(d2t):
+        if sorted(hot) == sorted(hot_ids):
+            return []  # t2d confirms the offsets
+        if sorted(d2t) == sorted(hot_ids) and target_vocab_size is not None:
+            return [_absolute(d2t, target_vocab_size, confirmed=True)]
     if target_vocab_size is not None and looks_absolute(d2t, target_vocab_size):
         return [_absolute(d2t, target_vocab_size)]
     findings = []
-    hot = [i + d for i, d in enumerate(d2t)]
     if target_vocab_size is not None:
         bad = [i for i, h in enumerate(hot) if h < 0 or h >= target_vocab_size]
         if bad:
@@ -78,19 +86,39 @@ def _missing(draft_vocab: int, target_vocab: int) -> Finding:
         {"draft_vocab_size": draft_vocab, "target_vocab_size": target_vocab})
 
 
-def _absolute(d2t: list[int], target_vocab: int) -> Finding:
+def absolute_to_offsets(d2t: Sequence[int], target_vocab_size: int,
+                        hot_ids: Sequence[int] | None = None) -> list[int] | None:
+    """`d2t` rewritten as offsets (d2t[i] - i) when it is unambiguously a list of absolute
+    ids: `t2d` marks exactly these ids, or (without `t2d`) it is not in ascending order
+    (trainers build offsets from sorted hot ids, so an offset map never descends) or it is
+    `arange` (absolute ids written where zeros were meant). None otherwise."""
+    d2t = [int(x) for x in d2t]
+    if not looks_absolute(d2t, target_vocab_size):
+        return None
+    if hot_ids is not None and len(hot_ids) == len(d2t):
+        if sorted(d2t) != sorted(hot_ids):
+            return None
+    elif not (d2t == list(range(len(d2t)))
+              or any(b < a for a, b in zip(d2t, d2t[1:]))):
+        return None
+    return [d - i for i, d in enumerate(d2t)]
+
+
+def _absolute(d2t: list[int], target_vocab: int, confirmed: bool = False) -> Finding:
     out = sum(1 for i, d in enumerate(d2t) if not 0 <= i + d < target_vocab)
     is_arange = d2t == list(range(len(d2t)))
     what = "arange(draft_vocab)" if is_arange else "a list of distinct target ids"
     return Finding(signals.VOCAB_D2T_ABSOLUTE, ERROR, (
-        f"`d2t` holds absolute target ids ({what}: values {d2t[:3]}...) instead of offsets. "
+        f"`d2t` holds absolute target ids ({what}: values {d2t[:3]}...) instead of offsets"
+        f"{' (t2d marks exactly these ids)' if confirmed else ''}. "
         f"SGLang adds the draft id (hot id = i + d2t[i]), so draft id i proposes target id "
         f"{'2i' if is_arange else 'i + id'}: wrong tokens, near-zero acceptance"
         f"{f', and {out} ids fall outside the target vocabulary' if out else ''}. Fix: store "
         f"offsets, d2t[i] = target_id[i] - i (all zeros when the draft vocabulary is the first "
         f"{len(d2t)} target ids)."),
         {"first_values": d2t[:MAX_EXAMPLES], "looks_like_arange": is_arange,
-         "hot_ids_out_of_range": out, "target_vocab_size": target_vocab})
+         "hot_ids_out_of_range": out, "target_vocab_size": target_vocab,
+         "confirmed_by_t2d": confirmed})
 
 
 def _out_of_range(d2t: list[int], hot: list[int], bad: list[int], target_vocab: int) -> Finding:

@@ -4,13 +4,14 @@ Shared by the run-time hook (what the runtime's `load_weights` really did) and t
 (what it will do), so both count the same way and speak the same words. Pure functions
 over names; no runtime imports.
 
-Counting: a stacked parameter (`qkv_proj`, `gate_up_proj`) is filled part by part, so a
-checkpoint that lacks only `k_proj` leaves `...qkv_proj.weight[k_proj]` missing.
-Severity of a dropped key: an error when something the draft needs stays empty, or when
-the key holds a weight of the draft network itself (decoder layer, fc, norms, heads):
-the runtime then runs a different network than the one trained. Leftovers outside the
-network (`t2d`, optimizer state, derived buffers such as `rotary_emb.inv_freq`) are
-warnings.
+Counting: a stacked parameter (`qkv_proj`, `gate_up_proj`, MLA's fused `q_a` + `kv_a`
+projection) is filled part by part, so a checkpoint that lacks only `k_proj` leaves
+`...qkv_proj.weight[k_proj]` missing.
+Severity of a dropped key: an error when something the draft needs stays empty, when the
+key holds a weight of the draft network itself (decoder layer, fc, norms, heads: the
+runtime then runs a different network than the one trained), or when the runtime refuses
+unknown keys (vLLM raises at load). Leftovers outside the network (`t2d`, optimizer state,
+derived buffers such as `rotary_emb.inv_freq`) are warnings.
 """
 from __future__ import annotations
 
@@ -22,15 +23,22 @@ from ..findings import ERROR, WARNING, Finding
 
 MAX_NAMES = 50
 
-# stacked parameter suffix -> the shard ids its loader is called with, and the checkpoint
-# projection each shard comes from
-STACKED_SHARDS = {".qkv_proj.weight": ("q", "k", "v"), ".gate_up_proj.weight": (0, 1)}
-SHARD_KEY = {"q": "q_proj", "k": "k_proj", "v": "v_proj", 0: "gate_proj", 1: "up_proj"}
+# stacked parameter suffix -> (shard id its loader is called with, checkpoint projection)
+STACKED_SHARDS = {
+    ".qkv_proj.weight": (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj")),
+    ".gate_up_proj.weight": ((0, "gate_proj"), (1, "up_proj")),
+    ".fused_qkv_a_proj_with_mqa.weight": (("q_a", "q_a_proj"), ("kv_a", "kv_a_proj_with_mqa")),
+    ".fused_qkv_a_proj.weight": ((0, "q_a_proj"), (1, "kv_a_proj_with_mqa")),
+}
 
 _NETWORK = re.compile(r"^(model\.)?(midlayer\.|layers\.\d+\.|fc\.|fc_norm\.|input_norm\.|"
-                      r"norm\.|lm_head\.|embed_tokens\.|hidden_norm\.)")
+                      r"norm\.|lm_head\.|embed_tokens\.|hidden_norm\.|aux_norm_)")
 _DERIVED_BUFFERS = ("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached",
                     "rotary_emb.cos_sin_cache")
+
+# How a loader treats a key that matches no parameter, as words for the finding.
+DROP_WORDS = {"silent": "without a word", "logged": "with only a log warning",
+              "raises": "and refuses to load them (an exception at start-up)"}
 
 
 def missing_parameters(params: Iterable[str], loaded: Mapping[str, set]) -> list[str]:
@@ -46,8 +54,19 @@ def missing_parameters(params: Iterable[str], loaded: Mapping[str, set]) -> list
         if None in got:
             continue
         shards = next((s for suffix, s in STACKED_SHARDS.items() if name.endswith(suffix)), ())
-        missing += [f"{name}[{SHARD_KEY[s]}]" for s in shards if s not in got]
+        missing += [f"{name}[{key}]" for shard, key in shards if shard not in got]
     return missing
+
+
+def idle_parameters(params: Iterable[str], upper_norm: str | None) -> set[str]:
+    """Parameters a draft class allocates but never computes with, so that no weight for
+    them is no loss: the pre-attention norm of layers >= 1 other than `upper_norm` (SGLang's
+    Llama draft normalises there with `hidden_norm`, vLLM's with `input_layernorm`)."""
+    other = {"hidden_norm": "input_layernorm", "input_layernorm": "hidden_norm"}.get(
+        upper_norm or "")
+    if other is None:
+        return set()
+    return {p for p in params if re.match(rf"^model\.layers\.([1-9]\d*)\.{other}\.weight$", p)}
 
 
 def is_network_weight(key: str) -> bool:
@@ -57,11 +76,14 @@ def is_network_weight(key: str) -> bool:
 
 def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
                         hint: str | None = None, seen: int | None = None,
-                        details: dict | None = None) -> Finding:
+                        details: dict | None = None, drop: str = "silent") -> Finding:
     """`subject` says who drops them and when, e.g. "SGLang 0.5.23's load_weights dropped"
-    (observed) or "SGLang 0.5.23 would drop" (predicted)."""
+    (observed) or "SGLang 0.5.23 would drop" (predicted); `drop` is how that loader treats
+    unknown keys (a key of `DROP_WORDS`)."""
     network = [k for k in unused if is_network_weight(k)]
-    if missing_any:
+    if drop == "raises":
+        consequence = ("the server does not start until they are renamed or removed")
+    elif missing_any:
         consequence = ("the parameters they were meant for keep uninitialised values, so the "
                        "draft proposes noise and acceptance collapses")
     elif network:
@@ -72,9 +94,10 @@ def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
         consequence = ("they are ignored; harmless if they are leftovers, but check that no "
                        "weight you trained is among them")
     of = f" of {seen}" if seen is not None else ""
-    return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if missing_any or network else WARNING, (
+    error = missing_any or bool(network) or drop == "raises"
+    return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, (
         f"{subject} {len(unused)}{of} draft checkpoint key(s) that match no parameter, "
-        f"without a word ({_names(unused)}): {consequence}. "
+        f"{DROP_WORDS[drop]} ({_names(unused)}): {consequence}. "
         + (hint or "Rename them to the names this runtime reads, or remove them if they are "
                    "not part of the draft; `spectrace doctor` lists the expected names.")),
         {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES],

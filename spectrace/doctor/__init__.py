@@ -2,7 +2,8 @@
 
 Reads config.json files and safetensors headers only (plus the small `d2t` map), so a
 training pipeline or CI can reject a broken draft in seconds, without a GPU or a server.
-Library use: `check_checkpoint(draft_dir, target, sglang_version=None) -> DoctorReport`.
+Library use: `check_checkpoint(draft_dir, target, runtime=None) -> DoctorReport` (runtime
+"sglang", "sglang==0.5.8", "vllm==0.33.0"; a bare version means SGLang).
 """
 from __future__ import annotations
 

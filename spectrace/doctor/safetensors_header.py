@@ -119,6 +119,22 @@ def read_int_tensor(header: SafetensorsHeader, name: str) -> list[int]:
     if fmt is None:
         raise UnusableInput(f"{header.path}: tensor {name!r} has dtype {info.dtype}, "
                             f"expected one of {sorted(INT_FORMATS)}")
+    data = _read(header, name, info)
+    return list(struct.unpack(f"<{len(data) // struct.calcsize(fmt)}{fmt}", data))
+
+
+def read_marked_ids(header: SafetensorsHeader, name: str) -> list[int]:
+    """The indices set in one small BOOL / U8 mask (a `t2d`: target ids the draft
+    vocabulary holds), reading only its bytes."""
+    info = header.tensors[name]
+    if info.dtype not in ("BOOL", "U8") or len(info.shape) != 1:
+        raise UnusableInput(f"{header.path}: tensor {name!r} is {info.dtype}{list(info.shape)}, "
+                            f"expected a 1-D BOOL mask")
+    data = _read(header, name, info)
+    return [i for i, b in enumerate(data) if b]
+
+
+def _read(header: SafetensorsHeader, name: str, info: TensorInfo) -> bytes:
     nbytes = info.end - info.begin
     if nbytes > MAX_INT_TENSOR_BYTES:
         raise UnusableInput(f"{header.path}: tensor {name!r} is {nbytes} bytes, too large for "
@@ -131,4 +147,4 @@ def read_int_tensor(header: SafetensorsHeader, name: str) -> list[int]:
         raise UnusableInput(f"{header.path}: cannot read ({e.strerror or e})") from None
     if len(data) != nbytes:
         raise UnusableInput(f"{header.path}: truncated safetensors file (tensor {name!r})")
-    return list(struct.unpack(f"<{nbytes // struct.calcsize(fmt)}{fmt}", data))
+    return data

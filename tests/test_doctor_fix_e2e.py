@@ -1,0 +1,212 @@
+"""`spectrace doctor --fix` output served by the real SGLang 0.5.23 CPU server.
+
+Each case is a `partial` draft (exactly one accepted draft token per verify: acceptance
+length 2.0) written in a format or with a fault SGLang mishandles without an error. The
+doctor reports the fault, `--fix` writes a copy, the doctor finds the copy clean, every
+tensor `--fix` did not mean to change is byte-identical, and SGLang serves the copy with
+acceptance length exactly 2.0, from its own `meta_info` and from `spectrace report`.
+Where the original can be served, it is, and does worse (or SGLang's own log shows the
+keys it skipped); where it cannot (a speculators config, dropped decoder keys), the
+original's failure is shown by SGLang's own classes in tests/test_doctor_loader_facts.py.
+
+One server at a time (the `sglang_server` fixture stops the previous one)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import checkpoint_formats as cf
+
+pytestmark = pytest.mark.sglang
+ROOT = Path(__file__).resolve().parents[1]
+FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5"}
+PROMPTS = ([3, 7, 11], [5, 9, 2])
+
+
+def doctor(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "spectrace.doctor.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def models_dir(tmp: Path, base: str, draft: Path) -> Path:
+    """A folder the server reads: the base pair's target, and `draft`."""
+    m = tmp / f"models-{draft.name}"
+    m.mkdir()
+    os.symlink(os.path.join(base, "target"), m / "target")
+    os.symlink(draft, m / "draft")
+    return m
+
+
+def write_case(tmp: Path, base: str, fmt: str, fault=None, name: str | None = None) -> Path:
+    cfg, sd = cf.WRITERS[fmt]("partial")
+    if fault is not None:
+        fault(cfg, sd)
+    return Path(cf.write_draft(str(tmp / (name or fmt)), cfg, sd,
+                               tokenizer_from=os.path.join(base, "draft")))
+
+
+def fix(draft: Path, target: str, out: Path, codes: set[str]) -> dict:
+    """Run the doctor and --fix as a user would; check the report, the copy's re-check,
+    and that every tensor not meant to change is byte-identical."""
+    r = doctor(draft, "--target", target, "--fix", out, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert {f["code"] for f in rep["findings"] if f["severity"] == "error"} == codes
+    assert rep["fix"]["check"]["findings"] == []
+    before, after = cf.tensor_bytes(draft), cf.tensor_bytes(out)
+    renames = rep["fix"]["renames"]
+    for key, data in before.items():
+        if key != rep["fix"]["d2t_rewritten"] and key not in rep["fix"]["dropped_keys"]:
+            assert after[renames.get(key, key)] == data, key
+    return rep
+
+
+def serve(sglang_server, models: Path):
+    """(SGLang's responses, spectrace's summary of the scheduler, the run)."""
+    run = sglang_server(str(models), env=FAST)
+    responses = [run.server.generate(p, 24) for p in PROMPTS]
+    verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
+    deadline = time.time() + 20
+    while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
+        time.sleep(0.5)
+    return responses, proc, run
+
+
+def assert_exact(responses: list[dict], proc: dict) -> None:
+    """Acceptance length exactly 2.0 (SGLang's meta_info and spectrace report), and no
+    run-time finding."""
+    assert [r["meta_info"]["spec_accept_length"] for r in responses] == [2.0, 2.0]
+    verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
+    assert proc["drafts"] == verify and proc["mean_acceptance_length"] == 2.0
+    assert proc["accepted_per_position"] == [verify, 0, 0]
+    assert proc["findings"] == []
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_models) -> str:
+    return tiny_models("partial")
+
+
+def test_d2t_absolute_ids_fixed(llama, sglang_server, tmp_path):
+    """The story's trap both ways: d2t written as absolute ids (arange) maps draft id i to
+    target id 2i; the copy's offsets (zeros here, the leading-zero map that is right)
+    serve exactly."""
+    def absolute(cfg, sd):
+        sd["d2t"] = torch.arange(cf.DV, dtype=torch.int64)
+    draft = write_case(tmp_path, llama, "specforge", absolute, "d2t-absolute")
+    rep = fix(draft, f"{llama}/target", tmp_path / "fixed", {"vocab.d2t_absolute"})
+    assert [c["kind"] for c in rep["fix"]["changes"]] == ["d2t"]
+    responses, proc, _ = serve(sglang_server, models_dir(tmp_path, llama, draft))
+    assert all(r["meta_info"]["spec_accept_length"] < 1.2 for r in responses)
+    assert "vocab.d2t_absolute" in {f["code"] for f in proc["findings"]}
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
+
+
+def test_capture_off_fixed(llama, sglang_server, tmp_path):
+    """The seed's fault (use_aux_hidden_state: false; tests/test_e2e_draft_signals.py
+    serves it: acceptance < 1.2, fc bypass): the copy switches capture back on."""
+    def off(cfg, sd):
+        cfg["eagle_config"]["use_aux_hidden_state"] = False
+    draft = write_case(tmp_path, llama, "specforge", off, "capture-off")
+    rep = fix(draft, f"{llama}/target", tmp_path / "fixed", {"aux.capture_disabled"})
+    assert [c["addresses"] for c in rep["fix"]["changes"]] == ["aux.capture_disabled"]
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
+
+
+def test_speculators_format_fixed(llama, sglang_server, tmp_path):
+    """A vllm-project/speculators draft: no SGLang reads its config (its own config reader
+    refuses it: tests/test_doctor_loader_facts.py); the copy is in SGLang's form, with
+    speculators' ids [1, 2, 3] (inputs of layers) as SGLang's [0, 1, 2]."""
+    draft = write_case(tmp_path, llama, "speculators")
+    rep = fix(draft, f"{llama}/target", tmp_path / "fixed", {"config.unsupported"})
+    cfg = json.loads((tmp_path / "fixed" / "config.json").read_text())
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 1, 2]
+    assert rep["fix"]["renames"] == {}  # layers.0.* is what SGLang 0.5.23 reads
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
+
+
+def test_modelopt_0_41_two_layer_draft_fixed(llama, sglang_server, tmp_path):
+    """Model Optimizer 0.41 writes `midlayer.{i}.*` for a 2-layer draft: SGLang turns
+    `midlayer` into `layers.0` and drops all 19 decoder keys (its own load_weights does, in
+    tests/test_doctor_loader_facts.py). The copy names them `layers.{i}.*`, and layer 1's
+    HF-style `input_layernorm` becomes the `hidden_norm` SGLang normalises with there."""
+    draft = write_case(tmp_path, llama, "modelopt-0.41")
+    rep = fix(draft, f"{llama}/target", tmp_path / "fixed",
+              {"weights.unused_keys", "weights.missing_params"})
+    unused = next(f for f in rep["findings"] if f["code"] == "weights.unused_keys")
+    assert unused["details"]["count"] == 19
+    assert rep["fix"]["renames"]["midlayer.1.input_layernorm.weight"] == \
+        "layers.1.hidden_norm.weight"
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
+
+
+def test_mla_layout_keys_fixed(tiny_models, sglang_server, tmp_path):
+    """The Kimi-K2.5 / DeepSeek MLA draft with HF-style `model.layers.0.*` keys: SGLang's
+    loader maps them to `model.model.layers...`, logs 'skipping unexpected weight' for each
+    and runs an uninitialised decoder layer. The copy's `layers.0.*` serves exactly."""
+    base = tiny_models("partial", pair="dsv3-mla")
+    draft = tmp_path / "mla-prefixed"
+    shutil.copytree(os.path.join(base, "draft"), draft)
+    from safetensors.torch import load_file, save_file
+    sd = load_file(draft / "model.safetensors")
+    save_file({("model." + k if k.startswith("layers.") else k): v for k, v in sd.items()},
+              str(draft / "model.safetensors"))
+    rep = fix(draft, f"{base}/target", tmp_path / "fixed",
+              {"weights.unused_keys", "weights.missing_params"})
+    assert set(rep["fix"]["renames"].values()) == {k for k in sd if k.startswith("layers.")}
+    responses, proc, run = serve(sglang_server, models_dir(tmp_path, base, draft))
+    log = Path(run.log_path).read_text()
+    warned = [k for k in sd if k.startswith("layers.") and "_a_proj" not in k]  # the fused
+    # q_a / kv_a pair is skipped without a word
+    assert log.count("Eagle3 MLA: skipping unexpected weight model.layers.0.") == len(warned)
+    assert proc["mean_acceptance_length"] < 2.0
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2])
+
+
+def test_eagle_original_fixed(llama, sglang_server, tmp_path):
+    """An EAGLE-authors draft (`LlamaForCausalLM`, no id list): SGLang would build it as a
+    target model and load none of its keys. The copy is an `LlamaForCausalLMEagle3`; with
+    no ids the 8-layer target captures its default layers (inputs of 2, 4, 5), the same
+    layers EAGLE's trainer hard-codes."""
+    from harness.tiny_models import make_llama_target
+    base = tmp_path / "pair8"
+    (base / "target").mkdir(parents=True)
+    make_llama_target(str(base / "target"), "partial", layers=8)
+    for name in os.listdir(os.path.join(llama, "target")):
+        if name.startswith(("tokenizer", "special_tokens")):
+            shutil.copyfile(os.path.join(llama, "target", name), base / "target" / name)
+    draft = write_case(tmp_path, llama, "eagle")
+    rep = fix(draft, base / "target", tmp_path / "fixed", {"config.unsupported"})
+    assert [c["text"] for c in rep["fix"]["changes"]] == [
+        "architectures ['LlamaForCausalLM'] -> ['LlamaForCausalLMEagle3'] (the llama EAGLE-3 "
+        "draft class SGLang registers)"]
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, str(base), tmp_path / "fixed"))[:2])
+
+
+def test_mla_d2t_absolute_and_capture_off_fixed(tiny_models, sglang_server, tmp_path):
+    """The Kimi-K2.5 / DeepSeek MLA draft with two of the faults of issue 11 at once: d2t
+    as absolute ids and aux capture off; the copy fixes both (one server)."""
+    base = tiny_models("partial", pair="dsv3-mla")
+    draft = tmp_path / "mla-faults"
+    shutil.copytree(os.path.join(base, "draft"), draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_config"]["use_aux_hidden_state"] = False
+    (draft / "config.json").write_text(json.dumps(cfg))
+    from safetensors.torch import load_file, save_file
+    sd = load_file(draft / "model.safetensors")
+    sd["d2t"] = torch.arange(cf.DV, dtype=torch.int64)
+    save_file(sd, str(draft / "model.safetensors"))
+    rep = fix(draft, f"{base}/target", tmp_path / "fixed",
+              {"vocab.d2t_absolute", "aux.capture_disabled"})
+    assert sorted(c["addresses"] for c in rep["fix"]["changes"]) == [
+        "aux.capture_disabled", "vocab.d2t_absolute"]
+    assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2])
