@@ -302,3 +302,19 @@ def test_widths_are_judged_against_what_the_draft_expects(tmp_path):
                       ("target_fed", 256): (384, signals.WIDTH_MISMATCH),
                       ("target_fed", 384): (384, None),
                       ("draft_decode", 128): (128, None)}
+
+
+def test_html_to_an_unwritable_path_exit_2_one_line(tmp_path):
+    d = process(tmp_path, metrics=lines(snapshot()))
+    out = cli(d, "--html", tmp_path / "no" / "such" / "folder" / "r.html")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "--html" in out.stderr and "cannot write" in out.stderr
+
+
+def test_html_of_an_empty_folder_says_so(tmp_path):
+    (tmp_path / "data").mkdir()
+    out = cli(tmp_path / "data", "--html", tmp_path / "r.html")
+    assert out.returncode == 0 and "wrote" in out.stdout
+    page = (tmp_path / "r.html").read_text()
+    assert "No instrumented process has written here yet" in page
+    assert oct(os.stat(tmp_path / "r.html").st_mode & 0o777) == "0o600"
