@@ -45,10 +45,13 @@ def server_args(models: str, port: int, steps: int = 3, topk: int = 1,
 
 
 def cpu_env(extra: dict | None = None) -> dict:
+    """The environment for a CPU server: the kernel stand-in first on PYTHONPATH, also when
+    `extra` brings a PYTHONPATH of its own (e.g. a copy of an environment that has one)."""
     env = dict(os.environ)
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "TORCHDYNAMO_DISABLE": "1",
-                "PYTHONPATH": os.pathsep.join(p for p in (STANDIN, env.get("PYTHONPATH")) if p)})
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "TORCHDYNAMO_DISABLE": "1"})
     env.update(extra or {})
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != STANDIN]
+    env["PYTHONPATH"] = os.pathsep.join([STANDIN] + paths)
     return env
 
 
