@@ -17,6 +17,7 @@ from spectrace import signals
 from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE
 from spectrace.report.reader import iter_jsonl, read_jsonl
 from spectrace.report import build_report, render_text, summarize_process
+from spectrace.report.html import render_html
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -227,6 +228,7 @@ def test_report_on_random_files(tmp_path, metrics, events, spans, resource):
     rep = build_report(str(tmp_path))
     render_text(rep)
     json.dumps(rep)
+    render_html(rep)                  # the page too (its data must be strict JSON)
 
 
 # -- timeline, several processes together, width verdicts --------------------------------
