@@ -142,7 +142,8 @@ def test_previous_format_plain_snapshot_per_line(tmp_path):
     assert p["drafts"] == 20 and p["accepted_tokens"] == 20 and p["metric_snapshots"] == 5
     assert p["timeline"]["time"] == [52.0, 54.0, 56.0, 58.0, 60.0]
     assert p["timeline"]["mean_acceptance_length"] == [None, 2.0, 2.0, 2.0, 2.0]
-    # compaction reads the same lines too (their time is found by parsing them)
+    # compaction only rewrites the file its own process writes (`time` first, compact
+    # separators); it does not mistake a line of another layout for one of its own
     lines = open(d / METRICS_FILE, "rb").read().split(b"\n")[:-1]
     assert history.line_time(lines[0]) is None
     assert history.line_time(json.dumps(snapshot(5.5, 1), separators=(",", ":")).encode()) == 5.5
