@@ -49,11 +49,15 @@ def server_args(models: str, port: int, steps: int = 3, topk: int = 1,
 
 
 def cpu_env(extra: dict | None = None) -> dict:
+    """The environment for a CPU server: the kernel stand-in and the CPU patches first on
+    PYTHONPATH, also when `extra` brings a PYTHONPATH of its own (e.g. a copy of an
+    environment that has one)."""
     env = dict(os.environ)
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "TORCHDYNAMO_DISABLE": "1",
-                "PYTHONPATH": os.pathsep.join(p for p in (STANDIN, CPU_PATCHES,
-                                                          env.get("PYTHONPATH")) if p)})
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "TORCHDYNAMO_DISABLE": "1"})
     env.update(extra or {})
+    ours = [STANDIN, CPU_PATCHES]
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
+    env["PYTHONPATH"] = os.pathsep.join(ours + paths)
     return env
 
 
@@ -83,6 +87,24 @@ class Server:
         except OSError:
             return ""
 
+    def send(self, sig: int, group: bool = True) -> None:
+        """Send `sig` to the server's whole process group (as a terminal's Ctrl-C does) or
+        to the launcher alone."""
+        (os.killpg if group else os.kill)(self.proc.pid, sig)
+
+    def wait_stopped(self, timeout: float = 120) -> float:
+        """Wait until the launcher and every process of its group are gone; the seconds
+        waited."""
+        t0 = time.monotonic()
+        self.proc.wait(timeout=timeout)
+        while time.monotonic() - t0 < timeout:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return time.monotonic() - t0
+            time.sleep(0.01)
+        raise TimeoutError(f"processes of group {self.proc.pid} still alive after {timeout} s")
+
     def stop(self) -> None:
         """SIGKILL the whole process group, as SGLang itself does to its children."""
         if self.proc.poll() is None:
@@ -96,19 +118,39 @@ class Server:
 def start_server(models: str, log_path: str, env_extra: dict | None = None,
                  steps: int = 3, topk: int = 1, draft_tokens: int | None = None,
                  timeout: float = 240, python: str = sys.executable,
-                 extra_args: list[str] | None = None, algorithm: str = "EAGLE3") -> Server:
+                 extra_args: list[str] | None = None, algorithm: str = "EAGLE3",
+                 background_job: bool = False) -> Server:
+    """`background_job`: start it with SIGINT ignored, as a shell script's `cmd &` does."""
     port = free_port()
     cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens,
                                            algorithm=algorithm) + (extra_args or [])
-    return launch(cmd, cpu_env(env_extra), port, log_path, timeout)
+    return launch(cmd, cpu_env(env_extra), port, log_path, timeout,
+                  background_job=background_job)
+
+
+def _foreground_signals() -> None:
+    """SIGINT and SIGTERM as a job started from a terminal gets them: default actions."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _background_signals() -> None:
+    """As a shell without job control starts `cmd &`: SIGINT ignored (inherited by every
+    process the command starts that does not set its own handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def launch(cmd: list[str], env: dict, port: int, log_path: str, timeout: float,
-           label: str = "SGLang server") -> Server:
-    """Start `cmd` in its own session, logging to `log_path`; return once /health answers."""
+           label: str = "SGLang server", background_job: bool = False) -> Server:
+    """Start `cmd` in its own session, logging to `log_path`; return once /health answers.
+    Its signal dispositions are a terminal job's (or a background job's) whatever the
+    caller's are."""
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=_background_signals if background_job
+                            else _foreground_signals)
     server = Server(proc, port, log_path)
     deadline = time.time() + timeout
     while time.time() < deadline:

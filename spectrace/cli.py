@@ -9,13 +9,37 @@ import sys
 
 def _report(args) -> int:
     from .report import ReportError, build_report, render_text
+    if args.watch:
+        from .report.watch import watch
+        return watch(args.directory, args.interval)
     try:
         rep = build_report(args.directory)
     except ReportError as exc:
         print(f"spectrace report: {exc}", file=sys.stderr)
         return 2
+    if args.html:
+        from .report.html import write_html
+        try:
+            size = write_html(rep, args.html)
+        except OSError as exc:
+            print(f"spectrace report: --html {args.html}: cannot write it "
+                  f"({exc.strerror or exc})", file=sys.stderr)
+            return 2
     print(json.dumps(rep, indent=2) if args.json else render_text(rep))
+    if args.html:
+        print(f"\nwrote {args.html} ({size / 1024:.0f} KiB, self-contained: open it in any "
+              f"browser, offline)", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _interval(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0.1 <= v <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds from 0.1 to 3600")
+    return v
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("directory", nargs="?", default=None,
                    help="output folder (default: SPECTRACE_OUTPUT_DIR or ./spectrace-data)")
     r.add_argument("--json", action="store_true", help="machine-readable output")
+    r.add_argument("--html", metavar="FILE",
+                   help="also write the report with charts as one self-contained HTML file")
+    r.add_argument("--watch", action="store_true",
+                   help="a live view of a running server in the terminal (Ctrl-C ends it); "
+                        "needs the 'cli' extra")
+    r.add_argument("--interval", type=_interval, default=None, metavar="SECONDS",
+                   help="--watch refresh period (default: SPECTRACE_METRIC_INTERVAL or 2)")
     r.set_defaults(func=_report)
     try:
         from .doctor import cli as doctor_cli
@@ -34,9 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
     args = p.parse_args(argv)
-    if args.command == "report" and args.directory is None:
-        import os
-        args.directory = os.environ.get("SPECTRACE_OUTPUT_DIR") or "./spectrace-data"
+    if args.command == "report":
+        if args.directory is None:
+            import os
+            args.directory = os.environ.get("SPECTRACE_OUTPUT_DIR") or "./spectrace-data"
+        if args.watch and (args.json or args.html):
+            p.error("--watch shows a live view; it cannot be combined with --json or --html")
     return args.func(args)
 
 

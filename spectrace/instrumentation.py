@@ -118,6 +118,8 @@ def uninstrument() -> None:
                 os.environ[var] = old
         _env_written.clear()
         if STATE.telemetry is not None:
+            from .export import final_flush
+            final_flush.uninstall()
             STATE.telemetry.shutdown()
         STATE.telemetry = None
         STATE.recorder = None

@@ -3,7 +3,8 @@ adapters' hooks report to.
 
 The Recorder (and with it the providers and exporters) is created lazily, the first time
 a hook in a model-running process has something to report, so launcher and tokenizer
-processes, which import the runtime too, export nothing and open no port.
+processes, which import the runtime too, export nothing and open no port. From then on
+the process writes a final snapshot when it is told to stop (`export.final_flush`).
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def recorder(role: str = "scheduler") -> Recorder | None:
                                     tracer_provider=STATE.tracer_provider,
                                     meter_provider=STATE.meter_provider)
             STATE.recorder = Recorder(STATE.config, STATE.telemetry)
+            from .export import final_flush
+            final_flush.install(STATE.telemetry.flush_targets())
         return STATE.recorder
 
 

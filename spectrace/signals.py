@@ -105,6 +105,15 @@ RUNTIME_FINDINGS = {
     WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
     VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
 }
+# Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:
+# a mean acceptance length (bonus token included) below 1.2 means speculation gains
+# nothing (broken deployments show 1.00-1.12), 1.2-2.0 is weak, above 2.0 healthy (chain
+# drafting with 3-4 steps typically gives 2-3.5); position-0 acceptance below 0.2 points
+# at a broken draft input.
+ACCEPT_LENGTH_RED_BELOW = 1.2
+ACCEPT_LENGTH_AMBER_BELOW = 2.0
+POSITION0_RED_BELOW = 0.2
+
 # Codes only the static checks (`spectrace doctor`) raise (docs/doctor.md has an example
 # of each).
 FC_CONFIG_WIDTH_MISMATCH = "fc.width_mismatch"

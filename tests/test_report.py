@@ -17,6 +17,7 @@ from spectrace import signals
 from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE
 from spectrace.report.reader import iter_jsonl, read_jsonl
 from spectrace.report import build_report, render_text, summarize_process
+from spectrace.report.html import render_html
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -227,6 +228,98 @@ def test_report_on_random_files(tmp_path, metrics, events, spans, resource):
     rep = build_report(str(tmp_path))
     render_text(rep)
     json.dumps(rep)
+    render_html(rep)                  # the page too (its data must be strict JSON)
+
+
+# -- timeline, several processes together, width verdicts --------------------------------
+def timed(t, drafts, accepted, steps=3) -> dict:
+    s = snapshot(drafts, accepted, steps)
+    s["time"] = t
+    return s
+
+
+def test_timeline_gives_each_interval_its_own_figures(tmp_path):
+    d = process(tmp_path, metrics=lines(timed(10.0, 0, 0), timed(12.0, 10, 20), timed(14.0, 10, 20),
+                                        timed(16.0, 20, 25), timed(15.0, 30, 30),
+                                        {"time": "x", "metrics": {}}, timed(18.0, 5, 5)))
+    tl = summarize_process(d)["timeline"]
+    assert tl["time"] == [10.0, 12.0, 14.0, 16.0, 15.0, 18.0]    # a line without a time: none
+    assert tl["drafts"] == [0, 10, 10, 20, 30, 5]
+    # 1 + accepted/drafts and accepted/draft tokens within each interval; None where nothing
+    # was verified, where time went back, or where a total went down
+    assert tl["mean_acceptance_length"] == [None, 3.0, None, 1.5, None, None]
+    assert tl["acceptance_rate"] == [None, 20 / 30, None, 5 / 30, None, None]
+
+
+def test_a_long_uncompacted_file_is_thinned_for_the_timeline(tmp_path):
+    from spectrace.report.summary import MAX_POINTS
+    d = process(tmp_path, metrics=lines(*(timed(float(k), k, k) for k in range(5 * MAX_POINTS))))
+    p = summarize_process(d)
+    tl = p["timeline"]
+    assert MAX_POINTS <= len(tl["time"]) < 2 * MAX_POINTS
+    assert tl["time"][0] == 0.0 and tl["time"][-1] == 5 * MAX_POINTS - 1   # ends kept
+    assert p["drafts"] == 5 * MAX_POINTS - 1
+    assert set(tl["mean_acceptance_length"][1:]) == {2.0}
+
+
+def test_processes_together(tmp_path):
+    a = process(tmp_path, "sglang-h-1", metrics=lines(timed(10.0, 0, 0), timed(20.0, 10, 10)),
+                events=lines({"time": 15.0, "code": "eagle3.fc_bypass", "severity": "error",
+                              "message": "m"}))
+    process(tmp_path, "sglang-h-2", metrics=lines(timed(12.0, 4, 0), timed(22.0, 14, 0)),
+            events=lines({"time": 13.0, "code": "eagle3.fc_bypass", "severity": "error",
+                          "message": "m"}))
+    rep = build_report(str(tmp_path))
+    c = rep["combined"]
+    assert c["processes"] == ["sglang-h-1", "sglang-h-2"]
+    assert c["drafts"] == 24 and c["accepted_tokens"] == 10 and c["draft_tokens"] == 72
+    assert c["mean_acceptance_length"] == 1 + 10 / 24
+    assert c["accepted_per_position"] == [10]
+    # at each time either process wrote, the sum of both latest totals
+    assert c["timeline"]["time"] == [10.0, 12.0, 20.0, 22.0]
+    assert c["timeline"]["drafts"] == [0, 4, 14, 24]
+    assert c["timeline"]["accepted_tokens"] == [0, 0, 10, 10]
+    f = c["findings"][0]
+    assert f["code"] == "eagle3.fc_bypass" and f["events"] == 2
+    assert f["times"] == [13.0, 15.0] and f["first_time"] == 13.0
+    assert "_raw" not in rep["processes"][0] and "_points" not in rep["processes"][0]
+    text = render_text(rep)
+    assert "all 2 processes together" in text and "request-steps verified 24" in text
+    assert summarize_process(a)["findings"][0]["first_time"] == 15.0
+
+
+def test_widths_are_judged_against_what_the_draft_expects(tmp_path):
+    expected = [{"attributes": {"kind": k}, "value": v} for k, v in
+                (("fc_in", 384), ("draft_hidden", 128), ("target_hidden", 128), ("num_aux", 3))]
+    passes = [{"attributes": {"pass_kind": k, "width": w}, "value": n} for k, w, n in
+              (("target_fed", 128, 5), ("target_fed", 256, 1), ("target_fed", 384, 2),
+               ("draft_decode", 128, 9))]
+    s = snapshot()
+    s["metrics"][signals.EAGLE3_EXPECTED_WIDTH.name] = expected
+    s["metrics"][signals.EAGLE3_PASSES.name] = passes
+    d = process(tmp_path, metrics=lines(s))
+    judged = {(x["pass_kind"], x["width"]): (x["expected"], x["finding"])
+              for x in summarize_process(d)["hidden_state_passes"]}
+    assert judged == {("target_fed", 128): (384, signals.FC_BYPASS),
+                      ("target_fed", 256): (384, signals.WIDTH_MISMATCH),
+                      ("target_fed", 384): (384, None),
+                      ("draft_decode", 128): (128, None)}
+
+
+def test_html_to_an_unwritable_path_exit_2_one_line(tmp_path):
+    d = process(tmp_path, metrics=lines(snapshot()))
+    out = cli(d, "--html", tmp_path / "no" / "such" / "folder" / "r.html")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "--html" in out.stderr and "cannot write" in out.stderr
+
+
+def test_html_of_an_empty_folder_says_so(tmp_path):
+    (tmp_path / "data").mkdir()
+    out = cli(tmp_path / "data", "--html", tmp_path / "r.html")
+    assert out.returncode == 0 and "wrote" in out.stdout
+    page = (tmp_path / "r.html").read_text()
+    assert "No instrumented process has written here yet" in page
+    assert oct(os.stat(tmp_path / "r.html").st_mode & 0o777) == "0o600"
 
 
 def test_read_findings_returns_findings_per_process(tmp_path):

@@ -17,14 +17,15 @@ def _rule(name, query, op, threshold, for_, severity, summary, description) -> d
 
 def rules() -> dict:
     collapse = _rule(
-        "SpectraceAcceptanceCollapse", Q.mean_acceptance_length("5m", BY), "<", 1.2, "10m",
+        "SpectraceAcceptanceCollapse", Q.mean_acceptance_length("5m", BY), "<", S.ACCEPT_LENGTH_RED_BELOW, "10m",
         "critical", "Speculative decoding gains nothing on {{ $labels.instance }}",
         "Mean acceptance length is {{ $value | printf \"%.2f\" }} (1.0 = no gain; healthy "
         "EAGLE-3 chains give 2-3.5). Check fc bypass, aux layer ids, d2t and dropped "
         "weights on the overview dashboard.")
     position0 = _rule(
         "SpectracePositionZeroCollapse",
-        Q.per_position_acceptance("5m", BY, extra=f'{S.ATTR_POSITION}="0"'), "<", 0.2,
+        Q.per_position_acceptance("5m", BY, extra=f'{S.ATTR_POSITION}="0"'), "<",
+        S.POSITION0_RED_BELOW,
         "10m", "warning", "First draft token rarely accepted on {{ $labels.instance }}",
         "Position-0 acceptance is {{ $value | printf \"%.2f\" }}; broken drafts show under "
         "0.15 (e.g. d2t never loaded).")

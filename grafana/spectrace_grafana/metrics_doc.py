@@ -4,6 +4,7 @@ from __future__ import annotations
 from spectrace import signals as S
 
 from . import promql as Q
+from .overview import HEALTHY_ACCEPT_LENGTH
 
 BY = Q.SCRAPE_LABELS
 RESOURCE = (
@@ -96,8 +97,8 @@ def render() -> str:
         "## Derived figures (PromQL)",
         "",
         "Acceptance length counts the bonus token, so 1.0 means speculation gains nothing. "
-        "Healthy ranges (dashboard thresholds): mean acceptance length red below 1.2, amber "
-        "1.2-2.0; position-0 acceptance red below 0.2.",
+        f"Healthy ranges (dashboard thresholds, `spectrace.signals`): mean acceptance length "
+        f"{HEALTHY_ACCEPT_LENGTH}; position-0 acceptance red below {S.POSITION0_RED_BELOW}.",
         "",
     ]
     for title, expr, meaning in derived_queries():

@@ -1,7 +1,7 @@
 """The overview dashboard: acceptance, agreement, throughput, EAGLE-3 faults, findings.
 
-Thresholds follow the healthy ranges in observability-notes: mean acceptance length red
-below 1.2, amber 1.2-2.0; position-0 acceptance red below 0.2.
+Thresholds are the healthy ranges in `spectrace.signals` (ACCEPT_LENGTH_*, POSITION0_*):
+mean acceptance length red below 1.2, amber 1.2-2.0; position-0 acceptance red below 0.2.
 """
 from __future__ import annotations
 
@@ -15,9 +15,13 @@ BY = Q.SCRAPE_LABELS
 RATE = "$__rate_interval"
 RANGE = "$__range"
 
-ACCEPT_LENGTH_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 1.2},
-                       {"color": "green", "value": 2.0}]
-POSITION0_STEPS = [{"color": "red", "value": None}, {"color": "green", "value": 0.2}]
+ACCEPT_LENGTH_STEPS = [{"color": "red", "value": None},
+                       {"color": "orange", "value": S.ACCEPT_LENGTH_RED_BELOW},
+                       {"color": "green", "value": S.ACCEPT_LENGTH_AMBER_BELOW}]
+POSITION0_STEPS = [{"color": "red", "value": None},
+                   {"color": "green", "value": S.POSITION0_RED_BELOW}]
+HEALTHY_ACCEPT_LENGTH = (f"red below {S.ACCEPT_LENGTH_RED_BELOW}, amber "
+                         f"{S.ACCEPT_LENGTH_RED_BELOW}-{S.ACCEPT_LENGTH_AMBER_BELOW}")
 ZERO_IS_GOOD = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
 
 
@@ -81,8 +85,8 @@ def panels() -> list[dict]:
               Q.acceptance_rate(RANGE, (), F), (4, 0, 4, 5), unit="percentunit",
               decimals=1),
         _stat("Position-0 acceptance", "Share of steps whose first draft token was "
-              "accepted. Below 0.2 points at a broken draft input (fc bypass, aux layers, "
-              "d2t).", pos0, (8, 0, 4, 5), unit="percentunit", steps=POSITION0_STEPS,
+              f"accepted. Below {S.POSITION0_RED_BELOW} points at a broken draft input (fc "
+              "bypass, aux layers, d2t).", pos0, (8, 0, 4, 5), unit="percentunit", steps=POSITION0_STEPS,
               decimals=1),
         _stat("Accepted tokens / s", "Draft tokens accepted per second (bonus excluded).",
               Q.srate(S.SPEC_ACCEPTED_TOKENS, RANGE, (), F), (12, 0, 4, 5), unit="short",
@@ -93,7 +97,7 @@ def panels() -> list[dict]:
         _stat("Dropped weights", "Checkpoint keys SGLang dropped + draft parameters that "
               "no key loaded.", Q.dropped_weights((), F), (20, 0, 4, 5), steps=ZERO_IS_GOOD),
         _series("Mean acceptance length over time", "1 + rate(accepted)/rate(drafts) per "
-                "endpoint; red below 1.2, amber 1.2-2.0.",
+                f"endpoint; {HEALTHY_ACCEPT_LENGTH}.",
                 [_target(Q.mean_acceptance_length(RATE, BY, F), "{{instance}}")],
                 (0, 5, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
         _series("Per-position acceptance", "rate(accepted per position)/rate(drafts): "

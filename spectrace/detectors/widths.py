@@ -35,6 +35,12 @@ class ExpectedWidths:
                 "target_hidden": self.target_hidden, "num_aux": self.num_aux}
 
 
+def expected_width(kind: str, exp: ExpectedWidths) -> int:
+    """The width a pass of this kind should see: fc's input on target-fed passes, the
+    draft's own hidden size on its decode passes (fc skipped by design)."""
+    return exp.fc_in if kind == signals.PASS_TARGET_FED else exp.draft_hidden
+
+
 def check_width(kind: str, width: int, exp: ExpectedWidths) -> Finding | None:
     """The finding for one draft pass, or None when the width is what the draft expects."""
     if kind != signals.PASS_TARGET_FED or width == exp.fc_in:

@@ -137,7 +137,11 @@ class BoundedSpanProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = SHUTDOWN_TIMEOUT_MS) -> bool:
         """Export what is queued, from a helper thread, waiting at most the timeout."""
         done = threading.Thread(target=self._export_queued, daemon=True)
-        done.start()
+        try:
+            done.start()
+        except RuntimeError:  # at interpreter exit (Python 3.12): export in this thread
+            self._export_queued()
+            return True
         done.join(min(timeout_millis, SHUTDOWN_TIMEOUT_MS) / 1000)
         return not done.is_alive()
 

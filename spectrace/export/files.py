@@ -3,7 +3,9 @@
 
 SGLang SIGKILLs its schedulers at shutdown, so nothing may wait for an exit handler:
 every line goes to the file in one `write(2)` as it is written, and a torn last line is
-skipped by the reader.
+skipped by the reader. (A final snapshot when a process is told to stop:
+`export.final_flush`.) `metrics.jsonl` stays bounded: its writer compacts it past
+`history.MAX_BYTES`, keeping a downsampled history (`export.history`).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..safety import DROPPED, INTERNAL_ERRORS
+from . import history
 
 log = logging.getLogger("spectrace")
 
@@ -54,14 +57,20 @@ class FileSink:
 class JsonlWriter:
     """Appends one JSON object per line, each line in a single `write(2)` on an O_APPEND
     descriptor: no buffering to lose at SIGKILL, and no interleaving with other writers of
-    the same file. After an OS error it turns itself (and its sink's other streams) off."""
+    the same file. After an OS error it turns itself (and its sink's other streams) off.
+    With `max_bytes`, a file that grows past it is compacted (`history.compact`; only for
+    files this writer alone appends to, such as one process's `metrics.jsonl`)."""
 
-    def __init__(self, path: str, signal: str = "events", sink: FileSink | None = None) -> None:
+    def __init__(self, path: str, signal: str = "events", sink: FileSink | None = None,
+                 max_bytes: int | None = None) -> None:
         self.path = path
         self.signal = signal
         self.sink = sink if sink is not None else FileSink(os.path.dirname(path))
+        self.max_bytes = max_bytes
+        self.compactions = 0
         self._lock = threading.Lock()
         self._fd: int | None = None
+        self._size = 0
 
     @property
     def failed(self) -> bool:
@@ -86,16 +95,31 @@ class JsonlWriter:
                 if self._fd is None:
                     self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                                        | getattr(os, "O_CLOEXEC", 0), 0o600)
+                    self._size = os.fstat(self._fd).st_size
                 view = memoryview(data)
                 while view:
                     n = os.write(self._fd, view)
                     view = view[n:]
-                return True
+                self._size += len(data)
             except OSError as exc:
                 self.sink.fail(self.path, exc)
                 self._close_locked()
+            else:
+                if self.max_bytes is not None and self._size > self.max_bytes:
+                    self._compact_locked()
+                return True
         self._drop()
         return False
+
+    def _compact_locked(self) -> None:
+        """After the line is on disk: rewrite the file with a downsampled history; the
+        next write opens the new file."""
+        self._close_locked()
+        try:
+            self._size = history.compact(self.path, self.max_bytes)
+            self.compactions += 1
+        except OSError as exc:  # the line itself is written; later ones are not
+            self.sink.fail(self.path, exc)
 
     def _close_locked(self) -> None:
         if self._fd is not None:

@@ -31,6 +31,7 @@ from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, 
 from .bounded import (
     BoundedSpanProcessor, CountingMetricExporter, CountingSpanExporter, register_dropped_counter,
 )
+from . import history
 from .files import FileMetricExporter, FileSink, FileSpanExporter, JsonlWriter, make_private_dir
 from .resource import build_resource
 
@@ -49,6 +50,12 @@ class ProcessTelemetry:
     owned: list = field(default_factory=list)  # providers we created (shut down on uninstrument)
     sink: FileSink | None = None
     span_processors: list = field(default_factory=list)
+    metric_readers: list = field(default_factory=list)  # those of spectrace's own provider
+
+    def flush_targets(self) -> list:
+        """What a final flush exports (`export.final_flush`): spectrace's own readers, the
+        file's first, and span processors."""
+        return [*self.metric_readers, *self.span_processors]
 
     def shutdown(self) -> None:
         for p in self.owned:
@@ -96,8 +103,9 @@ class _Files:
     sink: FileSink | None = None
     events: JsonlWriter | None = None
 
-    def writer(self, name: str, signal: str) -> JsonlWriter:
-        return JsonlWriter(os.path.join(self.directory, name), signal=signal, sink=self.sink)
+    def writer(self, name: str, signal: str, max_bytes: int | None = None) -> JsonlWriter:
+        return JsonlWriter(os.path.join(self.directory, name), signal=signal, sink=self.sink,
+                           max_bytes=max_bytes)
 
 
 def _open_files(cfg: Config, resource: Resource) -> _Files:
@@ -128,7 +136,7 @@ def _metric_readers(cfg: Config, files: _Files, rank: int) -> tuple[list, int | 
     readers = []
     if files.directory is not None:
         readers.append(PeriodicExportingMetricReader(
-            FileMetricExporter(files.writer(METRICS_FILE, "metrics")),
+            FileMetricExporter(files.writer(METRICS_FILE, "metrics", history.MAX_BYTES)),
             export_interval_millis=interval_ms))
     if "otlp" in cfg.exporters:
         def otlp():
@@ -178,14 +186,18 @@ def setup(cfg: Config, identity: dict, role: str = "scheduler", tracer_provider=
     owned: list = []
     meter_provider = meter_provider or host_meter_provider()
     port = None
+    readers: list = []
+    # spectrace's own providers leave exit to `export.final_flush` (bounded), not to the
+    # SDK's exit handlers, which can wait 30 s on a stuck collector
     if meter_provider is None:
         readers, port = _metric_readers(cfg, files, identity.get("tp_rank") or 0)
-        meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        meter_provider = MeterProvider(resource=resource, metric_readers=readers,
+                                       shutdown_on_exit=False)
         owned.append(meter_provider)
     tracer_provider = tracer_provider or host_tracer_provider()
     processors: list = []
     if tracer_provider is None:
-        tracer_provider = TracerProvider(resource=resource)
+        tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         processors = _span_processors(cfg, files)
         for p in processors:
             tracer_provider.add_span_processor(p)
@@ -198,4 +210,4 @@ def setup(cfg: Config, identity: dict, role: str = "scheduler", tracer_provider=
     return ProcessTelemetry(
         resource=resource, meter=meter, tracer=tracer_provider.get_tracer(SCOPE, __version__),
         events=files.events, directory=files.directory, prometheus_port=port, owned=owned,
-        sink=files.sink, span_processors=processors)
+        sink=files.sink, span_processors=processors, metric_readers=readers)

@@ -2,8 +2,11 @@
 `spectrace report`).
 
 Reads `<DIR>/<process>/{resource.json,metrics.jsonl,events.jsonl}`; the last metrics line
-holds the process's cumulative totals. Torn, garbled or oversized lines are skipped and
-counted (see `reader`). An unusable folder raises `ReportError` (exit status 2).
+holds the process's cumulative totals, the earlier ones its timeline (fewer of them for
+older periods of a long run: `export.history`). Files of earlier spectrace releases (a
+plain snapshot per line, uncompacted) read the same way. Torn, garbled or oversized
+lines are skipped and counted (see `reader`). An unusable folder raises `ReportError`
+(exit status 2).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import os
 from typing import Any
 
 from .. import signals
+from ..detectors.widths import ExpectedWidths, check_width, expected_width
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
 from .reader import iter_jsonl
 
@@ -83,40 +87,84 @@ def _by_attr(metrics: dict, spec: signals.MetricSpec, attr: str) -> dict:
     return out
 
 
-def _read_resource(path: str) -> dict:
+def _read_resource(path: str) -> tuple[dict, float | None]:
+    """The resource attributes (scalars only) and the time the process started."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_RESOURCE_BYTES + 1)
     except OSError:
-        return {}
+        return {}, None
     if len(data) > MAX_RESOURCE_BYTES:
-        return {}
+        return {}, None
     try:
         loaded = json.loads(data)
     except (ValueError, RecursionError):
-        return {}
-    attrs = loaded.get("attributes") if isinstance(loaded, dict) else None
+        return {}, None
+    if not isinstance(loaded, dict):
+        return {}, None
+    attrs = loaded.get("attributes")
     if not isinstance(attrs, dict):
-        return {}
-    return {k: v for k, v in attrs.items() if isinstance(v, (str, int, float))
-            and not isinstance(v, bool)}
+        return {}, _num(loaded.get("started"))
+    return ({k: v for k, v in attrs.items() if isinstance(v, (str, int, float))
+             and not isinstance(v, bool)}, _num(loaded.get("started")))
 
 
-def summarize_process(path: str) -> dict[str, Any]:
-    """One process's summary. Garbled, torn or oversized lines are skipped (and counted
-    in `skipped_lines`); the totals come from the last complete metrics snapshot."""
-    resource = _read_resource(os.path.join(path, RESOURCE_FILE))
-    stats: dict = {}
-    metrics: dict = {}
-    n_snapshots = 0
-    for snap in iter_jsonl(os.path.join(path, METRICS_FILE), stats):
-        if isinstance(snap.get("metrics"), dict):
-            metrics = snap["metrics"]
-            n_snapshots += 1
-        else:
-            stats["skipped"] += 1
+MAX_POINTS = 500  # timeline points kept per process (between this and twice this)
+
+
+class Timeline:
+    """The cumulative totals of each snapshot with a time, thinned as it grows (every other
+    point dropped, the newest kept) so that a long, uncompacted file of an older spectrace
+    still fits in memory. Counters are cumulative: a dropped point only coarsens the
+    intervals around it."""
+
+    KEYS = ("drafts", "accepted_tokens", "draft_tokens")
+
+    def __init__(self, max_points: int = MAX_POINTS) -> None:
+        self.max_points = max_points
+        self.points: list[tuple] = []  # (time, drafts, accepted, draft tokens)
+
+    def add(self, t, metrics: dict) -> None:
+        t = _num(t)
+        if t is None:
+            return
+        self.points.append((t, _total(metrics, signals.SPEC_DRAFTS),
+                            _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
+                            _total(metrics, signals.SPEC_DRAFT_TOKENS)))
+        if len(self.points) >= 2 * self.max_points:
+            last = self.points[-1]
+            self.points = self.points[:-1:2] + [last]
+
+
+def timeline_figures(points: list[tuple]) -> dict[str, list]:
+    """Times, cumulative totals, and per interval (from the point before): the mean
+    acceptance length and acceptance rate (None where nothing was verified, or where a
+    total went down or time back)."""
+    out: dict[str, list] = {"time": [p[0] for p in points]}
+    for i, key in enumerate(Timeline.KEYS, start=1):
+        out[key] = [p[i] for p in points]
+    mal: list = [None] * len(points)
+    rate: list = [None] * len(points)
+    for i in range(1, len(points)):
+        (t0, d0, a0, k0), (t1, d1, a1, k1) = points[i - 1], points[i]
+        dd, da, dk = d1 - d0, a1 - a0, k1 - k0
+        if t1 >= t0 and dd > 0 and 0 <= da:
+            mal[i] = 1 + da / dd
+        if t1 >= t0 and dk > 0 and 0 <= da <= dk:
+            rate[i] = da / dk
+    out["mean_acceptance_length"] = mal
+    out["acceptance_rate"] = rate
+    return out
+
+
+def _finite_sum(values) -> float:
+    total = sum(values)
+    return total if math.isfinite(total) else 0
+
+
+def _read_events(path: str, stats: dict) -> dict[str, dict]:
     findings: dict[str, dict] = {}
-    for e in iter_jsonl(os.path.join(path, EVENTS_FILE), stats):
+    for e in iter_jsonl(path, stats):
         code = e.get("code")
         if not isinstance(code, str):
             stats["skipped"] += 1
@@ -125,40 +173,78 @@ def summarize_process(path: str) -> dict[str, Any]:
         f = findings.setdefault(code, {"code": code, "severity": _str(e.get("severity"), 40),
                                        "message": _str(e.get("message")),
                                        "details": details if isinstance(details, dict) else None,
-                                       "events": 0})
+                                       "events": 0, "times": []})
         f["events"] += 1
-    n_spans = sum(1 for _ in iter_jsonl(os.path.join(path, SPANS_FILE), stats))
+        t = _num(e.get("time"))
+        if t is not None and len(f["times"]) < MAX_POINTS:
+            f["times"].append(t)
+    return findings
 
-    drafts = _total(metrics, signals.SPEC_DRAFTS)
-    accepted = _total(metrics, signals.SPEC_ACCEPTED_TOKENS)
-    draft_tokens = _total(metrics, signals.SPEC_DRAFT_TOKENS)
-    per_pos = _by_attr(metrics, signals.SPEC_ACCEPTED_PER_POSITION, signals.ATTR_POSITION)
-    agr_drafts = _total(metrics, signals.SPEC_AGREEMENT_DRAFTS)
-    agr_pos = _by_attr(metrics, signals.SPEC_AGREEMENT_PER_POSITION, signals.ATTR_POSITION)
-    lengths = _by_attr(metrics, signals.SPEC_ACCEPT_LENGTH, signals.ATTR_LENGTH)
-    passes = [{"pass_kind": _key(p["attributes"].get(signals.ATTR_PASS_KIND)),
-               "width": _key(p["attributes"].get(signals.ATTR_WIDTH)), "count": p["value"]}
-              for p in _points(metrics, signals.EAGLE3_PASSES) if p["attributes"]]
-    finding_counts = _by_attr(metrics, signals.FINDINGS, signals.ATTR_CODE)
-    for code, n in finding_counts.items():
+
+def _raw_totals(metrics: dict) -> dict[str, Any]:
+    """What one snapshot holds, by figure: the sums that processes can be added up by."""
+    return {
+        "steps": _total(metrics, signals.SPEC_STEPS),
+        "drafts": _total(metrics, signals.SPEC_DRAFTS),
+        "draft_tokens": _total(metrics, signals.SPEC_DRAFT_TOKENS),
+        "accepted_tokens": _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
+        "per_position": _by_attr(metrics, signals.SPEC_ACCEPTED_PER_POSITION,
+                                 signals.ATTR_POSITION),
+        "agreement_drafts": _total(metrics, signals.SPEC_AGREEMENT_DRAFTS),
+        "agreement_positions": _by_attr(metrics, signals.SPEC_AGREEMENT_PER_POSITION,
+                                        signals.ATTR_POSITION),
+        "lengths": _by_attr(metrics, signals.SPEC_ACCEPT_LENGTH, signals.ATTR_LENGTH),
+        "passes": [{"pass_kind": _key(p["attributes"].get(signals.ATTR_PASS_KIND)),
+                    "width": _key(p["attributes"].get(signals.ATTR_WIDTH)), "count": p["value"]}
+                   for p in _points(metrics, signals.EAGLE3_PASSES) if p["attributes"]],
+        "expected_widths": {str(k): v for k, v in _by_attr(
+            metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
+        "finding_counts": _by_attr(metrics, signals.FINDINGS, signals.ATTR_CODE),
+        "fc_bypass": _total(metrics, signals.EAGLE3_FC_BYPASS),
+        "width_mismatch": _total(metrics, signals.EAGLE3_WIDTH_MISMATCH),
+        "internal_errors": _total(metrics, signals.INTERNAL_ERRORS),
+        "telemetry_dropped": _total(metrics, signals.TELEMETRY_DROPPED),
+    }
+
+
+def _judged_passes(passes: list[dict], expected: dict) -> list[dict]:
+    """Each (pass kind, width) with the width expected for its kind and the finding code it
+    raises (`detectors.widths`), when the draft's expected widths are known."""
+    try:
+        exp = ExpectedWidths(*(int(expected[k]) for k in (
+            "fc_in", "draft_hidden", "target_hidden", "num_aux")))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        exp = None
+    out = []
+    for x in passes:
+        kind, width = x["pass_kind"], _num(x["width"])
+        judged = {**x, "expected": None, "finding": None}
+        if exp is not None and width is not None and kind in (signals.PASS_TARGET_FED,
+                                                              signals.PASS_DRAFT_DECODE):
+            judged["expected"] = expected_width(kind, exp)
+            f = check_width(kind, int(width), exp)
+            judged["finding"] = f.code if f else None
+        out.append(judged)
+    return out
+
+
+def _figures(raw: dict[str, Any], findings: dict[str, dict], points: list[tuple]) -> dict:
+    """The figures every view shows, from raw totals (one process's, or their sum)."""
+    findings = {code: dict(f) for code, f in findings.items()}
+    for code, n in raw["finding_counts"].items():
         if not n and str(code) not in findings:
             continue  # every code's series starts at 0: only raised findings are listed
         findings.setdefault(str(code), {"code": str(code), "severity": None, "message": None,
-                                        "details": None, "events": 0})["count"] = n
+                                        "details": None, "events": 0, "times": []})["count"] = n
+    for f in findings.values():
+        f["first_time"] = min(f["times"]) if f.get("times") else None
+    drafts, accepted = raw["drafts"], raw["accepted_tokens"]
+    draft_tokens, agr_drafts = raw["draft_tokens"], raw["agreement_drafts"]
+    per_pos, agr_pos, lengths = raw["per_position"], raw["agreement_positions"], raw["lengths"]
     pos_keys = sorted(per_pos, key=_sort_key)
     agr_keys = sorted(agr_pos, key=_sort_key)
     return {
-        "process": os.path.basename(os.path.normpath(path)),
-        "pid": resource.get("process.pid"),
-        "role": resource.get(signals.RES_ROLE),
-        "tp_rank": resource.get(signals.RES_TP_RANK),
-        "model": resource.get(signals.RES_MODEL),
-        "draft_model": resource.get(signals.RES_DRAFT_MODEL),
-        "sglang_version": resource.get(signals.RES_SGLANG_VERSION),
-        "metric_snapshots": n_snapshots,
-        "skipped_lines": stats.get("skipped", 0) + stats.get("torn", 0),
-        "spans": n_spans,
-        "steps": _total(metrics, signals.SPEC_STEPS),
+        "steps": raw["steps"],
         "drafts": drafts,
         "draft_tokens": draft_tokens,
         "accepted_tokens": accepted,
@@ -167,19 +253,120 @@ def summarize_process(path: str) -> dict[str, Any]:
         "accepted_per_position": [per_pos[k] for k in pos_keys],
         "acceptance_per_position": [per_pos[k] / drafts for k in pos_keys] if drafts else [],
         "agreement_drafts": agr_drafts,
+        "agreed_per_position": [agr_pos[k] for k in agr_keys],
         "agreement_per_position": ([agr_pos[k] / agr_drafts for k in agr_keys]
                                    if agr_drafts else []),
         "accept_length_counts": {str(k): lengths[k] for k in sorted(lengths, key=_sort_key)
                                  if lengths[k]},  # lengths seen (series start at 0)
-        "hidden_state_passes": passes,
-        "expected_widths": {str(k): v for k, v in _by_attr(
-            metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
-        "fc_bypass": _total(metrics, signals.EAGLE3_FC_BYPASS),
-        "width_mismatch": _total(metrics, signals.EAGLE3_WIDTH_MISMATCH),
-        "internal_errors": _total(metrics, signals.INTERNAL_ERRORS),
-        "telemetry_dropped": _total(metrics, signals.TELEMETRY_DROPPED),
+        "hidden_state_passes": _judged_passes(raw["passes"], raw["expected_widths"]),
+        "expected_widths": raw["expected_widths"],
+        "fc_bypass": raw["fc_bypass"],
+        "width_mismatch": raw["width_mismatch"],
+        "internal_errors": raw["internal_errors"],
+        "telemetry_dropped": raw["telemetry_dropped"],
         "findings": sorted(findings.values(), key=lambda f: f["code"]),
+        "timeline": timeline_figures(points),
     }
+
+
+def summarize_process(path: str) -> dict[str, Any]:
+    """One process's summary. Garbled, torn or oversized lines are skipped (and counted
+    in `skipped_lines`); the totals come from the last complete metrics snapshot, the
+    timeline from every snapshot."""
+    resource, started = _read_resource(os.path.join(path, RESOURCE_FILE))
+    stats: dict = {}
+    metrics: dict = {}
+    n_snapshots = 0
+    timeline = Timeline()
+    for snap in iter_jsonl(os.path.join(path, METRICS_FILE), stats):
+        if isinstance(snap.get("metrics"), dict):
+            metrics = snap["metrics"]
+            n_snapshots += 1
+            timeline.add(snap.get("time"), metrics)
+        else:
+            stats["skipped"] += 1
+    findings = _read_events(os.path.join(path, EVENTS_FILE), stats)
+    n_spans = sum(1 for _ in iter_jsonl(os.path.join(path, SPANS_FILE), stats))
+    raw = _raw_totals(metrics)
+    return {
+        "process": os.path.basename(os.path.normpath(path)),
+        "pid": resource.get("process.pid"),
+        "role": resource.get(signals.RES_ROLE),
+        "tp_rank": resource.get(signals.RES_TP_RANK),
+        "dp_rank": resource.get(signals.RES_DP_RANK),
+        "model": resource.get(signals.RES_MODEL),
+        "draft_model": resource.get(signals.RES_DRAFT_MODEL),
+        "sglang_version": resource.get(signals.RES_SGLANG_VERSION),
+        "spectrace_version": resource.get(signals.RES_SPECTRACE_VERSION),
+        "started": started,
+        "metric_snapshots": n_snapshots,
+        "skipped_lines": stats.get("skipped", 0) + stats.get("torn", 0),
+        "spans": n_spans,
+        **_figures(raw, findings, timeline.points),
+        "_raw": raw,
+        "_points": timeline.points,
+    }
+
+
+def combine(procs: list[dict]) -> dict[str, Any]:
+    """All readable processes together: counters summed (with tensor parallelism every
+    rank counts the same request-steps, so counts are a multiple while the ratios hold),
+    the timeline as the sum of each process's latest totals at every time any of them
+    wrote."""
+    procs = [p for p in procs if "_raw" in p]
+    raw: dict[str, Any] = {k: 0 for k in ("steps", "drafts", "draft_tokens", "accepted_tokens",
+                                          "agreement_drafts", "fc_bypass", "width_mismatch",
+                                          "internal_errors", "telemetry_dropped")}
+    for k in ("per_position", "agreement_positions", "lengths", "finding_counts"):
+        raw[k] = {}
+    raw["passes"], raw["expected_widths"] = [], {}
+    passes: dict = {}
+    findings: dict[str, dict] = {}
+    for p in procs:
+        r = p["_raw"]
+        for k in ("steps", "drafts", "draft_tokens", "accepted_tokens", "agreement_drafts",
+                  "fc_bypass", "width_mismatch", "internal_errors", "telemetry_dropped"):
+            raw[k] = _finite_sum((raw[k], r[k]))
+        for k in ("per_position", "agreement_positions", "lengths", "finding_counts"):
+            for key, v in r[k].items():
+                raw[k][key] = _finite_sum((raw[k].get(key, 0), v))
+        for x in r["passes"]:
+            key = (x["pass_kind"], x["width"])
+            passes[key] = _finite_sum((passes.get(key, 0), x["count"]))
+        for k, v in r["expected_widths"].items():
+            raw["expected_widths"].setdefault(k, v)
+        for f in p["findings"]:
+            c = findings.setdefault(f["code"], {k: f.get(k) for k in (
+                "code", "severity", "message", "details")} | {"events": 0, "times": []})
+            c["events"] += f["events"]
+            c["times"] = sorted(c["times"] + f["times"])[:MAX_POINTS]
+    raw["passes"] = [{"pass_kind": k, "width": w, "count": n} for (k, w), n in passes.items()]
+    return {"processes": [p["process"] for p in procs],
+            **_figures(raw, findings, _merge_points([p["_points"] for p in procs]))}
+
+
+def _merge_points(series: list[list[tuple]]) -> list[tuple]:
+    """Sum of step functions: at each time any series has a point, every series' latest
+    totals at or before it."""
+    series = [s for s in series if s]
+    if len(series) == 1:
+        return list(series[0])
+    events = sorted((pt[0], i, pt) for i, s in enumerate(series) for pt in s)
+    latest: dict[int, tuple] = {}
+    merged = Timeline()
+    for t, i, pt in events:
+        latest[i] = pt
+        merged.points.append((t, *(_finite_sum(v[j] for v in latest.values())
+                                   for j in (1, 2, 3))))
+        if len(merged.points) >= 2 * merged.max_points:
+            last = merged.points[-1]
+            merged.points = merged.points[:-1:2] + [last]
+    return merged.points
+
+
+def public(summary: dict) -> dict:
+    """A summary without its working fields (`_raw`, `_points`)."""
+    return {k: v for k, v in summary.items() if not k.startswith("_")}
 
 
 def build_report(directory: str) -> dict[str, Any]:
@@ -209,4 +396,6 @@ def build_report(directory: str) -> dict[str, Any]:
         except (OSError, RecursionError, MemoryError) as exc:
             procs.append({"process": os.path.basename(os.path.normpath(path)),
                           "error": f"{type(exc).__name__}: {exc}"})
-    return {"directory": directory, "processes": procs}
+    combined = combine(procs) if any("_raw" in p for p in procs) else None
+    return {"directory": directory, "processes": [public(p) for p in procs],
+            "combined": combined}

@@ -1,4 +1,5 @@
-"""`spectrace report` as text: one block per process, in words and numbers."""
+"""`spectrace report` as text: one block per process (and all of them together when there
+are several), in words and numbers. `watch` shows the same lines, refreshed."""
 from __future__ import annotations
 
 import math
@@ -14,6 +15,57 @@ def _int(x) -> str:
     return str(int(x)) if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
 
 
+def process_title(p: dict[str, Any]) -> str:
+    return (f"process {p['process']} (pid {p['pid']}, role {p['role']}, tp rank "
+            f"{p['tp_rank']}, SGLang {p['sglang_version']})")
+
+
+def figure_lines(p: dict[str, Any]) -> list[str]:
+    """The figures of one process, or of all together (`summary.combine`)."""
+    lines = []
+    if p.get("model"):
+        lines.append(f"  model {p['model']}, draft {p.get('draft_model')}")
+    if p["drafts"]:
+        lines.append(f"  speculative steps {_int(p['steps'])}, request-steps verified "
+                     f"{_int(p['drafts'])}, draft tokens {_int(p['draft_tokens'])}, "
+                     f"accepted {_int(p['accepted_tokens'])}")
+        lines.append(f"  mean acceptance length {_fmt(p['mean_acceptance_length'])} "
+                     f"(1.00 = no speed-up), acceptance rate {_fmt(p['acceptance_rate'])}")
+        lines.append("  acceptance per position: " + "  ".join(
+            f"[{i}] {v:.2f}" for i, v in enumerate(p["acceptance_per_position"])))
+        if p["agreement_per_position"]:
+            lines.append("  draft/target agreement per position: " + "  ".join(
+                f"[{i}] {v:.2f}" for i, v in enumerate(p["agreement_per_position"]))
+                + f"  (from {_int(p['agreement_drafts'])} sampled request-steps)")
+        lines.append("  accept-length distribution: " + "  ".join(
+            f"{k}: {_int(v)}" for k, v in p["accept_length_counts"].items()))
+    else:
+        lines.append("  no verified speculative steps recorded")
+    if p["hidden_state_passes"]:
+        lines.append("  draft hidden-state widths: " + ", ".join(
+            f"{x['pass_kind']} {x['width']} wide x{_int(x['count'])}"
+            for x in p["hidden_state_passes"]) + "; expected " + ", ".join(
+            f"{k} {_int(v)}" for k, v in sorted(p["expected_widths"].items())))
+    lines.append(f"  fc bypass events: {_int(p['fc_bypass'])}, width mismatches: "
+                 f"{_int(p['width_mismatch'])}, spectrace internal errors: "
+                 f"{_int(p['internal_errors'])}")
+    if p["findings"]:
+        lines.append("  findings:")
+        for f in p["findings"]:
+            n = f.get("count", f["events"])
+            lines.append(f"  - {f['code']} ({f['severity'] or 'see metrics'}, x{_int(n)}): "
+                         f"{f['message'] or ''}")
+    else:
+        lines.append("  findings: none")
+    if p.get("telemetry_dropped"):
+        lines.append(f"  telemetry items dropped (queue full, export failed or file "
+                     f"sink off): {_int(p['telemetry_dropped'])}")
+    if p.get("skipped_lines"):
+        lines.append(f"  skipped {_int(p['skipped_lines'])} unreadable line(s) (torn by a "
+                     f"kill, or not written by spectrace)")
+    return lines
+
+
 def render_text(report: dict[str, Any]) -> str:
     lines = [f"spectrace report: {report['directory']}"]
     if not report["processes"]:
@@ -23,46 +75,12 @@ def render_text(report: dict[str, Any]) -> str:
         if "error" in p:
             lines.append(f"process {p['process']}: unreadable ({p['error']})")
             continue
-        lines.append(f"process {p['process']} (pid {p['pid']}, role {p['role']}, tp rank "
-                     f"{p['tp_rank']}, SGLang {p['sglang_version']})")
-        if p.get("model"):
-            lines.append(f"  model {p['model']}, draft {p.get('draft_model')}")
-        if p["drafts"]:
-            lines.append(f"  speculative steps {_int(p['steps'])}, request-steps verified "
-                         f"{_int(p['drafts'])}, draft tokens {_int(p['draft_tokens'])}, "
-                         f"accepted {_int(p['accepted_tokens'])}")
-            lines.append(f"  mean acceptance length {_fmt(p['mean_acceptance_length'])} "
-                         f"(1.00 = no speed-up), acceptance rate {_fmt(p['acceptance_rate'])}")
-            lines.append("  acceptance per position: " + "  ".join(
-                f"[{i}] {v:.2f}" for i, v in enumerate(p["acceptance_per_position"])))
-            if p["agreement_per_position"]:
-                lines.append("  draft/target agreement per position: " + "  ".join(
-                    f"[{i}] {v:.2f}" for i, v in enumerate(p["agreement_per_position"]))
-                    + f"  (from {_int(p['agreement_drafts'])} sampled request-steps)")
-            lines.append("  accept-length distribution: " + "  ".join(
-                f"{k}: {_int(v)}" for k, v in p["accept_length_counts"].items()))
-        else:
-            lines.append("  no verified speculative steps recorded")
-        if p["hidden_state_passes"]:
-            lines.append("  draft hidden-state widths: " + ", ".join(
-                f"{x['pass_kind']} {x['width']} wide x{_int(x['count'])}"
-                for x in p["hidden_state_passes"]) + "; expected " + ", ".join(
-                f"{k} {_int(v)}" for k, v in sorted(p["expected_widths"].items())))
-        lines.append(f"  fc bypass events: {_int(p['fc_bypass'])}, width mismatches: "
-                     f"{_int(p['width_mismatch'])}, spectrace internal errors: "
-                     f"{_int(p['internal_errors'])}")
-        if p["findings"]:
-            lines.append("  findings:")
-            for f in p["findings"]:
-                n = f.get("count", f["events"])
-                lines.append(f"  - {f['code']} ({f['severity'] or 'see metrics'}, x{_int(n)}): "
-                             f"{f['message'] or ''}")
-        else:
-            lines.append("  findings: none")
-        if p.get("telemetry_dropped"):
-            lines.append(f"  telemetry items dropped (queue full, export failed or file "
-                         f"sink off): {_int(p['telemetry_dropped'])}")
-        if p.get("skipped_lines"):
-            lines.append(f"  skipped {_int(p['skipped_lines'])} unreadable line(s) (torn by a "
-                         f"kill, or not written by spectrace)")
+        lines.append(process_title(p))
+        lines.extend(figure_lines(p))
+    combined = report.get("combined")
+    if combined and len(combined["processes"]) > 1:
+        lines.append("")
+        lines.append(f"all {len(combined['processes'])} processes together (counts summed; "
+                     f"with tensor parallelism every rank counts the same request-steps)")
+        lines.extend(figure_lines(combined))
     return "\n".join(lines)

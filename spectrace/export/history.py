@@ -1,0 +1,122 @@
+"""A bounded metrics history: `metrics.jsonl` is compacted in place when it grows past
+`MAX_BYTES`, so a long run keeps a time axis without filling the disk.
+
+Every line of `metrics.jsonl` is a whole cumulative snapshot, so leaving a line out loses
+time resolution, never totals. When the file passes `MAX_BYTES` (8 MiB), its writer
+(`export.files.JsonlWriter`, in the metric export thread, never the decode loop) rewrites
+it keeping
+
+- the newest lines, up to half of `MAX_BYTES`, at full resolution;
+- of the older lines, the last one of each time bucket, with buckets sized so that they
+  take at most a quarter of `MAX_BYTES` (evenly spread over the older period), and the
+  oldest line (the start of the run) always.
+
+So the file is at most 3/4 of `MAX_BYTES` after a compaction and never over `MAX_BYTES`
+by more than a line. At the default 2 s interval a snapshot is about 2.5 KB (110 MB a
+day uncompacted); a week-long run keeps a file under 8 MiB holding the last hour or so at
+full resolution and, before that, one snapshot about every 20 minutes back to the start
+(`tests/test_metrics_history.py` prints the figures).
+
+The new file is written beside the old one (`.metrics.jsonl.<pid>.tmp`), synced, and
+renamed over it: a process killed at any moment leaves the old file or the new one, both
+whole (at worst a stray temporary file, which readers ignore). The format does not change
+(one snapshot per line), so readers of either age read files of either age.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+MAX_BYTES = 8 << 20
+_TIME = re.compile(rb'^\{"time":(-?[0-9][0-9.eE+-]*)[,}]')
+
+
+def line_time(line: bytes) -> float | None:
+    """The `time` of a snapshot line as the file exporter writes it (`{"time":...,`)."""
+    m = _TIME.match(line)
+    if not m:
+        return None
+    try:
+        return float(m.group(1))
+    except ValueError:
+        return None
+
+
+def keep_indices(times: list, sizes: list[int], max_bytes: int = MAX_BYTES) -> list[int]:
+    """Which lines a compaction keeps (ascending indices): the newest up to `max_bytes / 2`,
+    and of the older ones at most one per time bucket within `max_bytes / 4` (counting
+    each as large as the largest), the oldest always. Lines without a time are dropped
+    from the older part."""
+    n = len(sizes)
+    recent_budget, older_budget = max_bytes // 2, max_bytes // 4
+    start, used = n, 0
+    while start > 0 and used + sizes[start - 1] <= recent_budget:
+        start -= 1
+        used += sizes[start]
+    if start == n and n:  # a single line larger than the budget: keep the newest anyway
+        start = n - 1
+    older = [i for i in range(start) if times[i] is not None]
+    slots = older_budget // max((sizes[i] for i in older), default=1)
+    if len(older) > max(slots, 1):
+        if slots < 3:  # room for two lines at most: the start of the run, then the latest
+            older = [older[0], older[-1]][:max(slots, 1)]
+        else:
+            older = _one_per_bucket(older, times, slots)
+    return older + list(range(start, n))
+
+
+def _one_per_bucket(older: list[int], times: list, slots: int) -> list[int]:
+    """At most `slots` of `older`: the first, then the last line of each of `slots - 1`
+    equal time buckets (evenly by position if the clock went backwards)."""
+    t0, t1 = times[older[0]], times[older[-1]]
+    width = (t1 - t0) / (slots - 2) if t1 > t0 else 0
+    kept = [older[0]]
+    for a, b in zip(older[1:], older[2:] + [None]):
+        if b is None or not width or int((times[a] - t0) // width) != int((times[b] - t0) // width):
+            kept.append(a)  # the last line of its bucket
+    if len(kept) > slots:
+        step = len(older) / slots
+        kept = sorted({older[0]} | {older[int(k * step)] for k in range(1, slots)})
+    return kept
+
+
+def temp_path(path: str) -> str:
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.{os.getpid()}.tmp")
+
+
+def compact(path: str, max_bytes: int = MAX_BYTES) -> int:
+    """Rewrite `path` keeping a downsampled history (see the module docstring); returns its
+    new size. Only whole lines are kept. OS errors are raised (the caller's file sink
+    decides); the original stays in place until the atomic rename."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    lines = data.split(b"\n")[:-1]  # whole lines only
+    lines = [ln + b"\n" for ln in lines if ln.strip()]
+    keep = keep_indices([line_time(ln) for ln in lines], [len(ln) for ln in lines], max_bytes)
+    out = b"".join(lines[i] for i in keep)
+    tmp = temp_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        view = memoryview(out)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _remove(tmp)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return len(out)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

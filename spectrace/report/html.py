@@ -1,0 +1,339 @@
+"""`spectrace report DIR --html FILE`: the report as one self-contained HTML page.
+
+Charts per process and for all processes together: acceptance and draft/target token
+agreement per draft position, the accept-length distribution, mean acceptance length and
+acceptance rate over time (with the dashboards' healthy-range bands and the findings on
+the time axis), and the hidden-state widths each pass kind received against what the
+draft expects. Every figure is also plain HTML text (tables), so the page reads printed
+and without scripts.
+
+The page opens offline and asks for nothing: the plotting library, uPlot (vendored in
+`assets/`, see its README), and the page's own script are inline, allowed by their
+SHA-256 in a Content-Security-Policy that forbids every request (`default-src 'none'`).
+The data travels as inert JSON (`<script type="application/json">` with `<`, `>`, `&`
+escaped), read with `JSON.parse` and shown with `textContent` only; the tables are
+escaped. Nothing read from the files is executed or inserted as markup.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import math
+import os
+import time
+from typing import Any
+
+from .. import signals
+from .text import _int
+
+ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+DATA_ID = "spectrace-data"
+TIMELINE_ROWS = 60  # rows of the timeline table (the chart has every point)
+
+
+def _asset(name: str) -> str:
+    with open(os.path.join(ASSETS, name), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def inert_json(obj) -> str:
+    """JSON that cannot end its `<script>` element or start markup."""
+    return (json.dumps(obj, separators=(",", ":"), allow_nan=False)
+            .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def _csp_hash(script: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()
+                                         ).decode() + "'"
+
+
+def _finite(v, digits: int | None = None):
+    """A JSON-safe number (None for non-finite), rounded for the page's chart data."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return round(v, digits) if digits is not None and isinstance(v, float) else v
+
+
+def _utc(t) -> str:
+    t = _finite(t)
+    if t is None:
+        return "-"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
+def _ratio(v) -> str:
+    return "-" if _finite(v) is None else f"{v:.2f}"
+
+
+def _e(v) -> str:
+    return html.escape("-" if v is None else str(v))
+
+
+def _cell(value, key: str | None, text: str | None = None) -> str:
+    """A table cell; `data-key` names the figure in `spectrace report --json`, `data-value`
+    holds it exactly (the text may be rounded)."""
+    attrs = ""
+    if key is not None:
+        attrs = f' data-key="{_e(key)}"'
+        if _finite(value) is not None:
+            attrs += f' data-value="{_e(repr(value))}"'
+    return f"<td{attrs}>{_e(text if text is not None else value)}</td>"
+
+
+def _table(caption: str, head: list[str], rows: list[str], cls: str = "") -> str:
+    if not rows:
+        return ""
+    ths = "".join(f"<th>{_e(h)}</th>" for h in head)
+    return (f'<div class="table {cls}"><table><caption>{_e(caption)}</caption>'
+            f"<thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def _totals_table(v: dict) -> str:
+    rows = [
+        ("speculative steps", "steps", _int(v["steps"])),
+        ("request-steps verified", "drafts", _int(v["drafts"])),
+        ("draft tokens proposed", "draft_tokens", _int(v["draft_tokens"])),
+        ("draft tokens accepted", "accepted_tokens", _int(v["accepted_tokens"])),
+        ("mean acceptance length (1.00 = no speed-up)", "mean_acceptance_length",
+         _ratio(v["mean_acceptance_length"])),
+        ("acceptance rate", "acceptance_rate", _ratio(v["acceptance_rate"])),
+        ("fc bypass events", "fc_bypass", _int(v["fc_bypass"])),
+        ("width mismatches", "width_mismatch", _int(v["width_mismatch"])),
+        ("spectrace internal errors", "internal_errors", _int(v["internal_errors"])),
+        ("telemetry items dropped", "telemetry_dropped", _int(v["telemetry_dropped"])),
+    ]
+    return _table("Totals", ["figure", "value"], [
+        f"<tr><th scope=row>{_e(label)}</th>{_cell(v[key], key, text)}</tr>"
+        for label, key, text in rows])
+
+
+def _positions_table(v: dict) -> str:
+    acc, agr = v["acceptance_per_position"], v["agreement_per_position"]
+    rows = []
+    for i in range(max(len(acc), len(agr))):
+        a = _cell(acc[i], f"acceptance_per_position.{i}", _ratio(acc[i])) if i < len(acc) \
+            else "<td>-</td>"
+        g = _cell(agr[i], f"agreement_per_position.{i}", _ratio(agr[i])) if i < len(agr) \
+            else "<td>-</td>"
+        rows.append(f"<tr><th scope=row>{i}</th>{a}{g}</tr>")
+    note = (f" (agreement from {_int(v['agreement_drafts'])} sampled request-steps)"
+            if agr else "")
+    return _table("Per draft position" + note, ["position", "acceptance", "agreement"], rows)
+
+
+def _lengths_table(v: dict) -> str:
+    return _table("Accept-length distribution (request-steps)", ["accept length", "count"], [
+        f"<tr><th scope=row>{_e(k)}</th>{_cell(n, f'accept_length_counts.{k}', _int(n))}</tr>"
+        for k, n in v["accept_length_counts"].items()])
+
+
+def _verdict(p: dict) -> str:
+    if p.get("expected") is None:
+        return "expected width unknown"
+    if p.get("finding"):
+        return p["finding"]
+    return "as expected"
+
+
+def _widths_table(v: dict) -> str:
+    rows = []
+    for i, p in enumerate(v["hidden_state_passes"]):
+        cls = ' class="bad"' if p.get("finding") else ""
+        rows.append(f"<tr{cls}><th scope=row>{_e(p['pass_kind'])}</th>"
+                    f"{_cell(p['width'], f'hidden_state_passes.{i}.width')}"
+                    f"{_cell(p['count'], f'hidden_state_passes.{i}.count', _int(p['count']))}"
+                    f"{_cell(p.get('expected'), None)}<td>{_e(_verdict(p))}</td></tr>")
+    exp = ", ".join(f"{k} {_int(n)}" for k, n in sorted(v["expected_widths"].items()))
+    return _table("Hidden-state widths the draft received" + (f" (expected: {exp})" if exp
+                                                              else ""),
+                  ["pass kind", "width", "passes", "expected width", "verdict"], rows)
+
+
+def _findings_table(v: dict) -> str:
+    rows = []
+    for i, f in enumerate(v["findings"]):
+        n = f.get("count", f["events"])
+        sev = f["severity"] or "see metrics"
+        key = f"findings.{i}.{'count' if 'count' in f else 'events'}"
+        rows.append(f'<tr class="sev-{_e(sev)}"><th scope=row>{_e(f["code"])}</th>'
+                    f"<td>{_e(sev)}</td>{_cell(n, key, _int(n))}"
+                    f"<td>{_e(_utc(f.get('first_time')))}</td>"
+                    f"<td class=msg>{_e(f['message'] or '')}</td></tr>")
+    if not rows:
+        return '<p class="none">Findings: none.</p>'
+    return _table("Findings (what is wrong and how to fix it)",
+                  ["code", "severity", "count", "first seen", "message"], rows, "wide")
+
+
+def _timeline_table(v: dict) -> str:
+    tl = v["timeline"]
+    n = len(tl["time"])
+    if n < 2:
+        return ""
+    step = max(1, math.ceil(n / TIMELINE_ROWS))
+    idx = sorted(set(range(n - 1, -1, -step)))
+    rows = [f"<tr><td>{_e(_utc(tl['time'][i]))}</td>{_cell(tl['drafts'][i], None, _int(tl['drafts'][i]))}"
+            f"<td>{_ratio(tl['mean_acceptance_length'][i])}</td>"
+            f"<td>{_ratio(tl['acceptance_rate'][i])}</td></tr>" for i in idx]
+    every = f", every {step}th point" if step > 1 else ""
+    return (f"<details><summary>Timeline as a table ({n} snapshots{every})</summary>"
+            + _table("Per export interval, ending at the time shown",
+                     ["time", "request-steps so far", "mean acceptance length",
+                      "acceptance rate"], rows) + "</details>")
+
+
+CHARTS = (
+    ("positions", "Acceptance and token agreement per draft position"),
+    ("lengths", "Accept-length distribution"),
+    ("mal", "Mean acceptance length over time"),
+    ("rate", "Acceptance rate over time"),
+    ("widths", "Hidden-state widths per pass kind"),
+)
+
+
+def _chart_data(v: dict) -> dict[str, Any]:
+    """What the page's script draws for one view (rounded: the tables hold exact values)."""
+    tl = v["timeline"]
+    lengths = {k: n for k, n in v["accept_length_counts"].items() if k.isascii() and k.isdigit()}
+    return {
+        "positions": {"acceptance": [_finite(x, 4) for x in v["acceptance_per_position"]],
+                      "agreement": [_finite(x, 4) for x in v["agreement_per_position"]]},
+        "lengths": {"x": [int(k) for k in lengths], "y": [_finite(lengths[k]) for k in lengths]},
+        "timeline": {"time": [_finite(t, 3) for t in tl["time"]],
+                     "mal": [_finite(x, 4) for x in tl["mean_acceptance_length"]],
+                     "rate": [_finite(x, 4) for x in tl["acceptance_rate"]]},
+        "findings": [{"code": f["code"], "severity": f["severity"],
+                      "times": [_finite(t, 3) for t in f.get("times", [])]}
+                     for f in v["findings"]],
+        "widths": [{"label": f"{p['pass_kind']} {p['width']}", "count": _finite(p["count"]),
+                    "ok": p.get("expected") is not None and not p.get("finding")}
+                   for p in v["hidden_state_passes"]],
+    }
+
+
+def _has_data(kind: str, d: dict) -> bool:
+    if kind == "positions":
+        return any(x is not None for x in d["positions"]["acceptance"] + d["positions"]["agreement"])
+    if kind == "lengths":
+        return any(d["lengths"]["y"])
+    if kind in ("mal", "rate"):
+        return any(x is not None for x in d["timeline"][kind])
+    return bool(d["widths"])
+
+
+def _view(vid: str, title: str, v: dict, identity: str) -> tuple[str, dict]:
+    data = _chart_data(v)
+    charts = []
+    for kind, label in CHARTS:
+        if _has_data(kind, data):
+            charts.append(f'<figure class="chart-box"><figcaption>{_e(label)}</figcaption>'
+                          f'<div class="chart" data-chart="{kind}" data-view="{vid}"></div>'
+                          f"</figure>")
+        else:
+            charts.append(f'<figure class="chart-box empty"><figcaption>{_e(label)}'
+                          f"</figcaption><p>no data</p></figure>")
+    body = (f'<section class="view" id="view-{vid}" data-view="{vid}"><h2>{_e(title)}</h2>'
+            f"{identity}<div class=grid>{''.join(charts)}</div>"
+            f"<div class=tables>{_totals_table(v)}{_positions_table(v)}{_lengths_table(v)}"
+            f"{_widths_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
+    return body, data
+
+
+def _identity_table(procs: list[dict]) -> str:
+    rows = []
+    for p in procs:
+        if "error" in p:
+            rows.append(f"<tr><th scope=row>{_e(p['process'])}</th>"
+                        f"<td colspan=8>unreadable: {_e(p['error'])}</td></tr>")
+            continue
+        rows.append(f"<tr><th scope=row>{_e(p['process'])}</th>" + "".join(
+            f"<td>{_e(p.get(k))}</td>" for k in ("pid", "role", "tp_rank", "dp_rank", "model",
+                                                 "draft_model", "sglang_version"))
+            + f"<td>{_e(_utc(p.get('started')))}</td></tr>")
+    return _table("Processes", ["process", "pid", "role", "tp rank", "dp rank", "model",
+                                "draft", "SGLang", "started"], rows, "wide")
+
+
+STYLE = """
+:root{--fg:#1d2330;--muted:#5b6475;--line:#d9dee7;--bg:#fff;--red:#d62728;--amber:#e69500;
+--green:#2ca02c;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg)}
+body{margin:0 auto;padding:1rem;max-width:1400px;background:var(--bg);line-height:1.4}
+h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.15rem;border-bottom:2px solid var(--line);
+padding-bottom:.2rem;margin-top:2rem}.meta{color:var(--muted);font-size:.9rem}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,420px),1fr));gap:1rem}
+.chart-box{margin:0;border:1px solid var(--line);border-radius:6px;padding:.5rem;min-width:0;
+break-inside:avoid}.chart-box figcaption{font-weight:600;font-size:.9rem;margin-bottom:.3rem}
+.chart{width:100%;min-width:0;overflow:hidden}.empty p{color:var(--muted)}
+.tables{display:flex;flex-wrap:wrap;gap:1rem;margin-top:1rem;align-items:flex-start}
+.table{overflow-x:auto;max-width:100%}.table.wide{width:100%}
+table{border-collapse:collapse;font-size:.85rem}caption{text-align:left;font-weight:600;
+padding:.3rem 0}th,td{border:1px solid var(--line);padding:.2rem .45rem;text-align:left;
+vertical-align:top}td[data-key]{text-align:right;font-variant-numeric:tabular-nums}
+tr.bad td,tr.sev-error th{color:var(--red)}tr.sev-warning th{color:var(--amber)}
+td.msg{min-width:20rem}.legend-bands span{display:inline-block;padding:0 .4rem;margin-right:.3rem;
+border-radius:3px;font-size:.8rem}.b-red{background:#fbe3e3}.b-amber{background:#fdf0d5}
+.b-green{background:#e3f4e3}details{margin-top:1rem}summary{cursor:pointer;font-weight:600}
+@media (max-width:600px){body{padding:.5rem}td.msg{min-width:12rem}}
+@media print{body{max-width:none;padding:0}.grid{grid-template-columns:1fr 1fr}
+h2{break-before:page}section:first-of-type h2{break-before:auto}
+details>*{display:block}.u-legend{display:none}}
+"""
+
+
+def render_html(report: dict[str, Any]) -> str:
+    procs = report["processes"]
+    readable = [p for p in procs if "error" not in p]
+    combined = report.get("combined")
+    views, data = [], []
+    if combined and len(readable) > 1:
+        body, d = _view("all", f"All {len(readable)} processes together", combined,
+                        "<p class=meta>Counts are summed over processes; with tensor "
+                        "parallelism every rank counts the same request-steps, so counts "
+                        "are a multiple while the ratios hold.</p>")
+        views.append(body)
+        data.append({"id": "all", **d})
+    for i, p in enumerate(readable):
+        ident = (f"<p class=meta>pid {_e(p['pid'])}, role {_e(p['role'])}, tp rank "
+                 f"{_e(p['tp_rank'])}, model {_e(p.get('model'))}, draft "
+                 f"{_e(p.get('draft_model'))}, SGLang {_e(p['sglang_version'])}</p>")
+        body, d = _view(f"p{i}", f"Process {p['process']}", p, ident)
+        views.append(body)
+        data.append({"id": f"p{i}", **d})
+    page_data = {"views": data, "bands": {
+        "red_below": signals.ACCEPT_LENGTH_RED_BELOW,
+        "amber_below": signals.ACCEPT_LENGTH_AMBER_BELOW}}
+    lib, script = _asset("uPlot.iife.min.js"), _asset("report.js")
+    csp = (f"default-src 'none'; script-src {_csp_hash(lib)} {_csp_hash(script)}; "
+           "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'")
+    bands = (f'<p class="legend-bands meta">Mean acceptance length bands, as on the '
+             f'dashboards: <span class=b-red>below {signals.ACCEPT_LENGTH_RED_BELOW}: no '
+             f'gain</span><span class=b-amber>{signals.ACCEPT_LENGTH_RED_BELOW}-'
+             f'{signals.ACCEPT_LENGTH_AMBER_BELOW}: weak</span><span class=b-green>above '
+             f'{signals.ACCEPT_LENGTH_AMBER_BELOW}: healthy</span>. Times in UTC; findings '
+             f'are marked on the time axis.</p>')
+    empty = ("" if readable else "<p>No instrumented process has written here yet.</p>")
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+        '<meta name=viewport content="width=device-width,initial-scale=1">'
+        f"<title>spectrace report: {_e(report['directory'])}</title>"
+        f"<style>{_asset('uPlot.min.css')}{STYLE}</style></head><body>"
+        f"<header><h1>spectrace report</h1><p class=meta>{_e(report['directory'])}, "
+        f"generated {_e(_utc(time.time()))}</p>{bands}</header>"
+        f"{_identity_table(procs)}{empty}{''.join(views)}"
+        f'<script type="application/json" id="{DATA_ID}">{inert_json(page_data)}</script>'
+        f"<script>{lib}</script><script>{script}</script></body></html>\n")
+
+
+def write_html(report: dict[str, Any], path: str) -> int:
+    """Write the page to `path` (0600 when created); returns its size in bytes."""
+    page = render_html(report).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(page)
+    return len(page)

@@ -1,0 +1,100 @@
+"""`spectrace report DIR --watch`: a live terminal view of a running server.
+
+Every export interval (`SPECTRACE_METRIC_INTERVAL`, 2 s by default, or `--interval`) it
+reads the folder again and shows, per process (rank) and for all together, the figures of
+the text report (`text.figure_lines`), with the mean acceptance length coloured by the
+dashboards' healthy ranges. Built on `rich.live.Live` (the optional `cli` extra), in the
+terminal's alternate screen: Ctrl-C ends it with exit status 0 and the terminal as it was.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from .. import signals
+from .summary import ReportError, build_report
+from .text import figure_lines, process_title
+
+EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
+              "pip install 'spectrace[cli]'")
+
+
+def health(mean_acceptance_length) -> tuple[str, str]:
+    """Words and colour for a mean acceptance length, by the dashboards' bands."""
+    if mean_acceptance_length is None:
+        return "no verified steps yet", "dim"
+    if mean_acceptance_length < signals.ACCEPT_LENGTH_RED_BELOW:
+        return "no speed-up", "bold red"
+    if mean_acceptance_length < signals.ACCEPT_LENGTH_AMBER_BELOW:
+        return "weak", "bold yellow"
+    return "healthy", "bold green"
+
+
+def render(report: dict, interval: float):
+    """The screen for one report: a header, then one panel per process (and all together)."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.text import Text
+
+    header = Text.assemble(
+        ("spectrace report --watch ", "bold"), (report["directory"], "cyan"),
+        f"   updated {time.strftime('%H:%M:%S')}, every {interval:g} s; Ctrl-C to stop")
+    parts = [header]
+    if not report["processes"]:
+        parts.append(Text("no instrumented process has written here yet", style="dim"))
+    views = [(f"process {p['process']}" if "error" in p else process_title(p), p)
+             for p in report["processes"]]
+    combined = report.get("combined")
+    if combined and len(combined["processes"]) > 1:
+        views.append((f"all {len(combined['processes'])} processes together (counts summed)",
+                      combined))
+    for title, p in views:
+        if "error" in p:
+            parts.append(Panel(Text(f"unreadable ({p['error']})", style="red"), title=title,
+                               title_align="left"))
+            continue
+        words, style = health(p["mean_acceptance_length"])
+        status = Text.assemble("  speculation: ", (words, style), (
+            f"  (mean acceptance length below {signals.ACCEPT_LENGTH_RED_BELOW}: no speed-up, "
+            f"{signals.ACCEPT_LENGTH_RED_BELOW}-{signals.ACCEPT_LENGTH_AMBER_BELOW}: weak)",
+            "dim"))
+        body = Text("\n").join([status] + [Text(line) for line in figure_lines(p)])
+        parts.append(Panel(body, title=title, title_align="left",
+                           border_style="red" if p["findings"] else "blue"))
+    return Group(*parts)
+
+
+def watch(directory: str, interval: float | None = None) -> int:
+    """Run the live view until Ctrl-C (exit 0); exit 2 for unusable input or without rich."""
+    try:
+        from rich.console import Console
+        from rich.live import Live
+    except ImportError:
+        print(EXTRA_HINT, file=sys.stderr)
+        return 2
+    if interval is None:
+        from .. import config
+        try:
+            interval = config.from_env().metric_interval_s
+        except config.ConfigError as exc:
+            print(f"spectrace report: {exc}", file=sys.stderr)
+            return 2
+    try:
+        report = build_report(directory)
+    except ReportError as exc:
+        print(f"spectrace report: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with Live(render(report, interval), console=Console(), screen=True,
+                  auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as live:
+            while True:
+                time.sleep(interval)
+                try:
+                    report = build_report(directory)
+                except ReportError as exc:  # the folder went away: say so, keep watching
+                    report = {"directory": directory, "processes": [
+                        {"process": directory, "error": str(exc)}], "combined": None}
+                live.update(render(report, interval), refresh=True)
+    except KeyboardInterrupt:
+        pass
+    return 0

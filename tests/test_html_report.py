@@ -1,0 +1,315 @@
+"""`spectrace report --html` in a real headless Chromium (Debian package `chromium`, driven
+over its DevTools protocol by harness/chromium.py), on the files of two real SGLang 0.5.23
+CPU-server runs (healthy and fc bypass): every chart drew (canvas present, with data, and
+its colours in its region of a full-page screenshot), the numbers in the page equal those
+of `spectrace report --json`, and the page makes no network request (none seen by the
+browser's Network domain, no connection reaching the proxy Chromium is given, no CSP
+violation; controls show each check would see one). Also: file data cannot run script or
+add markup, charts follow a narrow window, the page prints. (The `*_cpu` kernels come from
+the pure-torch stand-in in harness/.)"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from harness.chromium import Browser, find_chromium  # noqa: E402
+
+CHROMIUM = find_chromium()
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"),  # in CI a missing browser is a failure
+    reason="Debian package 'chromium' not installed (scripts/test.sh installs it)")
+
+FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_AGREEMENT_EVERY": "2"}
+PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8]]
+KINDS = ["positions", "lengths", "mal", "rate", "widths"]
+RGB = {"accept": (31, 119, 180), "agree": (255, 127, 14), "line": (29, 35, 48),
+       "ok": (44, 160, 44), "bad": (214, 39, 40)}
+
+
+class ProxyRecorder:
+    """The proxy Chromium is told to use: records every connection, answers nothing."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.connections: list[bytes] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.settimeout(2)
+            try:
+                self.connections.append(conn.recv(4096))
+            except OSError:
+                self.connections.append(b"")
+            conn.close()
+
+
+# Chromium's own calls home, made at start-up and retried, whatever the page: Debian's
+# build checks a component for updates and calls its account service even with
+# --disable-background-networking and --disable-component-update. Not the page's.
+BROWSER_OWN = {"update.googleapis.com", "accounts.google.com"}
+
+
+def proxy_host(request: bytes) -> str:
+    """The host a proxied request is for: `CONNECT host:443` or `GET http://host/...`."""
+    target = request.split(b"\r\n", 1)[0].split(b" ")[1:2]
+    target = target[0].decode("latin-1") if target else ""
+    return target.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+
+
+def report_html(data_dir, html_path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(data_dir),
+                          "--json", "--html", str(html_path)], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "wrote" in out.stderr and os.path.getsize(html_path) > 0
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_models, sglang_server, tmp_path_factory):
+    """Two real runs, each answering its prompts across several export intervals and
+    stopped normally (SIGTERM to the group); their report as JSON and HTML."""
+    out = {}
+    for name, mode in (("healthy", "partial"), ("bypass", "bypass")):
+        run = sglang_server(tiny_models(mode), env=FAST)
+        for p in PROMPTS:
+            run.server.generate(p, 24)
+            time.sleep(0.7)
+        run.server.send(signal.SIGTERM)
+        run.server.wait_stopped()
+        html = tmp_path_factory.mktemp("html") / f"{name}.html"
+        out[name] = (report_html(run.data_dir, html), html)
+        print(f"\n{name}: {html} is {os.path.getsize(html) / 1024:.1f} KiB")
+    return out
+
+
+@pytest.fixture(scope="module")
+def proxy():
+    return ProxyRecorder()
+
+
+@pytest.fixture(scope="module")
+def browser(proxy):
+    with Browser(CHROMIUM, proxy_port=proxy.port) as b:
+        yield b
+
+
+def views_of(rep: dict) -> dict:
+    """Page view id -> the JSON figures it shows (as html.render_html numbers them)."""
+    procs = [p for p in rep["processes"] if "error" not in p]
+    views = {f"p{i}": p for i, p in enumerate(procs)}
+    if len(procs) > 1:
+        views["all"] = rep["combined"]
+    return views
+
+
+def charts(page) -> list[dict]:
+    return page.evaluate("""Array.from(document.querySelectorAll('[data-chart]')).map(d => {
+        const c = d.querySelector('canvas'), r = (c || d).getBoundingClientRect();
+        return {view: d.dataset.view, kind: d.dataset.chart, points: d.dataset.points || null,
+                error: d.dataset.error || null, canvases: d.querySelectorAll('canvas').length,
+                x: r.left + scrollX, y: r.top + scrollY, w: r.width, h: r.height};
+    })""")
+
+
+def colour_pixels(img, box, rgb, tol=14) -> int:
+    region = img.crop(box).convert("RGB")
+    return sum(n for n, (r, g, b) in region.getcolors(1 << 20)
+               if abs(r - rgb[0]) <= tol and abs(g - rgb[1]) <= tol and abs(b - rgb[2]) <= tol)
+
+
+def expected_colours(kind: str, v: dict) -> list[str]:
+    """Colours that must show in a chart's region, given its figures."""
+    if kind == "positions":
+        return (["accept"] if any(x > 0.05 for x in v["acceptance_per_position"]) else []) + \
+               (["agree"] if any(x > 0.05 for x in v["agreement_per_position"]) else [])
+    if kind in ("lengths", "rate"):
+        return ["accept"]
+    if kind == "mal":
+        return ["line"] + (["bad"] if any(f["code"] == "eagle3.fc_bypass"
+                                          for f in v["findings"]) else [])
+    return (["ok"] if any(not p["finding"] for p in v["hidden_state_passes"]) else []) + \
+           (["bad"] if any(p["finding"] for p in v["hidden_state_passes"]) else [])
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize("name", ["healthy", "bypass"])
+def test_every_chart_drew(runs, browser, name, tmp_path):
+    from PIL import Image
+    rep, html = runs[name]
+    page = browser.page()
+    page.open(html.as_uri())
+    found = charts(page)
+    views = views_of(rep)
+    assert sorted((c["view"], c["kind"]) for c in found) == sorted(
+        (v, k) for v in views for k in KINDS)                 # every chart, every view
+    assert page.evaluate("document.body.dataset.chartsDrawn") == str(len(found))
+    img = Image.open(io.BytesIO(page.screenshot()))
+    img.save(tmp_path / f"{name}.png")
+    for c in found:
+        assert c["canvases"] >= 1 and c["error"] is None and int(c["points"]) > 0, c
+        box = (int(c["x"]), int(c["y"]), int(c["x"] + c["w"]), int(c["y"] + c["h"]))
+        gray = img.crop(box).convert("L")
+        inked = sum(n for n, level in gray.getcolors(256) if level < 235)
+        assert inked > 500, f"{c['view']}/{c['kind']}: blank ({inked} inked pixels)"
+        for colour in expected_colours(c["kind"], views[c["view"]]):
+            n = colour_pixels(img, box, RGB[colour])
+            assert n >= 8, f"{c['view']}/{c['kind']}: no {colour} pixels drawn"
+        if c["kind"] == "mal" and name == "healthy":             # no finding marker
+            assert colour_pixels(img, box, RGB["bad"]) < 8
+    print(f"\nscreenshot: {tmp_path / f'{name}.png'}")
+
+
+def _at(obj, path: str):
+    for part in path.split("."):
+        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+    return obj
+
+
+def _shown(value) -> str:
+    """How the page writes a JSON figure: counts whole, ratios with 2 decimals."""
+    if isinstance(value, float) and not float(value).is_integer():
+        return f"{value:.2f}"
+    return str(int(value))
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize("name", ["healthy", "bypass"])
+def test_numbers_in_the_page_equal_the_json(runs, browser, name):
+    rep, html = runs[name]
+    page = browser.page()
+    page.open(html.as_uri())
+    cells = page.evaluate("""Array.from(document.querySelectorAll('td[data-key]')).map(td => ({
+        view: td.closest('section').dataset.view, key: td.dataset.key,
+        value: td.dataset.value, text: td.textContent}))""")
+    views = views_of(rep)
+    checked = {}
+    for cell in cells:
+        want = _at(views[cell["view"]], cell["key"])
+        if want is None:
+            assert cell["value"] is None and cell["text"] == "-"
+            continue
+        assert math.isclose(float(cell["value"]), want, rel_tol=1e-12), cell
+        if cell["key"] in ("mean_acceptance_length", "acceptance_rate") or \
+                cell["key"].split(".")[0].endswith("per_position"):
+            assert cell["text"] == f"{want:.2f}", cell
+        else:
+            assert cell["text"] == _shown(want), cell
+        checked[cell["key"].split(".")[0]] = checked.get(cell["key"].split(".")[0], 0) + 1
+    for key in ("drafts", "accepted_tokens", "draft_tokens", "mean_acceptance_length",
+                "acceptance_rate", "acceptance_per_position", "agreement_per_position",
+                "accept_length_counts", "hidden_state_passes", "fc_bypass"):
+        assert checked.get(key), f"{key} is not shown in the page"
+    if name == "bypass":
+        assert checked.get("findings")
+    # the charts' data: the same timeline (rounded for the page)
+    data = page.evaluate("JSON.parse(document.getElementById('spectrace-data').textContent)")
+    for v in data["views"]:
+        tl = views[v["id"]]["timeline"]
+        assert len(v["timeline"]["time"]) == len(tl["time"]) >= 3
+        for got, want in zip(v["timeline"]["mal"], tl["mean_acceptance_length"]):
+            assert (got is None and want is None) or math.isclose(got, want, abs_tol=1e-4)
+
+
+@pytest.mark.sglang
+def test_the_page_makes_no_network_request(runs, browser, proxy, tmp_path):
+    for name, (_, html) in runs.items():
+        page = browser.page()
+        page.open(html.as_uri())
+        time.sleep(1)  # anything late (fonts, images, beacons) would have started by now
+        urls = [e["params"]["request"]["url"] for e in page.events("Network.requestWillBeSent")]
+        assert urls == [html.as_uri()], urls                  # the page itself, from disk
+        logs = [e["params"]["entry"]["text"] for e in page.events("Log.entryAdded")]
+        assert not [t for t in logs if "Content Security Policy" in t], logs
+    assert [c for c in proxy.connections if proxy_host(c) not in BROWSER_OWN] == []
+    # Controls: the same page with an image from the network. Its CSP blocks it, and says
+    # so; without the CSP the browser asks the proxy for it: both checks would see one.
+    page_text = runs["healthy"][1].read_text()
+    probe = '<img src="http://spectrace-probe.invalid/x.png">'
+    blocked = tmp_path / "blocked.html"
+    blocked.write_text(page_text.replace("<header>", probe + "<header>", 1))
+    page = browser.page()
+    page.open(blocked.as_uri())
+    time.sleep(1)
+    logs = [e["params"]["entry"]["text"] for e in page.events("Log.entryAdded")]
+    assert any("Content Security Policy" in t and "spectrace-probe" in t for t in logs), logs
+    no_csp = tmp_path / "no-csp.html"
+    start = page_text.index('<meta http-equiv="Content-Security-Policy"')
+    no_csp.write_text(page_text[:start] + page_text[page_text.index(">", start) + 1:]
+                      .replace("<header>", probe + "<header>", 1))
+    page = browser.page()
+    page.open(no_csp.as_uri())
+    deadline = time.time() + 10
+    while not proxy.connections and time.time() < deadline:
+        time.sleep(0.1)
+    assert "spectrace-probe.invalid" in [proxy_host(c) for c in proxy.connections]
+
+
+HOSTILE = '</script><script>alert("x")</script><img src=x onerror=alert(1)>&amp;'
+
+
+def test_file_data_cannot_run_script_or_add_markup(browser, tmp_path):
+    """Strings from the files (model name, finding message, codes) that try to end the
+    data element or add elements: shown as text, nothing runs."""
+    from spectrace import signals
+    d = tmp_path / "data" / "sglang-h-1"
+    d.mkdir(parents=True)
+    (d / "resource.json").write_text(json.dumps({"attributes": {
+        "process.pid": 1, signals.RES_MODEL: HOSTILE, signals.RES_DRAFT_MODEL: HOSTILE}}))
+    snap = {"time": 1.0, "metrics": {
+        signals.SPEC_DRAFTS.name: [{"attributes": {}, "value": 4}],
+        signals.SPEC_ACCEPTED_TOKENS.name: [{"attributes": {}, "value": 4}],
+        signals.SPEC_DRAFT_TOKENS.name: [{"attributes": {}, "value": 12}],
+        signals.SPEC_ACCEPT_LENGTH.name: [{"attributes": {"length": HOSTILE}, "value": 4}],
+        signals.EAGLE3_PASSES.name: [{"attributes": {"pass_kind": HOSTILE, "width": 3},
+                                      "value": 1}]}}
+    (d / "metrics.jsonl").write_text(json.dumps(snap) + "\n" + json.dumps(
+        {**snap, "time": 2.0}) + "\n")
+    (d / "events.jsonl").write_text(json.dumps({"time": 1.5, "code": HOSTILE,
+                                                "severity": "error", "message": HOSTILE}) + "\n")
+    html = tmp_path / "hostile.html"
+    report_html(tmp_path / "data", html)
+    page = browser.page()
+    page.open(html.as_uri())
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("document.querySelectorAll('script').length") == 3   # the page's own
+    assert page.evaluate("document.body.textContent.includes(" + json.dumps(HOSTILE) + ")")
+    assert not page.events("Page.javascriptDialogOpening")
+    assert page.evaluate("document.body.dataset.chartsDrawn") is not None
+
+
+@pytest.mark.sglang
+def test_narrow_window_and_print(runs, browser):
+    _, html = runs["bypass"]
+    page = browser.page(width=1280)
+    page.open(html.as_uri())
+    wide = page.evaluate("Math.max(...Array.from(document.querySelectorAll('.chart canvas'))"
+                         ".map(c => c.getBoundingClientRect().width))")
+    page.viewport(380, 800)
+    time.sleep(0.5)
+    widths = page.evaluate("Array.from(document.querySelectorAll('.chart canvas'))"
+                           ".map(c => c.getBoundingClientRect().width)")
+    assert wide > 380 and widths and max(widths) <= 380     # redrawn to fit
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400   # no sideways scroll
+    pdf = page.send("Page.printToPDF", {"printBackground": True})["data"]
+    assert len(pdf) > 10_000
