@@ -154,6 +154,10 @@ def summarize_process(path: str) -> dict[str, Any]:
         "tp_rank": resource.get(signals.RES_TP_RANK),
         "model": resource.get(signals.RES_MODEL),
         "draft_model": resource.get(signals.RES_DRAFT_MODEL),
+        "runtime": resource.get(signals.RES_RUNTIME) or (
+            signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None),
+        "runtime_version": resource.get(signals.RES_RUNTIME_VERSION,
+                                        resource.get(signals.RES_SGLANG_VERSION)),
         "sglang_version": resource.get(signals.RES_SGLANG_VERSION),
         "metric_snapshots": n_snapshots,
         "skipped_lines": stats.get("skipped", 0) + stats.get("torn", 0),
