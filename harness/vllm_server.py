@@ -95,9 +95,11 @@ class VllmServer:
 
 def start_vllm_server(python: str, models: str, log_path: str, env_extra: dict | None = None,
                       k: int = 3, method: str = "eagle3", timeout: float = 300,
-                      extra_args: list[str] | None = None) -> VllmServer:
+                      extra_args: list[str] | None = None,
+                      launcher: list[str] | None = None) -> VllmServer:
+    """`launcher`: a command the server runs under, e.g. `[".../spectrace-run", "--"]`."""
     port = free_port()
-    cmd = [python] + server_args(models, port, k, method) + (extra_args or [])
+    cmd = (launcher or []) + [python] + server_args(models, port, k, method) + (extra_args or [])
     return VllmServer(launch(cmd, vllm_env(env_extra), port, log_path, timeout,
                              label="vLLM server"), models)
 
