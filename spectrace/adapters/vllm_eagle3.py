@@ -18,7 +18,7 @@ A new draft class is one more row in `DRAFT_CLASSES` (and its module in
 """
 from __future__ import annotations
 
-import importlib
+import sys
 
 from .. import signals
 from ..detectors import VLLM
@@ -112,10 +112,11 @@ def vocab_findings(model, loaded: dict) -> list:
 # -- wrap points ----------------------------------------------------------------------------
 def _load_wrapper(module):
     """vLLM's loaders fall back to `default_weight_loader` from the model's module or
-    from `models.utils` (`AutoWeightsLoader`)."""
-    utils = importlib.import_module("vllm.model_executor.models.utils")
-    return load_weights_wrapper("vllm.eagle3.load_weights", (module, utils), _report_load,
-                                by_tensor=True)
+    from `models.utils` (`AutoWeightsLoader`, which every draft module imports first)."""
+    utils = sys.modules.get("vllm.model_executor.models.utils")
+    return load_weights_wrapper("vllm.eagle3.load_weights",
+                                (module, utils) if utils is not None else module,
+                                _report_load, by_tensor=True)
 
 
 def wrap_points(cls: str) -> tuple[WrapPoint, ...]:
