@@ -1,4 +1,5 @@
-"""How much spectrace costs SGLang's speculative decode loop. See docs/performance.md.
+"""How much spectrace costs SGLang's and vLLM's speculative decode loops. See
+docs/performance.md.
 
     python benchmarks/overhead.py [--quick] [--json OUT] [--skip-e2e] [--skip-hot]
 
@@ -7,6 +8,8 @@
    speculative step at batch 1, 32 and 256, timed step by step, interleaved with the same
    step uninstrumented. Also the metric collection (observable callbacks folding the
    pending accept-count lists, and the file export), amortized per step, reported apart.
+   vLLM: the hooks of its EngineCore and worker (on stand-ins of vLLM 0.32's classes),
+   one engine step at batch 1 and 256, same method.
 2. Naive baseline in the same run: one OTel `Histogram.record` + one `Counter.add` per
    request per step.
 3. End to end: a real SGLang 0.5.23 CPU server with the tiny `partial` models, spectrace on
@@ -32,6 +35,7 @@ sys.path.insert(0, ROOT)
 from benchmarks import hookbench as hb  # noqa: E402
 
 BATCHES = (1, 32, 256)
+VLLM_BATCHES = (1, 256)
 TARGETS = {"hook_median_us_b256": 15.0, "b256_over_b1": 1.5, "naive_over_spectrace_b256": 20.0,
            "e2e_ratio": 0.98}
 
@@ -107,7 +111,7 @@ def hot_path(quick: bool, out_dir: str) -> dict:
                       "num_aux": hb.NUM_AUX, "steps": hb.STEPS, "topk": hb.TOPK,
                       "num_draft_tokens": hb.NUM_DRAFT_TOKENS,
                       "draft_forwards_per_step": hb.STEPS},
-           "rounds": rounds, "steps_per_round": per_round, "v2": {}, "v1": {}}
+           "rounds": rounds, "steps_per_round": per_round, "v2": {}, "v1": {}, "vllm": {}}
     for bs in BATCHES:
         t = hb.make_tensors(bs)
         variants = {"uninstrumented": hb.V2Step(bs, None, t), "spectrace": hb.V2Step(bs, "spectrace", t),
@@ -135,6 +139,20 @@ def hot_path(quick: bool, out_dir: str) -> dict:
         out["v1"][bs] = row
         for v in variants.values():
             v.close()
+    for bs in VLLM_BATCHES:
+        inputs = hb.make_vllm_inputs(bs)
+        variants = {"uninstrumented": hb.VllmStep(bs, None, inputs),
+                    "spectrace": hb.VllmStep(bs, "spectrace", inputs)}
+        before = load()
+        res = interleaved(variants, rounds, per_round)
+        row = {name: summary(r["all"]) for name, r in res.items()}
+        row["spectrace_added"] = added(res, "spectrace")
+        row["load_before"], row["load_after"] = before, load()
+        out["vllm"][bs] = row
+        for v in variants.values():
+            v.close()
+        print(f"  vLLM batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} us "
+              f"(median); load {before}", file=sys.stderr)
     out["calibration"] = calibration()
     out["settings"] = settings_sweep(rec, quick)
     out["collection"] = collection_cost(quick, out_dir)
@@ -386,6 +404,17 @@ def table(res: dict) -> str:
                          f"{r['spectrace']['median_us']:.2f} / {r['spectrace']['mean_us']:.2f} | "
                          f"{r['spectrace_added']['median_us']:.2f} / "
                          f"{r['spectrace_added']['mean_us']:.2f} |")
+        lines += ["", "Hot path, vLLM engine step (EngineCore.step, Scheduler.update_from_output, "
+                  "GPUModelRunner._sample, Eagle3LlamaForCausalLM.combine_hidden_states; "
+                  "EngineCore and worker together), default settings",
+                  "| batch | uninstrumented median µs | with spectrace median / mean µs | "
+                  "spectrace adds median / mean µs |", "|---|---|---|---|"]
+        for bs in VLLM_BATCHES:
+            r = hot["vllm"][bs]
+            lines.append(f"| {bs} | {r['uninstrumented']['median_us']:.2f} | "
+                         f"{r['spectrace']['median_us']:.2f} / {r['spectrace']['mean_us']:.2f} | "
+                         f"{r['spectrace_added']['median_us']:.2f} / "
+                         f"{r['spectrace_added']['mean_us']:.2f} |")
         lines += ["", "Sampling settings, v2 step: spectrace adds median / mean µs per step",
                   "| settings | step_sample_ratio | agreement_every | batch 1 | batch 256 |",
                   "|---|---|---|---|---|"]
@@ -469,6 +498,8 @@ def main(argv=None) -> int:
            "quick": args.quick, "load_start": load()}
     problems = hb.check_signatures()
     res["signature_check"] = problems or "stand-ins match SGLang's parameter lists"
+    problems = hb.check_signatures(vllm=True)
+    res["signature_check_vllm"] = problems or "stand-ins match vLLM's parameter lists"
     with tempfile.TemporaryDirectory(prefix="spectrace-bench-") as tmp:
         if not args.skip_hot:
             print("hot path ...", file=sys.stderr)
