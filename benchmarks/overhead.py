@@ -132,32 +132,32 @@ def hot_path(quick: bool, out_dir: str) -> dict:
               file=sys.stderr)
     for bs in BATCHES:
         t = hb.make_tensors(bs)
-        variants = {"uninstrumented": hb.V1Step(bs, None, t), "spectrace": hb.V1Step(bs, "spectrace", t)}
-        res = interleaved(variants, max(4, rounds // 2), per_round)
-        row = {name: summary(r["all"]) for name, r in res.items()}
-        row["spectrace_added"] = added(res, "spectrace")
-        out["v1"][bs] = row
-        for v in variants.values():
-            v.close()
+        out["v1"][bs] = on_off(hb.V1Step(bs, None, t), hb.V1Step(bs, "spectrace", t),
+                               max(4, rounds // 2), per_round)
     for bs in VLLM_BATCHES:
         inputs = hb.make_vllm_inputs(bs)
-        variants = {"uninstrumented": hb.VllmStep(bs, None, inputs),
-                    "spectrace": hb.VllmStep(bs, "spectrace", inputs)}
-        before = load()
-        res = interleaved(variants, rounds, per_round)
-        row = {name: summary(r["all"]) for name, r in res.items()}
-        row["spectrace_added"] = added(res, "spectrace")
-        row["load_before"], row["load_after"] = before, load()
-        out["vllm"][bs] = row
-        for v in variants.values():
-            v.close()
+        out["vllm"][bs] = row = on_off(hb.VllmStep(bs, None, inputs),
+                                       hb.VllmStep(bs, "spectrace", inputs), rounds, per_round)
         print(f"  vLLM batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} us "
-              f"(median); load {before}", file=sys.stderr)
+              f"(median); load {row['load_before']}", file=sys.stderr)
     out["calibration"] = calibration()
     out["settings"] = settings_sweep(rec, quick)
     out["collection"] = collection_cost(quick, out_dir)
     out["internal_errors"] = dict(__import__("spectrace.safety", fromlist=["x"]).INTERNAL_ERRORS.counts)
     return out
+
+
+def on_off(off, on, rounds: int, per_round: int) -> dict:
+    """The same step uninstrumented and with spectrace, interleaved: summaries and what
+    spectrace adds; the steps are closed afterwards."""
+    before = load()
+    res = interleaved({"uninstrumented": off, "spectrace": on}, rounds, per_round)
+    row = {name: summary(r["all"]) for name, r in res.items()}
+    row["spectrace_added"] = added(res, "spectrace")
+    row["load_before"], row["load_after"] = before, load()
+    off.close()
+    on.close()
+    return row
 
 
 def calibration() -> dict:
@@ -375,6 +375,18 @@ def end_to_end(quick: bool, out_dir: str, control: bool = False) -> dict:
 
 
 # -- report ------------------------------------------------------------------------------
+def _added_table(title: str, rows: dict) -> list[str]:
+    """Uninstrumented vs spectrace per batch size (the rows of one hot-path variant)."""
+    lines = ["", title, "| batch | uninstrumented median µs | with spectrace median / mean µs "
+             "| spectrace adds median / mean µs |", "|---|---|---|---|"]
+    for bs, r in rows.items():
+        lines.append(f"| {bs} | {r['uninstrumented']['median_us']:.2f} | "
+                     f"{r['spectrace']['median_us']:.2f} / {r['spectrace']['mean_us']:.2f} | "
+                     f"{r['spectrace_added']['median_us']:.2f} / "
+                     f"{r['spectrace_added']['mean_us']:.2f} |")
+    return lines
+
+
 def table(res: dict) -> str:
     lines = []
     hot = res.get("hot")
@@ -395,26 +407,11 @@ def table(res: dict) -> str:
         lines += ["", f"Machine speed in this run: a bare wrapt wrapper adds "
                   f"{cal['bare_wrapt_adds_us']:.2f} µs per call (timer included: a plain "
                   f"call measures {cal['plain_call_us']:.2f} µs); a v2 step makes 8 wrapped calls"]
-        lines += ["", "Hot path, v1 worker (SGLang <= 0.5.12), same step",
-                  "| batch | uninstrumented median µs | with spectrace median / mean µs | "
-                  "spectrace adds median / mean µs |", "|---|---|---|---|"]
-        for bs in BATCHES:
-            r = hot["v1"][bs]
-            lines.append(f"| {bs} | {r['uninstrumented']['median_us']:.2f} | "
-                         f"{r['spectrace']['median_us']:.2f} / {r['spectrace']['mean_us']:.2f} | "
-                         f"{r['spectrace_added']['median_us']:.2f} / "
-                         f"{r['spectrace_added']['mean_us']:.2f} |")
-        lines += ["", "Hot path, vLLM engine step (EngineCore.step, Scheduler.update_from_output, "
-                  "GPUModelRunner._sample, Eagle3LlamaForCausalLM.combine_hidden_states; "
-                  "EngineCore and worker together), default settings",
-                  "| batch | uninstrumented median µs | with spectrace median / mean µs | "
-                  "spectrace adds median / mean µs |", "|---|---|---|---|"]
-        for bs in VLLM_BATCHES:
-            r = hot["vllm"][bs]
-            lines.append(f"| {bs} | {r['uninstrumented']['median_us']:.2f} | "
-                         f"{r['spectrace']['median_us']:.2f} / {r['spectrace']['mean_us']:.2f} | "
-                         f"{r['spectrace_added']['median_us']:.2f} / "
-                         f"{r['spectrace_added']['mean_us']:.2f} |")
+        lines += _added_table("Hot path, v1 worker (SGLang <= 0.5.12), same step", hot["v1"])
+        lines += _added_table(
+            "Hot path, vLLM engine step (EngineCore.step, Scheduler.update_from_output, "
+            "GPUModelRunner._sample, Eagle3LlamaForCausalLM.combine_hidden_states; EngineCore "
+            "and worker together), default settings", hot["vllm"])
         lines += ["", "Sampling settings, v2 step: spectrace adds median / mean µs per step",
                   "| settings | step_sample_ratio | agreement_every | batch 1 | batch 256 |",
                   "|---|---|---|---|---|"]

@@ -143,6 +143,24 @@ def _run_steps(step, mode, n: int = 3) -> OpLog:
     return log
 
 
+def _run_vllm_steps(mode) -> OpLog:
+    """Three vLLM engine steps through spectrace's hooks, on fake CUDA inputs."""
+    with mode:
+        inputs = hb.make_vllm_inputs(BS, "cuda")
+    return _run_steps(hb.VllmStep(BS, "spectrace", inputs), mode)
+
+
+def _assert_no_sync(log: OpLog, calls: list[str]) -> list[str]:
+    """No op that reads device data on the host or moves it there (but the pinned
+    non-blocking copy), no synchronize, no wait on an event; the aten ops issued."""
+    ops = [e["op"] for e in log.aten()]
+    assert not set(ops) & SYNCING_OPS, log.describe()
+    assert not log.device_to_host(), log.describe()
+    assert "synchronize" not in calls
+    assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
+    return ops
+
+
 def test_fake_cuda_tensors_take_the_cuda_path(fake_cuda):
     mode, _ = fake_cuda
     with mode:
@@ -160,16 +178,10 @@ def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
         log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
-        ops = {e["op"] for e in log.aten()}
-        assert not ops & SYNCING_OPS, log.describe()
-        assert not log.device_to_host(), log.describe()
+        ops = _assert_no_sync(log, calls)
         # the agreement ran on the device, with exactly one pinned non-blocking copy a step
-        copies = [e for e in log.aten() if e["op"] == "aten.copy_.default"]
-        assert len(copies) == 3 and "aten.eq.Tensor" in ops, log.describe()
-        assert len(rec.agreement._pending) == 3
-        assert "synchronize" not in calls
-        assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
-        assert FakeEvent.log.count("record") == 3
+        assert ops.count("aten.copy_.default") == 3 and "aten.eq.Tensor" in ops, log.describe()
+        assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
         assert rec.steps[signals.WORKER_V2] == 3
         assert len(rec.acceptance._pending) == 3
 
@@ -182,16 +194,10 @@ def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
                          agreement_every=1) as rec:
-        with mode:
-            inputs = hb.make_vllm_inputs(BS, "cuda")
-        log = _run_steps(hb.VllmStep(BS, "spectrace", inputs), mode)
-        ops = [e["op"] for e in log.aten()]
-        assert not set(ops) & SYNCING_OPS, log.describe()
-        assert not log.device_to_host(), log.describe()
+        log = _run_vllm_steps(mode)
+        ops = _assert_no_sync(log, calls)
         assert ops.count("aten.argmax.default") == ops.count("aten.copy_.default") == 3
         assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
-        assert "synchronize" not in calls
-        assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
         assert rec.steps[signals.WORKER_VLLM] == 3 and len(rec.acceptance._pending) == 3
         assert rec.passes == {("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 3}
 
@@ -200,9 +206,7 @@ def test_vllm_step_without_agreement_issues_no_aten_op(fake_cuda, tmp_path):
     """Steps that compare nothing (15 of 16 by default) touch no tensor at all."""
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=0):
-        with mode:
-            inputs = hb.make_vllm_inputs(BS, "cuda")
-        log = _run_steps(hb.VllmStep(BS, "spectrace", inputs), mode)
+        log = _run_vllm_steps(mode)
     assert not log.aten(), log.describe()
     assert "synchronize" not in calls
 

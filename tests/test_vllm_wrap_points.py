@@ -21,12 +21,8 @@ from wheel_sources import rows
 VERSIONS = ("0.18.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0")
 
 
-def since(v: str) -> tuple[str, ...]:
-    return tuple(x for x in VERSIONS if ws.version_key(x) >= ws.version_key(v))
-
-
-def until(v: str) -> tuple[str, ...]:
-    return tuple(x for x in VERSIONS if ws.version_key(x) <= ws.version_key(v))
+since = functools.partial(ws.since, VERSIONS)
+until = functools.partial(ws.until, VERSIONS)
 
 
 ALL = VERSIONS

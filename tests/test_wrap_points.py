@@ -19,12 +19,8 @@ from wheel_sources import rows
 VERSIONS = ("0.5.5", "0.5.8", "0.5.12", "0.5.16", "0.5.23")
 
 
-def since(v: str) -> tuple[str, ...]:
-    return tuple(x for x in VERSIONS if ws.version_key(x) >= ws.version_key(v))
-
-
-def until(v: str) -> tuple[str, ...]:
-    return tuple(x for x in VERSIONS if ws.version_key(x) <= ws.version_key(v))
+since = functools.partial(ws.since, VERSIONS)
+until = functools.partial(ws.until, VERSIONS)
 
 
 ALL = VERSIONS

@@ -32,6 +32,16 @@ def version_key(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in v.split("."))
 
 
+def since(versions: tuple[str, ...], v: str) -> tuple[str, ...]:
+    """The versions from `v` on."""
+    return tuple(x for x in versions if version_key(x) >= version_key(v))
+
+
+def until(versions: tuple[str, ...], v: str) -> tuple[str, ...]:
+    """The versions up to `v`."""
+    return tuple(x for x in versions if version_key(x) <= version_key(v))
+
+
 @functools.lru_cache(maxsize=None)
 def wheel(package: str, version: str) -> str:
     """The wheel of `package==version`, downloaded once (the vLLM ones are ~0.3 GB)."""
