@@ -187,9 +187,17 @@ def make_vllm_modules() -> dict:
             self.vllm_config = vllm_config
             self.num_spec_tokens = STEPS
             self.num_sampled_tokens_per_step = 1
+            self.log_stats = log_stats
 
         def update_from_output(self, scheduler_output, model_runner_output):
+            # vLLM builds its SpecDecodingStats request by request in here when it logs
+            # stats (precomputed in the stand-in), then hands them to make_stats
+            self.make_stats(model_runner_output.spec_stats if self.log_stats else None)
             return {}
+
+        def make_stats(self, spec_decoding_stats=None, kv_connector_stats=None,
+                       cudagraph_stats=None, perf_stats=None, ec_connector_stats=None):
+            return None
 
     class GPUModelRunner:
         def load_model(self, load_dummy_weights=False):
@@ -250,7 +258,8 @@ HOT_METHODS = {
 HOT_METHODS_V1 = {"sglang/srt/speculative/eagle_worker.py": {"EAGLEWorker": (
     "forward_batch_generation", "draft", "verify", "forward_draft_extend_after_decode")}}
 HOT_METHODS_VLLM = {
-    "vllm/v1/core/sched/scheduler.py": {"Scheduler": ("__init__", "update_from_output")},
+    "vllm/v1/core/sched/scheduler.py": {"Scheduler": ("__init__", "update_from_output",
+                                                      "make_stats")},
     "vllm/v1/engine/core.py": {"EngineCore": ("step", "step_with_batch_queue")},
     "vllm/v1/worker/gpu_model_runner.py": {"GPUModelRunner": ("_sample",)},
     "vllm/model_executor/models/llama_eagle3.py": {
@@ -548,8 +557,12 @@ def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
     for accepted in accept_lists(bs):
         so = types.SimpleNamespace(scheduled_spec_decode_tokens={r: [7] * k for r in reqs},
                                    num_scheduled_tokens={r: k + 1 for r in reqs})
+        stats = types.SimpleNamespace(  # vLLM's SpecDecodingStats of the step
+            num_drafts=bs, num_draft_tokens=bs * k,
+            num_accepted_tokens_per_pos=[sum(a > p for a in accepted) for p in range(k)])
         out = types.SimpleNamespace(sampled_token_ids=[[5] * (a + 1) for a in accepted],
-                                    req_id_to_index={r: i for i, r in enumerate(reqs)})
+                                    req_id_to_index={r: i for i, r in enumerate(reqs)},
+                                    spec_stats=stats)
         steps.append((so, out))
     n = bs * k
     meta = types.SimpleNamespace(
@@ -564,10 +577,11 @@ def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
 
 class VllmStep:
     """One vLLM engine step through spectrace's vLLM tables (`vllm_engine`, `vllm_runner`,
-    `vllm_eagle3`) on the stand-ins, or uninstrumented (`hooks` None)."""
+    `vllm_eagle3`) on the stand-ins, or uninstrumented (`hooks` None). `log_stats`: vLLM
+    keeps its own stats (the server's default) or not (`LLM`'s default)."""
 
     def __init__(self, bs: int, hooks: str | None, inputs: VllmInputs | None = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", log_stats: bool = True) -> None:
         from spectrace.adapters import vllm_engine, vllm_eagle3, vllm_runner
         from spectrace.patching import Patcher
         self.patcher = Patcher()
@@ -582,7 +596,7 @@ class VllmStep:
         self.inputs = inputs or make_vllm_inputs(bs, device)
         cfg = types.SimpleNamespace(model_config=None, speculative_config=None,
                                     parallel_config=None)
-        scheduler = mods["SCHEDULER"].Scheduler(cfg, None, None, 16)
+        scheduler = mods["SCHEDULER"].Scheduler(cfg, None, None, 16, log_stats=log_stats)
         runner = mods["GPU_RUNNER"].GPUModelRunner()
         runner.vllm_config = cfg
         draft = mods["LLAMA_EAGLE3"].Eagle3LlamaForCausalLM()

@@ -111,7 +111,7 @@ def hot_path(quick: bool, out_dir: str) -> dict:
                       "num_aux": hb.NUM_AUX, "steps": hb.STEPS, "topk": hb.TOPK,
                       "num_draft_tokens": hb.NUM_DRAFT_TOKENS,
                       "draft_forwards_per_step": hb.STEPS},
-           "rounds": rounds, "steps_per_round": per_round, "v2": {}, "v1": {}, "vllm": {}}
+           "rounds": rounds, "steps_per_round": per_round, "v2": {}, "v1": {}}
     for bs in BATCHES:
         t = hb.make_tensors(bs)
         variants = {"uninstrumented": hb.V2Step(bs, None, t), "spectrace": hb.V2Step(bs, "spectrace", t),
@@ -134,12 +134,15 @@ def hot_path(quick: bool, out_dir: str) -> dict:
         t = hb.make_tensors(bs)
         out["v1"][bs] = on_off(hb.V1Step(bs, None, t), hb.V1Step(bs, "spectrace", t),
                                max(4, rounds // 2), per_round)
-    for bs in VLLM_BATCHES:
-        inputs = hb.make_vllm_inputs(bs)
-        out["vllm"][bs] = row = on_off(hb.VllmStep(bs, None, inputs),
-                                       hb.VllmStep(bs, "spectrace", inputs), rounds, per_round)
-        print(f"  vLLM batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} us "
-              f"(median); load {row['load_before']}", file=sys.stderr)
+    for log_stats, key in ((True, "vllm"), (False, "vllm_no_stats")):
+        out[key] = {}
+        for bs in VLLM_BATCHES:
+            inputs = hb.make_vllm_inputs(bs)
+            out[key][bs] = row = on_off(hb.VllmStep(bs, None, inputs, log_stats=log_stats),
+                                        hb.VllmStep(bs, "spectrace", inputs, log_stats=log_stats),
+                                        rounds, per_round)
+            print(f"  {key} batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} "
+                  f"us (median); load {row['load_before']}", file=sys.stderr)
     out["calibration"] = calibration()
     out["settings"] = settings_sweep(rec, quick)
     out["collection"] = collection_cost(quick, out_dir)
@@ -409,9 +412,13 @@ def table(res: dict) -> str:
                   f"call measures {cal['plain_call_us']:.2f} µs); a v2 step makes 8 wrapped calls"]
         lines += _added_table("Hot path, v1 worker (SGLang <= 0.5.12), same step", hot["v1"])
         lines += _added_table(
-            "Hot path, vLLM engine step (EngineCore.step, Scheduler.update_from_output, "
-            "GPUModelRunner._sample, Eagle3LlamaForCausalLM.combine_hidden_states; EngineCore "
-            "and worker together), default settings", hot["vllm"])
+            "Hot path, vLLM engine step (EngineCore.step, Scheduler.update_from_output + "
+            "make_stats, GPUModelRunner._sample, Eagle3LlamaForCausalLM.combine_hidden_states; "
+            "EngineCore and worker together), default settings, vLLM logging its stats "
+            "(the server's default)", hot["vllm"])
+        lines += _added_table("Hot path, same vLLM step, vLLM logging no stats (LLM's "
+                              "default: spectrace snapshots the sampled lengths)",
+                              hot["vllm_no_stats"])
         lines += ["", "Sampling settings, v2 step: spectrace adds median / mean µs per step",
                   "| settings | step_sample_ratio | agreement_every | batch 1 | batch 256 |",
                   "|---|---|---|---|---|"]

@@ -58,6 +58,24 @@ def test_step_counts_fold_into_the_recorders_totals(tmp_path):
         assert acc.per_position == [2, 1, 1] and acc.length_counts == {1: 2, 2: 1, 4: 1}
 
 
+def test_vllms_own_stats_fold_to_the_same_totals(tmp_path):
+    """The two sources of accept counts (vLLM's per-step `SpecDecodingStats` when it logs
+    stats, the per-request lengths when it does not) give the same totals, accept-length
+    distribution included (derived from the cumulative per-position counts)."""
+    from spectrace.recorder import AcceptanceTotals, PositionCounts
+    by_request, by_position = AcceptanceTotals(), AcceptanceTotals()
+    for accepted in hb.accept_lists(37, n=20, seed=3):
+        reqs = {f"r{i}": [1, 2, 3] for i in range(len(accepted))}
+        index = {r: i for i, r in enumerate(reqs)}
+        by_request.add(StepCounts(reqs, index, bytes(a + 1 for a in accepted), 1), 3)
+        by_position.add_positions(PositionCounts(
+            len(accepted), 3 * len(accepted), [sum(a > p for a in accepted) for p in range(3)]))
+    by_request.fold()
+    by_position.fold()
+    for field in ("drafts", "draft_tokens", "accepted", "per_position", "length_counts"):
+        assert getattr(by_request, field) == getattr(by_position, field), field
+
+
 # -- the aux audit and widths ------------------------------------------------------------------
 def target(ids, num_layers=4):
     """Shaped like vLLM's `LlamaForCausalLM`: the decoder (`.model`, an EagleModelMixin)

@@ -37,6 +37,7 @@ RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 CPU_RUNNER = "vllm/v1/worker/cpu_model_runner.py"
 RUNNER_V2 = "vllm/v1/worker/gpu/model_runner.py"
 SPEC_META = "vllm/v1/spec_decode/metadata.py"
+SPEC_METRICS = "vllm/v1/spec_decode/metrics.py"
 IFACES = "vllm/model_executor/models/interfaces.py"
 E3 = "vllm/model_executor/models/llama_eagle3.py"
 DS3 = "vllm/model_executor/models/deepseek_eagle3.py"
@@ -51,6 +52,7 @@ DRAFTS = ((E3, "Eagle3LlamaForCausalLM", ALL), (DS3, "Eagle3DeepseekV2ForCausalL
 WRAPPED = [
     (SCHED, "Scheduler.__init__", ALL),
     (SCHED, "Scheduler.update_from_output", ALL),
+    (SCHED, "Scheduler.make_stats", ALL),
     (CORE, "EngineCore.step", ALL),
     (CORE, "EngineCore.step_with_batch_queue", ALL),
     (RUNNER, "GPUModelRunner.load_model", ALL),
@@ -70,6 +72,7 @@ ABSENT = [
 PARAMS = [
     (SCHED, "Scheduler.update_from_output", 1, "scheduler_output", ALL),
     (SCHED, "Scheduler.update_from_output", 2, "model_runner_output", ALL),
+    (SCHED, "Scheduler.make_stats", 1, "spec_decoding_stats", ALL),
     (RUNNER, "GPUModelRunner._sample", 1, "logits", ALL),
     (RUNNER, "GPUModelRunner._sample", 2, "spec_decode_metadata", ALL),
     *[(f, f"{c}.combine_hidden_states", 1, "hidden_states", v) for f, c, v in DRAFTS],
@@ -79,7 +82,9 @@ PARAMS = [
 # Attributes read on instances (or module-level names, class None): (file, class, attr,
 # versions).
 ATTRS = [
-    *[(SCHED, "Scheduler", a, ALL) for a in ("vllm_config", "num_spec_tokens")],
+    *[(SCHED, "Scheduler", a, ALL) for a in ("vllm_config", "num_spec_tokens", "log_stats")],
+    *[(SPEC_METRICS, "SpecDecodingStats", a, ALL)
+      for a in ("num_drafts", "num_draft_tokens", "num_accepted_tokens_per_pos")],
     (SCHED, "Scheduler", "num_sampled_tokens_per_step", since("0.26.0")),  # else 1
     *[(SCHED_OUT, "SchedulerOutput", a, ALL)
       for a in ("scheduled_spec_decode_tokens", "num_scheduled_tokens")],
@@ -113,6 +118,12 @@ READS = [
     (SCHED, "Scheduler.update_from_output",
      "max(len(generated_token_ids) - num_sampled, 0)", since("0.26.0")),
     (SCHED, "Scheduler.update_from_output", "self.make_spec_decoding_stats", ALL),
+    # ... and hands vLLM's own per-step stats to make_stats (when it logs stats), whose
+    # per-position counts are cumulative: position i counts the drafts that accepted > i
+    (SCHED, "Scheduler.update_from_output", "self.make_stats", ALL),
+    (SPEC_METRICS, "SpecDecodingStats.observe_draft", "self.num_accepted_tokens_per_pos[i]",
+     ALL),
+    (SCHED, "Scheduler.make_spec_decoding_stats", "self.log_stats", ALL),
     # the step span's start: the engine's step calls the scheduler's bookkeeping
     (CORE, "EngineCore.step", "self.scheduler.update_from_output", ALL),
     (CORE, "EngineCore.step_with_batch_queue", "self.scheduler.update_from_output", ALL),

@@ -2,14 +2,20 @@
 spans, from the scheduler, in the EngineCore process.
 
 `Scheduler.update_from_output(scheduler_output, model_runner_output)` runs once per step
-with everything on the CPU: the drafts each request was scheduled with
-(`scheduled_spec_decode_tokens`) and the tokens it got back (`sampled_token_ids`: the
-accepted drafts plus one token from the target). The hook keeps references plus the
-lengths of the sampled lists (vLLM trims them in place when a request stops), all
-C-speed; the Recorder turns them into per-request accept counts when it folds, in its
-reader thread. This is vLLM's own rule (`num_accepted = len(sampled) - 1`), applied to
-the same values, whether or not vLLM logs its stats (`LLM(...)` does not by default);
-vLLM also skips requests aborted while their step ran, which spectrace still counts.
+with everything on the CPU and counts the step. The accept counts come from one of two
+places, both once per step and without per-request Python in the step:
+
+- vLLM logs its stats (`vllm serve` by default): the same call hands vLLM's own
+  per-step `SpecDecodingStats` to `Scheduler.make_stats`, whose hook keeps its three
+  figures (request-steps, draft tokens, accepted per position): O(1), and spectrace's
+  totals are vLLM's by construction.
+- It does not (`LLM(...)` by default, `--disable-log-stats`): the hook keeps references
+  to the drafts each request was scheduled with (`scheduled_spec_decode_tokens`) and to
+  the index of its tokens, plus the lengths of the sampled lists (`sampled_token_ids`:
+  the accepted drafts plus one token from the target; vLLM trims them in place when a
+  request stops), snapshotted at C speed; the Recorder applies vLLM's own rule
+  (`num_accepted = len(sampled) - 1`) when it folds, in its reader thread. vLLM also skips
+  requests aborted while their step ran, which spectrace then still counts.
 
 The step span starts when `EngineCore.step` (or `step_with_batch_queue`) does and ends
 with the scheduler's bookkeeping: one span per sampled speculative step, covering
@@ -24,6 +30,7 @@ from .. import signals, spans
 from ..export.resource import runtime_version
 from ..patching import WrapPoint
 from ..process import STATE
+from ..recorder import PositionCounts
 from .vllm_identity import engine_recorder
 
 WORKER = signals.WORKER_VLLM
@@ -74,19 +81,21 @@ def _after_scheduler_init(ctx, scheduler, args, kwargs, result) -> None:
 
 
 def _before_update(scheduler, args, kwargs):
-    """Keep this step's accept counts (by reference) and count the step; returns the
-    context of a sampled step's span, else None."""
+    """Count the step and, when vLLM keeps no stats of its own, keep its accept counts (by
+    reference); returns the context of a sampled step's span, else None."""
     out = args[0] if args else kwargs["scheduler_output"]
     spec = out.scheduled_spec_decode_tokens
     if not spec:
         return None  # no request was scheduled with drafts (prefill, or no speculation)
-    result = args[1] if len(args) > 1 else kwargs["model_runner_output"]
-    sampled = result.sampled_token_ids
     rec = STATE.recorder or engine_recorder(scheduler.vllm_config)
     k = scheduler.num_spec_tokens
-    if sampled:
-        rec.acceptance.add(StepCounts(spec, result.req_id_to_index, bytes(map(len, sampled)),
-                                      getattr(scheduler, "num_sampled_tokens_per_step", 1)), k)
+    if not scheduler.log_stats:
+        result = args[1] if len(args) > 1 else kwargs["model_runner_output"]
+        sampled = result.sampled_token_ids
+        if sampled:
+            rec.acceptance.add(StepCounts(
+                spec, result.req_id_to_index, bytes(map(len, sampled)),
+                getattr(scheduler, "num_sampled_tokens_per_step", 1)), k)
     if rec.begin_step(WORKER):
         return spans.start_step(rec, {
             signals.SPAN_ATTR_WORKER: WORKER,
@@ -98,11 +107,21 @@ def _before_update(scheduler, args, kwargs):
     return None
 
 
+def _before_make_stats(scheduler, args, kwargs):
+    """vLLM's own counts of this step (None when it logs no stats: see `_before_update`)."""
+    stats = args[0] if args else kwargs.get("spec_decoding_stats")
+    if stats is not None:
+        (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
+            PositionCounts(stats.num_drafts, stats.num_draft_tokens,
+                           stats.num_accepted_tokens_per_pos))
+
+
 # -- wrap points ----------------------------------------------------------------------------
 SCHEDULER = (
     WrapPoint("Scheduler.__init__", "vllm.scheduler.__init__", after=_after_scheduler_init),
     WrapPoint("Scheduler.update_from_output", "vllm.scheduler.update_from_output",
               before=_before_update, cleanup=spans.end_step),
+    WrapPoint("Scheduler.make_stats", "vllm.scheduler.make_stats", before=_before_make_stats),
 )
 
 # Only the step span's start time: without it the span starts at the bookkeeping.
