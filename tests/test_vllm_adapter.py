@@ -32,7 +32,7 @@ def test_step_counts_fast_path_equals_vllms_rule():
         reqs = [f"r{i}" for i in range(bs)]
         spec = {r: [1, 2, 3] for r in reqs}
         index = {r: i for i, r in enumerate(rng.sample(reqs, bs))}
-        lens = bytes(rng.randint(1, 4) for _ in range(bs))
+        lens = [rng.randint(1, 4) for _ in range(bs)]
         counts = StepCounts(spec, index, lens, 1)
         expected = [lens[index[r]] - 1 for r in reqs]
         assert sorted(counts) == sorted(expected) == sorted(counts._per_request())
@@ -43,15 +43,15 @@ def test_step_counts_skip_what_vllm_skips():
     from the output are not request-steps; a pooling model samples no bonus token."""
     spec = {"a": [1, 2, 3], "b": [], "c": [4, 5, 6], "gone": [7, 8, 9]}
     index = {"a": 0, "b": 1, "c": 2, "p": 3}
-    assert list(StepCounts(spec, index, bytes([3, 1, 0, 1]), 1)) == [2]
-    assert list(StepCounts({"a": [1, 2, 3]}, {"a": 0}, bytes([3]), 0)) == [3]
+    assert list(StepCounts(spec, index, [3, 1, 0, 1], 1)) == [2]
+    assert list(StepCounts({"a": [1, 2, 3]}, {"a": 0}, [3], 0)) == [3]
 
 
 def test_step_counts_fold_into_the_recorders_totals(tmp_path):
     with hb.own_recorder(str(tmp_path)) as rec:
         spec = {"a": [1, 2, 3], "b": [1, 2, 3]}
-        rec.acceptance.add(StepCounts(spec, {"a": 0, "b": 1}, bytes([2, 4]), 1), 3)
-        rec.acceptance.add(StepCounts(spec, {"a": 1, "b": 0, "x": 2}, bytes([1, 1, 9]), 1), 3)
+        rec.acceptance.add(StepCounts(spec, {"a": 0, "b": 1}, [2, 4], 1), 3)
+        rec.acceptance.add(StepCounts(spec, {"a": 1, "b": 0, "x": 2}, [1, 1, 9], 1), 3)
         rec.acceptance.fold()
         acc = rec.acceptance
         assert (acc.drafts, acc.draft_tokens, acc.accepted) == (4, 12, 4)
@@ -67,7 +67,7 @@ def test_vllms_own_stats_fold_to_the_same_totals(tmp_path):
     for accepted in hb.accept_lists(37, n=20, seed=3):
         reqs = {f"r{i}": [1, 2, 3] for i in range(len(accepted))}
         index = {r: i for i, r in enumerate(reqs)}
-        by_request.add(StepCounts(reqs, index, bytes(a + 1 for a in accepted), 1), 3)
+        by_request.add(StepCounts(reqs, index, [a + 1 for a in accepted], 1), 3)
         by_position.add_positions(PositionCounts(
             len(accepted), 3 * len(accepted), [sum(a > p for a in accepted) for p in range(3)]))
     by_request.fold()

@@ -49,14 +49,14 @@ class StepCounts:
 
     __slots__ = ("spec", "index", "lens", "per_step")
 
-    def __init__(self, spec: dict, index: dict, lens: bytes, per_step: int) -> None:
+    def __init__(self, spec: dict, index: dict, lens: list, per_step: int) -> None:
         self.spec, self.index, self.lens, self.per_step = spec, index, lens, per_step
 
     def __iter__(self):
         lens, index, spec = self.lens, self.index, self.spec
         if (self.per_step == 1 and len(spec) == len(lens) == len(index) and 0 not in lens
-                and index.keys() == spec.keys()):
-            return iter(lens.translate(_LESS_ONE))
+                and max(lens) < 256 and index.keys() == spec.keys()):
+            return iter(bytes(lens).translate(_LESS_ONE))
         return self._per_request()
 
     def _per_request(self):
@@ -94,7 +94,7 @@ def _before_update(scheduler, args, kwargs):
         sampled = result.sampled_token_ids
         if sampled:
             rec.acceptance.add(StepCounts(
-                spec, result.req_id_to_index, bytes(map(len, sampled)),
+                spec, result.req_id_to_index, list(map(len, sampled)),
                 getattr(scheduler, "num_sampled_tokens_per_step", 1)), k)
     if rec.begin_step(WORKER):
         return spans.start_step(rec, {
