@@ -117,21 +117,29 @@ def test_outputs_identical_without_spectrace(partial, tiny_models, vllm_server):
 
 # -- full, spectrace-run, vLLM logging no stats ---------------------------------------------------
 def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server):
-    """With `--disable-log-stats` vLLM counts nothing itself; spectrace applies vLLM's rule
-    to the lengths it snapshotted before vLLM trimmed each request's last step (2 requests
-    x 23 tokens after the prefill's, 4 a step: 6 steps each, the last one cut to 3)."""
+    """With `--disable-log-stats` vLLM keeps no counters, and spectrace applies vLLM's rule
+    to the lengths it snapshotted before vLLM trimmed each request's last step. vLLM's
+    per-request counts in each response (`--per-request-spec-decode-metrics`, 0.30+,
+    independent of its stats) are the reference; concurrent requests mix prefill and
+    decode in one step."""
     launcher = os.path.join(os.path.dirname(vllm_python_or_skip()), "spectrace-run")
     run = vllm_server(tiny_models("full"), spectrace=False,
                       env={"SPECTRACE_METRIC_INTERVAL": "0.5"}, launcher=[launcher, "--"],
-                      extra_args=["--disable-log-stats"])
-    serve(run, sequential=2)
+                      extra_args=["--disable-log-stats",
+                                  "--per-request-spec-decode-metrics", "summary"])
+    responses = serve(run, sequential=2, concurrent=4)
     assert DRAFTS not in run.server.metrics()  # vLLM has no counters of its own now
-    report = run.settle(12)
+    own = [r["metrics"]["speculative_decoding"] for r in responses]
+    steps = sum(m["num_spec_steps"] for m in own)
+    report = run.settle(steps)
     engine = run.process("engine_core", report)
-    assert engine["drafts"] == 12 and engine["draft_tokens"] == 36
-    assert engine["accepted_per_position"] == [12, 12, 12]
+    assert engine["drafts"] == steps
+    assert engine["draft_tokens"] == sum(m["num_draft_tokens"] for m in own)
+    assert engine["accepted_tokens"] == sum(m["num_accepted_draft_tokens"] for m in own)
+    assert engine["accepted_per_position"] == [steps, steps, steps]  # full: all accepted
     assert engine["mean_acceptance_length"] == 4.0
-    assert engine["accept_length_counts"] == {"4": 12}
+    assert engine["accept_length_counts"] == {"4": steps}
+    assert all(m["acceptance_histogram"][:3] == [0, 0, 0] for m in own)
     assert run.process("worker", report)["findings"] == []
 
 

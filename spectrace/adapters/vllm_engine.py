@@ -35,8 +35,6 @@ from .vllm_identity import engine_recorder
 
 WORKER = signals.WORKER_VLLM
 _step_start: list = [None]  # time_ns at which the EngineCore's current step began
-
-
 _LESS_ONE = bytes([0] + list(range(255)))  # byte value n -> max(n - 1, 0)
 
 
