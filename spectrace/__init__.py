@@ -1,7 +1,7 @@
 """spectrace: tracing and instrumentation for EAGLE-3 speculative decoding.
 
     import spectrace
-    spectrace.instrument()          # before sglang.Engine(...) / launch_server
+    spectrace.instrument()          # before sglang.Engine(...) / vllm.LLM(...) / a server
     spectrace.check_pair(target_model, draft_model)   # audit a loaded pair: [Finding]
 """
 __version__ = "0.1.0"

@@ -1,10 +1,13 @@
 """Auto-instrumentation from the environment alone (`SPECTRACE_ENABLED=1`).
 
-Two doors into SGLang's spawned processes, both ending in `start()`:
+Doors into the runtimes' spawned processes, all ending in `start()`:
 - `spectrace_autostart.pth` (installed in site-packages) runs at every interpreter start
-  and calls `on_interpreter_start()`: works on every SGLang version;
+  and calls `on_interpreter_start()`: works on every SGLang and vLLM version;
 - the `sglang.srt.plugins` entry point `spectrace`, which SGLang >= 0.5.12 loads at the
-  start of each scheduler process, calls `sglang_plugin()`.
+  start of each scheduler process, calls `sglang_plugin()`;
+- the `vllm.general_plugins` entry point `spectrace`, which vLLM loads in every process
+  it starts (front end, EngineCore, workers) before any model or scheduler module is
+  imported, calls `vllm_plugin()` (vLLM's `VLLM_PLUGINS`, when set, must name it).
 A bad setting is logged with the variable's name and the process runs uninstrumented.
 """
 from __future__ import annotations
@@ -17,7 +20,8 @@ log = logging.getLogger("spectrace")
 
 def start() -> bool:
     """Instrument this process if `SPECTRACE_ENABLED` says so. Unset means off: having
-    spectrace installed never turns it on by itself (SGLang loads its plugin regardless)."""
+    spectrace installed never turns it on by itself (the runtimes load its plugin
+    regardless)."""
     from . import config
     from .instrumentation import install, is_instrumented
     if is_instrumented():
@@ -44,4 +48,9 @@ def on_interpreter_start() -> None:
 
 def sglang_plugin() -> None:
     """Entry point of group `sglang.srt.plugins` (SGLang >= 0.5.12)."""
+    start()
+
+
+def vllm_plugin() -> None:
+    """Entry point of group `vllm.general_plugins`."""
     start()

@@ -33,7 +33,7 @@ class Config:
     step_sample_ratio: float = 0.01
     agreement_every: int = 16
     metric_interval_s: float = 2.0
-    service_name: str = "sglang"
+    service_name: str | None = None  # None: the runtime's name (sglang, vllm)
     token_detail: bool = False  # reserved: nothing emits token ids yet (docs/reliability.md)
 
 
@@ -247,6 +247,8 @@ def to_env(cfg: Config) -> dict[str, str]:
             continue
         var = SETTINGS[f.name][0]
         v = getattr(cfg, f.name)
+        if v is None:
+            continue  # unset: each process resolves it itself
         if isinstance(v, bool):
             out[var] = "1" if v else "0"
         elif isinstance(v, tuple):

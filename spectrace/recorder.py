@@ -12,7 +12,7 @@ import random
 import threading
 import time
 from collections import Counter, deque
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -28,9 +28,20 @@ log = logging.getLogger("spectrace")
 EVENTS_PER_CODE = 20  # findings written in full per code and process; the rest are counted
 
 
+class PositionCounts(NamedTuple):
+    """One step's counts as a runtime that aggregates them itself hands them over (vLLM's
+    `SpecDecodingStats`): request-steps, draft tokens, and per position the request-steps
+    that accepted it (so `per_position[c - 1] - per_position[c]` accepted exactly c)."""
+
+    drafts: int
+    draft_tokens: int
+    per_position: list
+
+
 class AcceptanceTotals:
-    """Folds the accept-count lists SGLang hands over (correct drafts per request, bonus
-    excluded) into totals. `add` keeps a reference (O(1)); `fold` does the counting."""
+    """Folds the accept-count lists the runtime hands over (correct drafts per request,
+    bonus excluded), or its own per-step `PositionCounts`, into totals. `add` /
+    `add_positions` keep a reference (O(1)); `fold` does the counting."""
 
     def __init__(self) -> None:
         self._pending: deque = deque()
@@ -43,6 +54,9 @@ class AcceptanceTotals:
 
     def add(self, correct_per_request, num_steps: int) -> None:
         self._pending.append((correct_per_request, num_steps))
+
+    def add_positions(self, counts: PositionCounts) -> None:
+        self._pending.append((counts, None))
 
     def prepare(self, num_steps: int) -> None:
         """Create the per-position and accept-length series at 0 before the first step,
@@ -64,6 +78,9 @@ class AcceptanceTotals:
             pending = self._pending
             while pending:
                 counts, steps = pending.popleft()
+                if isinstance(counts, PositionCounts):
+                    self._fold_positions(counts)
+                    continue
                 group = groups.get(steps)
                 if group is None:
                     group = groups[steps] = (bytearray(), [])
@@ -88,6 +105,22 @@ class AcceptanceTotals:
                     self.length_counts[c + 1] = self.length_counts.get(c + 1, 0) + k
                     for p in range(min(c, len(self.per_position))):
                         self.per_position[p] += k
+
+
+    def _fold_positions(self, counts: PositionCounts) -> None:
+        per_pos = list(counts.per_position)
+        self.drafts += counts.drafts
+        self.draft_tokens += counts.draft_tokens
+        self.accepted += sum(per_pos)
+        if len(self.per_position) < len(per_pos):
+            self.per_position.extend([0] * (len(per_pos) - len(self.per_position)))
+        reached = [counts.drafts] + per_pos + [0]  # request-steps that accepted >= c
+        for c in range(len(per_pos) + 1):
+            if c < len(per_pos):
+                self.per_position[c] += per_pos[c]
+            exactly = reached[c] - reached[c + 1]
+            if exactly:
+                self.length_counts[c + 1] = self.length_counts.get(c + 1, 0) + exactly
 
 
 def _byte_counts(packed: bytearray) -> list[tuple[int, int]]:

@@ -1,8 +1,8 @@
 """Hooks must never break the server they observe.
 
 `guarded_wrapper` builds a wrapt wrapper that runs spectrace code before and after the
-wrapped SGLang call. An exception inside spectrace is caught, counted per hook in
-`spectrace.internal_errors`, and logged once per hook; the wrapped call runs exactly once
+wrapped runtime (SGLang, vLLM) call. An exception inside spectrace is caught, counted per
+hook in `spectrace.internal_errors`, and logged once per hook; the wrapped call runs exactly once
 with its own arguments, and its own result (or exception) is what the caller gets.
 The only exception spectrace lets through on purpose is `StrictModeError`.
 """
@@ -34,7 +34,7 @@ class InternalErrors:
             first = hook not in self._logged
             self._logged.add(hook)
         if first:
-            log.error("spectrace: hook %s raised %s: %s; the SGLang call ran normally. "
+            log.error("spectrace: hook %s raised %s: %s; the runtime's call ran normally. "
                       "Further errors in this hook are only counted (spectrace.internal_errors).",
                       hook, type(exc).__name__, exc, exc_info=exc)
 

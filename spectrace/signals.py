@@ -51,15 +51,16 @@ ATTR_CODE = "code"                  # finding code
 ATTR_SEVERITY = "severity"
 ATTR_HOOK = "hook"                  # which spectrace hook failed
 ATTR_SIGNAL = "signal"              # spans | metrics | events
-ATTR_WORKER = "worker"              # WORKER_V1 | WORKER_V2
+ATTR_WORKER = "worker"              # WORKER_V1 | WORKER_V2 | WORKER_VLLM
 ATTR_TP_RANK = "tp_rank"
 ATTR_MODEL = "model"                # served model name / path basename
 
 PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target
 PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped by design
 
-WORKER_V1 = "EAGLEWorker"
+WORKER_V1 = "EAGLEWorker"           # SGLang's eagle workers
 WORKER_V2 = "EAGLEWorkerV2"
+WORKER_VLLM = "EngineCore"          # vLLM: steps are counted by the EngineCore's scheduler
 
 # Span names and their attributes.
 SPAN_STEP = "spectrace.spec.step"
@@ -72,18 +73,25 @@ SPAN_ATTR_NUM_STEPS = "spectrace.speculative_num_steps"
 SPAN_ATTR_TOPK = "spectrace.speculative_eagle_topk"
 SPAN_ATTR_NUM_DRAFT_TOKENS = "spectrace.speculative_num_draft_tokens"
 SPAN_ATTR_WORKER = "spectrace.worker"
-SPAN_ATTR_SGLANG_VERSION = "spectrace.sglang.version"
+SPAN_ATTR_SGLANG_VERSION = "spectrace.sglang.version"  # SGLang processes only
+SPAN_ATTR_RUNTIME = "spectrace.runtime"
+SPAN_ATTR_RUNTIME_VERSION = "spectrace.runtime.version"
 SPAN_ATTR_ANOMALY = "spectrace.anomaly"
 
 # Resource attributes (one set per process).
-RES_SGLANG_VERSION = "spectrace.sglang.version"
+RES_RUNTIME = "spectrace.runtime"                  # RUNTIME_SGLANG | RUNTIME_VLLM
+RES_RUNTIME_VERSION = "spectrace.runtime.version"  # the installed release of that runtime
+RES_SGLANG_VERSION = "spectrace.sglang.version"    # SGLang processes only (kept for queries)
 RES_SPECTRACE_VERSION = "spectrace.version"
 RES_TP_RANK = "spectrace.tp_rank"
 RES_DP_RANK = "spectrace.dp_rank"
 RES_PP_RANK = "spectrace.pp_rank"
 RES_ROLE = "spectrace.process_role"
-RES_MODEL = "spectrace.model"            # SGLang's served model name (target)
+RES_MODEL = "spectrace.model"            # the served model name (target)
 RES_DRAFT_MODEL = "spectrace.draft_model"  # the draft checkpoint path
+
+RUNTIME_SGLANG = "sglang"
+RUNTIME_VLLM = "vllm"
 
 # Finding codes raised at run time (the doctor uses the same codes, see docs/doctor.md).
 FC_BYPASS = "eagle3.fc_bypass"
@@ -131,7 +139,8 @@ DOCTOR_FINDINGS = (FC_CONFIG_WIDTH_MISMATCH, AUX_LAYER_IDS_OUT_OF_RANGE, AUX_LAY
 # Metrics.
 SPEC_STEPS = MetricSpec(
     "spectrace.spec.steps", COUNTER, "{step}",
-    "Speculative decode steps (draft + verify rounds) seen by the eagle worker.", (ATTR_WORKER,))
+    "Speculative decode steps (draft + verify rounds) seen by SGLang's eagle worker or "
+    "vLLM's EngineCore.", (ATTR_WORKER,))
 SPEC_DRAFTS = MetricSpec(
     "spectrace.spec.drafts", COUNTER, "{draft}",
     "Request-steps verified (one per request per speculative step).")
@@ -158,7 +167,9 @@ SPEC_AGREEMENT_PER_POSITION = MetricSpec(
     "target predicted there.", (ATTR_POSITION,))
 EAGLE3_PASSES = MetricSpec(
     "spectrace.eagle3.hidden_state_passes", COUNTER, "{pass}",
-    "Draft forward passes run in Python, by pass kind and hidden-state width.",
+    "Draft passes whose incoming hidden states spectrace saw, by pass kind and width "
+    "(SGLang: every pass run in Python; vLLM: the target-fed ones, at "
+    "combine_hidden_states).",
     (ATTR_PASS_KIND, ATTR_WIDTH))
 EAGLE3_EXPECTED_WIDTH = MetricSpec(
     "spectrace.eagle3.expected_width", GAUGE, "1",
@@ -174,10 +185,10 @@ EAGLE3_WIDTH_MISMATCH = MetricSpec(
     "hidden size (e.g. 2 of 3 aux layers).")
 EAGLE3_UNUSED_KEYS = MetricSpec(
     "spectrace.eagle3.unused_checkpoint_keys", COUNTER, "{key}",
-    "Draft checkpoint keys that SGLang's load_weights dropped (matched no parameter).")
+    "Draft checkpoint keys that the runtime's load_weights dropped (matched no parameter).")
 EAGLE3_UNLOADED_PARAMS = MetricSpec(
     "spectrace.eagle3.unloaded_parameters", COUNTER, "{parameter}",
-    "Draft parameters that no checkpoint key loaded (and that SGLang does not share "
+    "Draft parameters that no checkpoint key loaded (and that the runtime does not share "
     "from the target).")
 FINDINGS = MetricSpec(
     "spectrace.findings", COUNTER, "{finding}",
@@ -185,7 +196,7 @@ FINDINGS = MetricSpec(
     (ATTR_CODE, ATTR_SEVERITY))
 INTERNAL_ERRORS = MetricSpec(
     "spectrace.internal_errors", COUNTER, "{error}",
-    "Exceptions raised inside spectrace hooks (caught; the SGLang call ran normally).",
+    "Exceptions raised inside spectrace hooks (caught; the runtime's call ran normally).",
     (ATTR_HOOK,))
 TELEMETRY_DROPPED = MetricSpec(
     "spectrace.telemetry.dropped", COUNTER, "{item}",

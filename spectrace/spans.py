@@ -14,9 +14,10 @@ from . import signals
 from .process import STATE
 
 
-def start_step(rec, attrs: dict):
-    """Start a step span and make it current; returns the context for `end_step`."""
-    span = rec.tel.tracer.start_span(signals.SPAN_STEP, attributes=attrs)
+def start_step(rec, attrs: dict, start_time: int | None = None):
+    """Start a step span (at `start_time`, ns since the epoch, when the step began before
+    the hook ran) and make it current; returns the context for `end_step`."""
+    span = rec.tel.tracer.start_span(signals.SPAN_STEP, attributes=attrs, start_time=start_time)
     token = otel_context.attach(otel_trace.set_span_in_context(span))
     rec.step_span = span
     return span, token

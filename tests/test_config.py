@@ -140,7 +140,13 @@ def test_defaults_are_safe():
 
 
 def test_empty_otel_service_name_counts_as_unset():
-    assert config.from_env({"OTEL_SERVICE_NAME": ""}).service_name == "sglang"
+    """Unset: each process names itself after its runtime (`sglang`, `vllm`)."""
+    from spectrace.export.resource import service_name
+    cfg = config.from_env({"OTEL_SERVICE_NAME": ""})
+    assert cfg.service_name is None and "OTEL_SERVICE_NAME" not in config.to_env(cfg)
+    assert service_name(cfg, {}) == "sglang"
+    assert service_name(cfg, {"runtime": "vllm"}) == "vllm"
+    assert service_name(config.from_env({"OTEL_SERVICE_NAME": "svc"}), {"runtime": "vllm"}) == "svc"
 
 
 # -- auto mode ------------------------------------------------------------------------

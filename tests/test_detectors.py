@@ -37,6 +37,15 @@ def test_target_fed_pass_at_draft_width_is_fc_bypass():
     assert f.details["width"] == 128 and f.details["fc_in"] == 384
 
 
+def test_messages_name_the_runtime_that_ran():
+    from spectrace.detectors import VLLM
+    from spectrace.detectors.vocab import check_vocab_map
+    f = check_width("target_fed", 128, EXP, VLLM)
+    assert "vLLM skipped fc" in f.message and "set_aux_hidden_state_layers" in f.message
+    [v] = check_vocab_map(None, 256, 512, terms=VLLM)
+    assert "vLLM maps draft id i" in v.message and "SGLang" not in v.message
+
+
 def test_two_of_three_layers_is_width_mismatch():
     f = check_width("target_fed", 256, EXP)
     assert f.code == signals.WIDTH_MISMATCH
@@ -56,6 +65,8 @@ def state(stored, rule=aux.PLUS_ONE, on=True, captured=None, num_layers=8):
     (aux.KEPT_IF_MAX_IS_NUM_LAYERS, [3, 5, 7], [4, 6, 8]),
     (aux.PLUS_ONE, None, [2, 4, 5]),                           # defaults, 8 layers
     (aux.PLUS_ONE_DEFAULTS_TOO, None, [3, 5, 6]),
+    (aux.KEPT, [0, 1, 2], [0, 1, 2]),                          # every vLLM target
+    (aux.KEPT, None, [2, 4, 5]),
 ])
 def test_each_rule_is_healthy_on_what_it_stores(rule, draft_ids, stored):
     n = 61 if stored[-1] > 8 else 8

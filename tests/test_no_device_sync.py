@@ -2,19 +2,21 @@
 machine with fake CUDA tensors. (On a real GPU: `benchmarks/gpu_sync_check.py`.)
 
 What is real: spectrace's hooks, the wrap-point tables of its own adapters (`sglang_v2`,
-`sglang_v1`, `sglang_eagle3`) applied by its Patcher (wrapt) and its Recorder; the tensors are
+`sglang_v1`, `sglang_eagle3`, and vLLM's `vllm_engine`, `vllm_runner`, `vllm_eagle3`)
+applied by its Patcher (wrapt) and its Recorder; the tensors are
 PyTorch's own `FakeTensor`s on device "cuda" (`FakeTensorMode`): they report `is_cuda`, so
 every hook takes its CUDA code path, but they have no data. Every aten op the hooks issue is
 recorded by a `TorchDispatchMode`; any read of tensor data on the host (`.item()`,
 `.tolist()`, `bool(t)`, an op with data-dependent output shape) raises inside the fake mode
 and shows up as a recorded op or a counted internal error. `torch.cuda.Event` and
 `torch.cuda.synchronize` are replaced by recorders (there is no driver here).
-What is a stand-in: the bodies of SGLang's methods (see benchmarks/hookbench.py).
+What is a stand-in: the bodies of SGLang's and vLLM's methods (see benchmarks/hookbench.py).
 
-Asserted, for a v2 step (sampled, agreement compared) and a v1 step:
+Asserted, for a v2 step (sampled, agreement compared), a v1 step and a vLLM engine step:
 - no `aten._local_scalar_dense` / `aten.is_nonzero` / data-dependent-shape op;
-- no op that moves data from the device to the host, except the one copy in
-  `compare_chain_tokens`: non-blocking, into a pinned buffer allocated for it;
+- no op that moves data from the device to the host, except the one copy of the
+  agreement counts (`detectors.tokens.to_host`): non-blocking, into a pinned buffer
+  allocated for it;
 - no `torch.cuda.synchronize`, no `Event.synchronize` / `Event.wait`;
 - the draft-width hook (`LlamaModel.forward`) issues no aten op at all: shapes only.
 """
@@ -141,6 +143,24 @@ def _run_steps(step, mode, n: int = 3) -> OpLog:
     return log
 
 
+def _run_vllm_steps(mode) -> OpLog:
+    """Three vLLM engine steps through spectrace's hooks, on fake CUDA inputs."""
+    with mode:
+        inputs = hb.make_vllm_inputs(BS, "cuda")
+    return _run_steps(hb.VllmStep(BS, "spectrace", inputs), mode)
+
+
+def _assert_no_sync(log: OpLog, calls: list[str]) -> list[str]:
+    """No op that reads device data on the host or moves it there (but the pinned
+    non-blocking copy), no synchronize, no wait on an event; the aten ops issued."""
+    ops = [e["op"] for e in log.aten()]
+    assert not set(ops) & SYNCING_OPS, log.describe()
+    assert not log.device_to_host(), log.describe()
+    assert "synchronize" not in calls
+    assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
+    return ops
+
+
 def test_fake_cuda_tensors_take_the_cuda_path(fake_cuda):
     mode, _ = fake_cuda
     with mode:
@@ -158,18 +178,37 @@ def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
         log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
-        ops = {e["op"] for e in log.aten()}
-        assert not ops & SYNCING_OPS, log.describe()
-        assert not log.device_to_host(), log.describe()
+        ops = _assert_no_sync(log, calls)
         # the agreement ran on the device, with exactly one pinned non-blocking copy a step
-        copies = [e for e in log.aten() if e["op"] == "aten.copy_.default"]
-        assert len(copies) == 3 and "aten.eq.Tensor" in ops, log.describe()
-        assert len(rec.agreement._pending) == 3
-        assert "synchronize" not in calls
-        assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
-        assert FakeEvent.log.count("record") == 3
+        assert ops.count("aten.copy_.default") == 3 and "aten.eq.Tensor" in ops, log.describe()
+        assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
         assert rec.steps[signals.WORKER_V2] == 3
         assert len(rec.acceptance._pending) == 3
+
+
+@pytest.mark.parametrize("sample_ratio", [1.0, 0.0])
+def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
+    """vLLM: the scheduler's and the engine's hooks touch no tensor; the runner's `_sample`
+    hook compares drafts with the target's argmax on the device and copies the counts
+    back without blocking; the draft's `combine_hidden_states` hook reads a shape."""
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
+                         agreement_every=1) as rec:
+        log = _run_vllm_steps(mode)
+        ops = _assert_no_sync(log, calls)
+        assert ops.count("aten.argmax.default") == ops.count("aten.copy_.default") == 3
+        assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
+        assert rec.steps[signals.WORKER_VLLM] == 3 and len(rec.acceptance._pending) == 3
+        assert rec.passes == {("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 3}
+
+
+def test_vllm_step_without_agreement_issues_no_aten_op(fake_cuda, tmp_path):
+    """Steps that compare nothing (15 of 16 by default) touch no tensor at all."""
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=0):
+        log = _run_vllm_steps(mode)
+    assert not log.aten(), log.describe()
+    assert "synchronize" not in calls
 
 
 def test_v1_step_issues_no_aten_op(fake_cuda, recorder_every_step):
@@ -251,3 +290,12 @@ def test_tree_top1_path_agreement_stays_on_the_device(fake_cuda):
     assert [e["op"] for e in log.aten()].count("aten.gather.default") == 3 * steps
     assert list(host.shape) == [steps] and host.device.type == "cpu"
     assert FakeEvent.log.count("record") == 1 and "synchronize" not in calls
+
+
+def test_stand_ins_have_the_runtimes_parameter_lists():
+    """The stand-ins' methods take the parameters of the installed SGLang 0.5.23 and of
+    vLLM 0.32.0 (in the vLLM environment), so the hooks see what they would see there."""
+    from conftest import vllm_python_or_skip
+    assert hb.check_signatures() == []
+    vllm_python_or_skip()
+    assert hb.check_signatures(vllm=True) == []

@@ -1,5 +1,6 @@
-"""A real Prometheus scrapes spectrace's endpoint in a real SGLang CPU run; every PromQL
-expression of every dashboard panel and alert rule is evaluated against what arrived.
+"""A real Prometheus scrapes spectrace's endpoints in a real SGLang CPU run and a real vLLM
+CPU run (its EngineCore and worker); every PromQL expression of every dashboard panel,
+template variable and alert rule is evaluated against what arrived.
 
 Why: the names change on the way (OTel -> Prometheus adds `_total`, underscores), and
 resource attributes land on `target_info` only; a query that matches nothing shows
@@ -9,6 +10,7 @@ resource attributes land on `target_info` only; a query that matches nothing sho
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -44,10 +46,10 @@ needs_prometheus = pytest.mark.skipif(
 
 # -- Prometheus ----------------------------------------------------------------------------
 class Prometheus:
-    """A Prometheus server on loopback scraping one target every second, with the alert
+    """A Prometheus server on loopback scraping its targets every second, with the alert
     rules loaded (every `for` shortened to 0s so a rule fires at its first evaluation)."""
 
-    def __init__(self, workdir: str, target_port: int) -> None:
+    def __init__(self, workdir: str, target_ports: list[int]) -> None:
         self.port = free_port()
         self.log_path = os.path.join(workdir, "prometheus.log")
         rules = _load_rules()
@@ -60,7 +62,7 @@ class Prometheus:
         config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                   "rule_files": [os.path.join(workdir, "rules.yml")],
                   "scrape_configs": [{"job_name": "spectrace", "static_configs": [
-                      {"targets": [f"127.0.0.1:{target_port}"]}]}]}
+                      {"targets": [f"127.0.0.1:{p}" for p in target_ports]}]}]}
         with open(os.path.join(workdir, "prometheus.yml"), "w") as fh:
             yaml.safe_dump(config, fh)
         log = open(self.log_path, "w")
@@ -181,32 +183,62 @@ class Run:
     logs: str = ""
 
 
-def run_variant(mode: str, models: str, workdir: str) -> Run:
-    """Start Prometheus and SGLang, send requests, evaluate everything, stop both."""
-    sport = free_port()
-    prom = Prometheus(workdir, sport)
+def _free_port_pair() -> int:
+    """A base port with the next one free too (vLLM: EngineCore and worker endpoints)."""
+    import socket
+    while True:
+        base = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", base + 1))
+                return base
+            except OSError:
+                continue
+
+
+def _start(runtime: str, models: str, workdir: str, env: dict):
+    """(server, generate(prompt, n), the spectrace endpoints' ports) for either runtime."""
+    log = os.path.join(workdir, "server.log")
+    port = int(env["SPECTRACE_PROMETHEUS_PORT"])
+    if runtime == "vllm":
+        from conftest import vllm_python_or_skip
+        from harness.vllm_server import start_vllm_server
+        server = start_vllm_server(vllm_python_or_skip(), models, log, env_extra=env)
+        return server, server.complete, [port, port + 1]  # EngineCore, worker rank 0
+    server = start_server(models, log, env_extra=env)
+    return server, server.generate, [port]
+
+
+def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang") -> Run:
+    """Start Prometheus and the runtime, send requests, evaluate everything, stop both."""
+    sport = _free_port_pair()
+    ports = [sport] if runtime == "sglang" else [sport, sport + 1]
+    prom = Prometheus(workdir, ports)
     server = None
     run = Run(mode, logs=f"server log {workdir}/server.log, {prom.log_path}")
     try:
-        server = start_server(models, os.path.join(workdir, "server.log"), env_extra={
+        server, generate, ports = _start(runtime, models, workdir, {
             "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
             "SPECTRACE_PROMETHEUS_PORT": str(sport), "SPECTRACE_AGREEMENT_EVERY": "1",
             "SPECTRACE_OUTPUT_DIR": os.path.join(workdir, "spectrace-data")})
         drafts = S.SPEC_DRAFTS.prometheus_name
         position = S.SPEC_ACCEPTED_PER_POSITION.prometheus_name
-        prom.wait(lambda: prom.query(f'up{{job="spectrace"}} == 1'), 30,
-                  f"{run.logs}: Prometheus never scraped spectrace")
+        prom.wait(lambda: len(prom.query(f'up{{job="spectrace"}} == 1')) == len(ports), 30,
+                  f"{run.logs}: Prometheus never scraped every spectrace endpoint")
         # One warm-up request, so every series (positions, lengths) exists before the
         # measured window: a series' first sample is never counted by rate().
-        server.generate(PROMPT, 8)
+        generate(PROMPT, 8)
         agreement = S.SPEC_AGREEMENT_PER_POSITION.prometheus_name
         prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
                   "per-position series")
         t0 = time.time()
-        time.sleep(2.5)
+        # The window below starts at most 2 s after t0: wait so that at least one scrape
+        # between its start and the requests sees the counts before them (vLLM serves
+        # the requests within one scrape interval).
+        time.sleep(3.5)
         with ThreadPoolExecutor(3) as pool:  # three requests batched together
-            list(pool.map(lambda _: server.generate(PROMPT, 24), range(3)))
-        final = _endpoint_value(sport, drafts)
+            list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
+        final = sum(_endpoint_value(p, drafts) for p in ports)
         prom.wait(lambda: prom.value(f"sum({drafts})") == final, 20, "final scrape")
         time.sleep(2.5)  # rule evaluation (every 1 s) after the final scrape
         at = time.time()
@@ -231,17 +263,27 @@ def _endpoint_value(port: int, metric: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def partial(tiny_models, tmp_path_factory) -> Run:
-    return run_variant("partial", tiny_models("partial"), str(tmp_path_factory.mktemp("prom")))
+def runs(tiny_models, tmp_path_factory):
+    """runs(runtime, mode) -> Run, each variant run once (its servers stopped at once)."""
+    done: dict = {}
+
+    def get(runtime: str, mode: str) -> Run:
+        if (runtime, mode) not in done:
+            done[runtime, mode] = run_variant(mode, tiny_models(mode),
+                                              str(tmp_path_factory.mktemp("prom")), runtime)
+        return done[runtime, mode]
+    return get
 
 
-@pytest.fixture(scope="module")
-def bypass(tiny_models, tmp_path_factory) -> Run:
-    return run_variant("bypass", tiny_models("bypass"), str(tmp_path_factory.mktemp("prom")))
+RUNTIMES = pytest.mark.parametrize("runtime", ["sglang", pytest.param(
+    "vllm", marks=pytest.mark.vllm)])
 
 
 def _by(result: list[dict], label: str) -> dict[str, float]:
-    return {r["metric"].get(label, ""): float(r["value"][1]) for r in result}
+    """Values by `label`; NaN left out (a vLLM worker has no accept counts of its own, an
+    EngineCore no agreement counts: their ratios are 0/0)."""
+    return {r["metric"].get(label, ""): v for r in result
+            if not math.isnan(v := float(r["value"][1]))}
 
 
 def _panel(run: Run, title: str) -> list[dict]:
@@ -251,11 +293,15 @@ def _panel(run: Run, title: str) -> list[dict]:
 
 
 # -- tests --------------------------------------------------------------------------------
+# Each runs on SGLang (one scheduler process, one endpoint) and on vLLM (an EngineCore with
+# the accept counts and a worker with everything about the models: two endpoints).
 @pytest.mark.sglang
 @needs_prometheus
-def test_every_panel_query_returns_data(partial, bypass):
+@RUNTIMES
+def test_every_panel_query_returns_data(runs, runtime):
     """Every panel has data in both runs: the findings series start at 0 for every code,
     so a healthy deployment shows 0, not "No data"."""
+    partial, bypass = runs(runtime, "partial"), runs(runtime, "bypass")
     empty_healthy = [n for n, _ in panel_queries() if not partial.panels[n]]
     assert not empty_healthy, f"no data in the healthy run: {empty_healthy} ({partial.logs})"
     empty_broken = [n for n, r in bypass.panels.items() if not r]
@@ -264,12 +310,14 @@ def test_every_panel_query_returns_data(partial, bypass):
 
 @pytest.mark.sglang
 @needs_prometheus
-def test_partial_acceptance_values(partial):
+@RUNTIMES
+def test_partial_acceptance_values(runs, runtime):
     """The exact-acceptance models: 1 of 3 draft tokens accepted at every step."""
+    partial = runs(runtime, "partial")
     pos = _by(_panel(partial, "Per-position acceptance"), "position")
     assert pos == pytest.approx({"0": 1.0, "1": 0.0, "2": 0.0}), partial.logs
-    mal = [float(r["value"][1]) for r in _panel(partial, "Mean acceptance length over time")]
-    assert mal == pytest.approx([2.0]), partial.logs
+    mal = _by(_panel(partial, "Mean acceptance length over time"), "instance")
+    assert list(mal.values()) == pytest.approx([2.0]), partial.logs
     assert _by(_panel(partial, "Mean acceptance length"), "") == pytest.approx({"": 2.0})
     assert _by(_panel(partial, "Position-0 acceptance"), "") == pytest.approx({"": 1.0})
     assert _by(_panel(partial, "Acceptance rate"), "") == pytest.approx({"": 1 / 3})
@@ -282,20 +330,24 @@ def test_partial_acceptance_values(partial):
 
 @pytest.mark.sglang
 @needs_prometheus
-def test_bypass_acceptance_collapses(bypass):
+@RUNTIMES
+def test_bypass_acceptance_collapses(runs, runtime):
+    bypass = runs(runtime, "bypass")
     mal = _by(_panel(bypass, "Mean acceptance length"), "")[""]
     assert mal < 1.2, f"bypass mean acceptance length {mal} ({bypass.logs})"
     assert _by(_panel(bypass, "fc bypass passes"), "")[""] > 0
     codes = _by(_panel(bypass, "Findings by code (weights, vocabulary map, fc bypass, aux)"),
                 "code")
-    assert codes.get(S.FC_BYPASS, 0) > 0, codes
+    assert codes.get(S.FC_BYPASS, 0) > 0 and codes.get(S.AUX_CAPTURE_DISABLED, 0) > 0, codes
 
 
 @pytest.mark.sglang
 @needs_prometheus
-def test_every_rule_query_evaluates(partial, bypass):
+@RUNTIMES
+def test_every_rule_query_evaluates(runs, runtime):
     """Each rule's query returns data in the runs (findings-based ones only once a finding
     of that code exists); none compares a value on the healthy run that should fire."""
+    partial, bypass = runs(runtime, "partial"), runs(runtime, "bypass")
     for name, query in rule_queries():
         if FINDINGS in query:
             # No vocabulary finding in either run: the rule's `> 0` leaves nothing.
@@ -308,7 +360,9 @@ def test_every_rule_query_evaluates(partial, bypass):
 
 @pytest.mark.sglang
 @needs_prometheus
-def test_fc_bypass_alert_fires_only_for_bypass(partial, bypass):
+@RUNTIMES
+def test_fc_bypass_alert_fires_only_for_bypass(runs, runtime):
+    partial, bypass = runs(runtime, "partial"), runs(runtime, "bypass")
     assert "SpectraceFcBypass" in bypass.firing, bypass.firing
     assert "SpectraceAcceptanceCollapse" in bypass.firing, bypass.firing
     assert partial.firing == set(), f"alerts firing on the healthy run: {partial.firing}"
@@ -316,25 +370,34 @@ def test_fc_bypass_alert_fires_only_for_bypass(partial, bypass):
 
 @pytest.mark.sglang
 @needs_prometheus
-def test_template_variables_find_values(partial):
-    """`label_values(target_info{...}, label)` finds the job, served model, rank and the
-    scraped instance: the labels the panels filter on really exist."""
-    v = partial.variables
+@RUNTIMES
+def test_template_variables_find_values(runs, runtime):
+    """`label_values(target_info{...}, label)` finds the job, the runtime, served model,
+    rank and the scraped instances: the labels the panels filter on really exist."""
+    v = runs(runtime, "partial").variables
     assert v["job"] == {"spectrace"}
+    assert v["runtime"] == {runtime}
     [model] = v["model"]
-    assert model.endswith("partial-midlayer/target")  # SGLang's served model name
-    assert v["tp_rank"] == {"0"}
-    assert len(v["instance"]) == 1 and next(iter(v["instance"])).startswith("127.0.0.1:")
+    assert model.endswith("partial-midlayer/target")  # the served model name
+    # vLLM: the worker's; its EngineCore has no rank (a series without the label, which
+    # Grafana does not list)
+    assert v["tp_rank"] - {None} == {"0"}
+    assert len(v["instance"]) == {"sglang": 1, "vllm": 2}[runtime]
+    assert all(i.startswith("127.0.0.1:") for i in v["instance"])
 
 
 @pytest.mark.sglang
 @needs_prometheus
-def test_docs_queries_return_data(partial):
+@RUNTIMES
+def test_docs_queries_return_data(runs, runtime):
     """The PromQL printed in docs/metrics.md works as written (5m windows)."""
+    partial = runs(runtime, "partial")
     empty = [t for t, r in partial.docs.items() if not r]
     assert not empty, f"no data for {empty} ({partial.logs})"
-    joined = partial.docs["Mean acceptance length with the TP rank"]
-    assert [r["metric"].get("spectrace_tp_rank") for r in joined] == ["0"]
+    joined = [r for r in partial.docs["Mean acceptance length with the TP rank"]
+              if not math.isnan(float(r["value"][1]))]
+    assert [r["metric"].get("spectrace_tp_rank") for r in joined] == [
+        {"sglang": "0", "vllm": None}[runtime]]  # vLLM: counted by the EngineCore
     assert float(joined[0]["value"][1]) == pytest.approx(2.0)
 
 

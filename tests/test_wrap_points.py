@@ -2,7 +2,7 @@
 against the real released SGLang sources, in the versions where each adapter expects it.
 
 The wheels are fetched once (tests/release_sources.py) and their sources are parsed with
-`ast` straight from the zip: nothing is imported, so no GPU, torch or SGLang install is
+`ast` (tests/wheel_sources.py): nothing is imported, so no GPU, torch or SGLang install is
 needed. The tables below are the adapter contract (docs/sglang-versions.md).
 """
 from __future__ import annotations
@@ -12,21 +12,14 @@ import functools
 
 import pytest
 
-from tests.release_sources import source
+import wheel_sources as ws
+from wheel_sources import rows
 
 VERSIONS = ("0.5.5", "0.5.8", "0.5.12", "0.5.16", "0.5.23")
 
 
-def _key(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
-
-
-def since(v: str) -> tuple[str, ...]:
-    return tuple(x for x in VERSIONS if _key(x) >= _key(v))
-
-
-def until(v: str) -> tuple[str, ...]:
-    return tuple(x for x in VERSIONS if _key(x) <= _key(v))
+since = functools.partial(ws.since, VERSIONS)
+until = functools.partial(ws.until, VERSIONS)
 
 
 ALL = VERSIONS
@@ -136,82 +129,10 @@ READS = [
 ]
 
 
-# -- wheels -------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def module(version: str, path: str) -> ast.Module | None:
-    text = source("sglang", version, path)
-    return None if text is None else ast.parse(text, filename=f"sglang-{version}/{path}")
-
-
-def get_class(version: str, path: str, name: str) -> ast.ClassDef:
-    tree = module(version, path)
-    assert tree is not None, f"SGLang {version}: no {path}"
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return node
-    raise AssertionError(f"SGLang {version}: no class {name} in {path}")
-
-
-def base_classes(version: str, path: str, cls: ast.ClassDef):
-    """(path, ClassDef) of the bases defined in SGLang: in the same module, or imported
-    with `from sglang.x import Name` (attributes such as properties are inherited)."""
-    tree = module(version, path)
-    imported = {a.asname or a.name: n.module.replace(".", "/") + ".py"
-                for n in tree.body if isinstance(n, ast.ImportFrom)
-                and (n.module or "").startswith("sglang.") for a in n.names}
-    local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    for base in cls.bases:
-        name = ast.unparse(base)
-        where = path if name in local else imported.get(name)
-        if where is not None and module(version, where) is not None:
-            yield where, get_class(version, where, name)
-
-
-def get_method(version: str, path: str, dotted: str) -> ast.FunctionDef | None:
-    cls_name, meth = dotted.split(".")
-    for node in get_class(version, path, cls_name).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == meth:
-            return node
-    return None
-
-
-def instance_attrs(cls: ast.ClassDef) -> set[str]:
-    """`self.x = ...` anywhere in the class, class-level (dataclass) fields, methods."""
-    out = set()
-    for node in cls.body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            out.add(node.target.id)
-        elif isinstance(node, ast.Assign):
-            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out.add(node.name)
-    for node in ast.walk(cls):
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign))
-                   else [])
-        for t in targets:
-            if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                    and t.value.id == "self"):
-                out.add(t.attr)
-    return out
-
-
-def module_names(tree: ast.Module) -> set[str]:
-    out = set()
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            out.add(node.name)
-        elif isinstance(node, ast.Assign):
-            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return out
-
-
-def rows(table):
-    """One pytest case per (row, version)."""
-    return [pytest.param(version, *row[:-1], id=f"{version}-{row[1] or row[0]}-{row[-2]}")
-            for row in table for version in row[-1]]
+# -- the SGLang wheels (tests/wheel_sources.py) ----------------------------------------------
+module = functools.partial(ws.module, "sglang")
+get_class = functools.partial(ws.get_class, "sglang")
+get_method = functools.partial(ws.get_method, "sglang")
 
 
 # -- tests --------------------------------------------------------------------------------
@@ -232,20 +153,14 @@ def test_absent_where_the_adapter_expects_absence(version, path, dotted):
 def test_parameter_read_by_the_adapter(version, path, dotted, index, name):
     fn = get_method(version, path, dotted)
     assert fn is not None, f"SGLang {version}: no {dotted}"
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    params = ws.parameters(fn)
     assert params[index:index + 1] == [name], f"SGLang {version} {dotted}{tuple(params)}"
 
 
 @pytest.mark.parametrize("version,path,cls,attr", rows(ATTRS))
 def test_attribute_read_by_the_adapter(version, path, cls, attr):
-    if cls is None:
-        names = module_names(module(version, path))
-    else:
-        names, todo = set(), [(path, get_class(version, path, cls))]
-        while todo:  # the class and its SGLang base classes
-            where, node = todo.pop()
-            names |= instance_attrs(node)
-            todo.extend(base_classes(version, where, node))
+    names = (ws.module_names(module(version, path)) if cls is None
+             else ws.class_attrs("sglang", version, path, cls))  # with its SGLang bases
     assert attr in names, f"SGLang {version}: {cls or path} has no {attr}"
 
 
@@ -253,8 +168,7 @@ def test_attribute_read_by_the_adapter(version, path, cls, attr):
 def test_expression_read_inside_the_wrapped_method(version, path, dotted, expr):
     fn = get_method(version, path, dotted)
     assert fn is not None, f"SGLang {version}: no {dotted}"
-    found = {ast.unparse(n) for n in ast.walk(fn) if isinstance(n, ast.expr)}
-    assert expr in found, f"SGLang {version}: {dotted} never uses `{expr}`"
+    assert expr in ws.expressions(fn), f"SGLang {version}: {dotted} never uses `{expr}`"
 
 
 @pytest.mark.parametrize("version", V1)
@@ -273,7 +187,7 @@ def test_v1_verify_returns_the_verify_output_second(version):
 
 def test_every_hooked_module_exists_in_some_version():
     from spectrace.adapters import ADAPTERS
-    for name in ADAPTERS:
+    for name in (n for n in ADAPTERS if n.startswith("sglang.")):
         path = name.replace(".", "/") + ".py"
         assert any(module(v, path) is not None for v in VERSIONS), name
 
@@ -310,6 +224,8 @@ def test_tables_here_are_the_adapters_wrap_points():
     from spectrace.adapters import ADAPTERS
     ours = set()
     for module, ref in ADAPTERS.items():
+        if not module.startswith("sglang."):
+            continue  # tests/test_vllm_wrap_points.py
         adapter, table = ref.split(":")
         for point in getattr(importlib.import_module(adapter), table):
             ours.add((module.replace(".", "/") + ".py", point.target))

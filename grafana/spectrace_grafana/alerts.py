@@ -56,7 +56,8 @@ def rules() -> dict:
         "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY),
         ">", 0, "0m", "warning", "spectrace hooks raised errors on {{ $labels.instance }}",
         "spectrace caught {{ $value }} exceptions in its hooks since the process started "
-        "(SGLang ran normally, but some signals may be missing). The log names the hook.")
+        "(the runtime ran normally, but some signals may be missing). The log names the "
+        "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
                         "rules": [collapse, position0, bypass, width, weights, vocab,
                                   internal]}]}

@@ -8,18 +8,26 @@ from .overview import HEALTHY_ACCEPT_LENGTH
 
 BY = Q.SCRAPE_LABELS
 RESOURCE = (
-    ("service.name", "service_name", "OTEL_SERVICE_NAME (default `sglang`)"),
-    (S.RES_MODEL, "spectrace_model", "SGLang's served model name; the dashboards' Model "
+    ("service.name", "service_name", "OTEL_SERVICE_NAME (default: the runtime, `sglang` or "
+     "`vllm`)"),
+    (S.RES_RUNTIME, "spectrace_runtime", "`sglang` or `vllm`: the runtime whose hooks "
+     "reported; the dashboards' Runtime variable"),
+    (S.RES_RUNTIME_VERSION, "spectrace_runtime_version", "that runtime's installed release"),
+    (S.RES_MODEL, "spectrace_model", "the served model name; the dashboards' Model "
      "variable"),
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
     ("process.pid", "process_pid", "the worker process"),
     ("host.name", "host_name", "machine"),
-    (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (also: the port offset)"),
+    (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: also the port "
+     "offset; a vLLM EngineCore has none)"),
     (S.RES_DP_RANK, "spectrace_dp_rank", "data-parallel rank, when known"),
     (S.RES_PP_RANK, "spectrace_pp_rank", "pipeline-parallel rank, when known"),
-    (S.RES_ROLE, "spectrace_process_role", "`scheduler` for the eagle worker"),
+    (S.RES_ROLE, "spectrace_process_role", "`scheduler` for SGLang's eagle worker; "
+     "`engine_core` (accept counts, steps) or `worker` (widths, load, audit, agreement) "
+     "for vLLM"),
     (S.RES_SPECTRACE_VERSION, "spectrace_version", "spectrace version"),
-    (S.RES_SGLANG_VERSION, "spectrace_sglang_version", "SGLang version"),
+    (S.RES_SGLANG_VERSION, "spectrace_sglang_version", "SGLang version (SGLang processes "
+     "only; kept so existing queries work)"),
 )
 
 
@@ -60,7 +68,8 @@ def render() -> str:
         "",
         "Every metric spectrace exports, under its OpenTelemetry name and the name it "
         "arrives as in Prometheus. The Prometheus exporter (`SPECTRACE_EXPORTERS=prometheus`, "
-        "one endpoint per rank on `SPECTRACE_PROMETHEUS_PORT` + rank) and the OpenTelemetry "
+        "one endpoint per rank on `SPECTRACE_PROMETHEUS_PORT` + rank; vLLM: the EngineCore "
+        "on the base port, worker rank r on base + 1 + r) and the OpenTelemetry "
         "Collector's `prometheus` exporter translate names the same way: characters outside "
         "`[a-zA-Z0-9:]` become `_`, curly units such as `{token}` add nothing, counters "
         "gain `_total` (histograms would gain `_bucket`, `_sum`, `_count`).",
@@ -86,6 +95,9 @@ def render() -> str:
         "",
         "Data points carry only the attributes above. Prometheus adds `job` and `instance` "
         "(the scrape target; with one endpoint per rank, `instance` identifies the rank). "
+        "vLLM reports from two kinds of process: its EngineCore exports steps and accept "
+        "counts, its workers everything about the models (widths, fc bypass, weights, the "
+        "aux audit, token agreement); the panels sum over instances, so both show. "
         "Resource attributes are exported once per process, on `target_info`:",
         "",
         "| resource attribute | label on `target_info` | meaning |",

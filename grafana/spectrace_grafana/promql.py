@@ -2,7 +2,8 @@
 
 Names are the ones that really arrive in Prometheus (`signals.*.prometheus_name`).
 Resource attributes (tp_rank, service name, ...) arrive only on `target_info`, so series
-are told apart by the scrape labels `job` and `instance` (one endpoint per rank).
+are told apart by the scrape labels `job` and `instance` (one endpoint per rank; for vLLM
+one for the EngineCore and one per worker).
 """
 from __future__ import annotations
 
@@ -84,5 +85,5 @@ def target_tokens_per_second(window: str, by=(), flt="") -> str:
 
 
 def dropped_weights(by=(), flt="") -> str:
-    """Checkpoint keys SGLang dropped plus draft parameters nothing loaded."""
+    """Checkpoint keys the runtime dropped plus draft parameters nothing loaded."""
     return f"{stotal(S.EAGLE3_UNUSED_KEYS, by, flt)} + {stotal(S.EAGLE3_UNLOADED_PARAMS, by, flt)}"

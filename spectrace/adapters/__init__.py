@@ -15,4 +15,14 @@ ADAPTERS = {
     "sglang.srt.managers.scheduler_output_processor_mixin":
         "spectrace.adapters.sglang_v2:SCHEDULER",
     "sglang.srt.speculative.eagle_worker": "spectrace.adapters.sglang_v1:WORKER_POINTS",
+    # vLLM (V1 engine): the EngineCore's scheduler, the worker's runners and draft classes
+    "vllm.v1.core.sched.scheduler": "spectrace.adapters.vllm_engine:SCHEDULER",
+    "vllm.v1.engine.core": "spectrace.adapters.vllm_engine:ENGINE_CORE",
+    "vllm.v1.worker.gpu_model_runner": "spectrace.adapters.vllm_runner:GPU_RUNNER",
+    "vllm.v1.worker.cpu_model_runner": "spectrace.adapters.vllm_runner:CPU_RUNNER",
+    "vllm.v1.worker.gpu.model_runner": "spectrace.adapters.vllm_runner:GPU_RUNNER_V2",
+    "vllm.model_executor.models.llama_eagle3": "spectrace.adapters.vllm_eagle3:LLAMA_EAGLE3",
+    "vllm.model_executor.models.deepseek_eagle3":
+        "spectrace.adapters.vllm_eagle3:DEEPSEEK_EAGLE3",
+    "vllm.model_executor.models.qwen3_eagle3": "spectrace.adapters.vllm_eagle3:QWEN3_EAGLE3",
 }

@@ -15,15 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .. import signals
+from ..detectors import SGLANG
 from ..detectors.vocab import check_vocab_map
-from ..detectors.weights import (idle_parameters, missing_parameters, missing_params_finding,
-                                 unused_keys_finding)
-from ..detectors.widths import ExpectedWidths, check_width, pass_kind
+from ..detectors.weights import idle_parameters
+from ..detectors.widths import ExpectedWidths, pass_kind
 from ..export.resource import runtime_version
 from ..patching import WrapPoint
 from ..process import STATE, recorder
-from ..safety import StrictModeError
+from .draft_checks import capturing, check_pass, count_if_healthy, draft_state, report_load
 from .load_observer import load_weights_wrapper
 
 
@@ -54,7 +53,6 @@ DRAFT_CLASSES = {
     "kimi_k25_eagle3": DraftClass("sglang.srt.models.kimi_k25_eagle3", "Eagle3MLAModel",
                                   "Eagle3DeepseekV2ForCausalLM", deferred=_mla_fused_a_proj),
 }
-STATE_ATTR = "_spectrace_draft"
 
 
 # -- hidden-state widths ----------------------------------------------------------------
@@ -73,54 +71,22 @@ def expected_widths(model) -> ExpectedWidths:
     return ExpectedWidths(fc_in, draft_hidden, target_hidden, num_aux)
 
 
-class DraftState:
-    """What spectrace keeps on one draft model: its expected widths, and the passes
-    already checked and healthy ((ForwardMode, width) -> (kind, width)), which later are
-    only counted."""
-
-    __slots__ = ("expected", "healthy")
-
-    def __init__(self, expected: ExpectedWidths) -> None:
-        self.expected = expected
-        self.healthy: dict = {}
-
-
 def _before_forward(instance, args, kwargs):
     forward_batch = kwargs["forward_batch"] if "forward_batch" in kwargs else args[2]
     hidden = forward_batch.spec_info.hidden_states
     if hidden is None:
         return
-    if hidden.is_cuda and _capturing():
+    if hidden.is_cuda and capturing():
         return  # CUDA-graph capture runs on dummy batches
     mode = forward_batch.forward_mode
     width = hidden.shape[-1]
     rec = STATE.recorder or recorder()
-    st = instance.__dict__.get(STATE_ATTR)
-    if st is None:
-        st = instance.__dict__[STATE_ATTR] = DraftState(expected_widths(instance))
-        rec.expected_width.update(st.expected.as_dict())
-    key = st.healthy.get((mode, width))
-    if key is not None:  # seen before and healthy: only count it
-        passes = rec.passes
-        passes[key] = passes.get(key, 0) + 1
+    st = draft_state(instance, rec, expected_widths)
+    if count_if_healthy(rec, st, (mode, width)):  # seen before and healthy: only count it
         return
     name = getattr(mode, "name", str(mode))
-    kind = pass_kind(name)
-    width = int(width)
-    rec.count_pass(kind, width)
-    finding = check_width(kind, width, st.expected)
-    if finding is None:
-        st.healthy[(mode, width)] = (kind, width)
-        return
-    rec.finding(finding, {"spectrace.forward_mode": name})
-    if STATE.config.strict and finding.code == signals.FC_BYPASS:
-        raise StrictModeError("spectrace strict mode (SPECTRACE_STRICT=1) stopped at the "
-                              "first fc bypass: " + finding.message)
-
-
-def _capturing() -> bool:
-    import torch
-    return torch.cuda.is_current_stream_capturing()
+    check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,
+               {"spectrace.forward_mode": name})
 
 
 # -- weights and vocabulary map -----------------------------------------------------------
@@ -135,21 +101,10 @@ def shared_from_target(model) -> set[str]:
 
 
 def _report_load(model, obs) -> None:
-    rec = recorder()
     draft = next((d for d in DRAFT_CLASSES.values() if d.causal == type(model).__name__), None)
     skip = shared_from_target(model) | idle_parameters(
         obs.names.values(), draft.upper_norm if draft else None)
-    missing = [m for m in missing_parameters(obs.names.values(), obs.loaded)
-               if m.split("[")[0] not in skip]
-    rec.weights_report(len(obs.unused), len(missing))
-    subject = f"SGLang {runtime_version('sglang')}"
-    if obs.unused:
-        rec.finding(unused_keys_finding(obs.unused, f"{subject}'s load_weights dropped",
-                                        bool(missing), seen=obs.seen))
-    if missing:
-        rec.finding(missing_params_finding(missing, subject))
-    for f in vocab_findings(model):
-        rec.finding(f)
+    report_load(obs, f"SGLang {runtime_version('sglang')}", skip, vocab_findings(model))
 
 
 def vocab_findings(model) -> list:

@@ -105,6 +105,8 @@ def step_attrs(worker_kind: str, worker, batch) -> dict:
     `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`)."""
     reqs = getattr(batch, "reqs", None)
     return {signals.SPAN_ATTR_WORKER: worker_kind,
+            signals.SPAN_ATTR_RUNTIME: signals.RUNTIME_SGLANG,
+            signals.SPAN_ATTR_RUNTIME_VERSION: runtime_version("sglang"),
             signals.SPAN_ATTR_SGLANG_VERSION: runtime_version("sglang"),
             signals.SPAN_ATTR_BATCH_SIZE: len(reqs) if reqs is not None
             else int(batch.seq_lens.shape[0]),

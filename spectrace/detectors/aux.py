@@ -6,7 +6,8 @@ target's `set_eagle3_layers_to_capture`, and each model family turns them into i
 layer listed (0 = the embeddings, k + 1 = the output of layer k). The rules differ by
 family and release, so the audit compares what the target stores with what its own rule
 makes of the draft's ids: a DeepSeek-V3 target given [2, 30, 58] stores them as given, a
-Llama target stores [3, 31, 59], and both are healthy.
+Llama target stores [3, 31, 59], and both are healthy. vLLM's targets all keep the ids
+they are given (`KEPT`: id k is already the state entering layer k).
 
 Pure functions over plain values (`CaptureState` is filled in by the runtime adapter).
 """
@@ -17,13 +18,16 @@ from typing import Sequence
 
 from .. import signals
 from ..findings import ERROR, WARNING, Finding
+from . import SGLANG, Terms
 
 # How a family turns the ids SGLang passes into `layers_to_capture`.
 PLUS_ONE = "plus_one"                              # every id + 1 (Llama, Qwen, most)
 KEPT_UNLESS_FIRST_IS_ONE = "kept_unless_first_is_one"  # DeepSeek family (SGLang >= 0.5.16)
 KEPT_IF_MAX_IS_NUM_LAYERS = "kept_if_max_is_num_layers"  # gpt-oss (SGLang >= 0.5.20)
 PLUS_ONE_DEFAULTS_TOO = "plus_one_defaults_too"   # MiniMax-M3-VL: its defaults get + 1 too
-RULES = (PLUS_ONE, KEPT_UNLESS_FIRST_IS_ONE, KEPT_IF_MAX_IS_NUM_LAYERS, PLUS_ONE_DEFAULTS_TOO)
+KEPT = "kept"                                      # every vLLM target: ids as given
+RULES = (PLUS_ONE, KEPT_UNLESS_FIRST_IS_ONE, KEPT_IF_MAX_IS_NUM_LAYERS, PLUS_ONE_DEFAULTS_TOO,
+         KEPT)
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ SGLANG_TARGETS: dict[str, Family] = {
 
 
 def default_ids(num_layers: int) -> list[int]:
-    """What SGLang's families capture when the draft names no layers."""
+    """What SGLang's families (and every vLLM target) capture when the draft names no
+    layers."""
     return [2, num_layers // 2, num_layers - 3]
 
 
@@ -95,6 +100,8 @@ def stored_ids(rule: str, draft_ids: Sequence[int] | None, num_layers: int) -> l
         ids = default_ids(num_layers)
         return [i + 1 for i in ids] if rule == PLUS_ONE_DEFAULTS_TOO else ids
     ids = [int(i) for i in draft_ids]
+    if rule == KEPT:
+        return ids
     if rule == KEPT_UNLESS_FIRST_IS_ONE and not (ids and ids[0] == 1):
         return ids
     if rule == KEPT_IF_MAX_IS_NUM_LAYERS and ids and max(ids) == num_layers:
@@ -109,7 +116,9 @@ class CaptureState:
     `on`: its capture flag; `stored`: its `layers_to_capture`; `rule`: its family's id rule
     (None: a family spectrace has no rule for, whose ids are then not judged); `captured`:
     how many layers' states really reach the draft (None: as many as `stored` lists);
-    `family`: the class that keeps the state, for messages."""
+    `family`: the class that keeps the state, for messages; `off_cause`: why capture is
+    off and how to fix it, when the adapter knows (else SGLang's causes); `terms`: the
+    runtime's words."""
 
     on: bool
     stored: list[int] | None
@@ -118,6 +127,8 @@ class CaptureState:
     family: str
     captured: int | None = None
     notes: list[str] = field(default_factory=list)
+    off_cause: str | None = None
+    terms: Terms = SGLANG
 
 
 def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_in: int,
@@ -135,7 +146,9 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
     if not state.on:
         if expected_layers <= 1:
             return []
-        if algorithm is not None and algorithm.upper() != "EAGLE3":
+        if state.off_cause is not None:
+            cause = state.off_cause
+        elif algorithm is not None and algorithm.upper() != "EAGLE3":
             cause = (f"SGLang switches capture on only for --speculative-algorithm EAGLE3, "
                      f"and this server runs {algorithm} (NEXTN is an alias of EAGLE), which "
                      f"also replaces the draft's own lm_head and d2t map with the target's. "
@@ -146,14 +159,14 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
         return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR, (
             f"aux hidden-state capture is off in the target ({state.family}), but the "
             f"EAGLE-3 draft's fc expects {expected_layers} concatenated layers ({fc_in} wide). "
-            f"The draft gets one layer, SGLang skips fc (fc bypass) and acceptance length "
-            f"falls to about 1.0. {cause}"), details)]
+            f"The draft gets one layer, {state.terms.runtime} skips fc (fc bypass) and "
+            f"acceptance length falls to about 1.0. {cause}"), details)]
     findings: list[Finding] = []
     stored = sorted(set(state.stored or []))
     captured = state.captured if state.captured is not None else len(stored)
     if captured != expected_layers:
         why = "; ".join(state.notes) or (
-            f"it stores layers_to_capture {list(state.stored or [])}")
+            f"it stores {state.terms.capture_attr} {list(state.stored or [])}")
         findings.append(Finding(signals.AUX_COUNT_MISMATCH, ERROR, (
             f"the target ({state.family}) captures {captured} aux layers ({why}), but the "
             f"draft's fc expects {expected_layers} ({fc_in} / {target_hidden}): every "
@@ -169,9 +182,9 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
                           f"{default_ids(state.num_layers)})")
             findings.append(Finding(signals.AUX_ID_MISMATCH, WARNING, (
                 f"the draft was configured with {asked}, which {state.family} stores as "
-                f"layers_to_capture {expected} ({state.rule.replace('_', ' ')}), but the "
+                f"{state.terms.capture_attr} {expected} ({state.rule.replace('_', ' ')}), but the "
                 f"target captures {stored}: the draft sees other layers than it was trained "
                 f"on. Check which layer ids the serving stack passes to "
-                f"set_eagle3_layers_to_capture."),
+                f"{state.terms.capture_method}."),
                 {**details, "expected_layers_to_capture": expected}))
     return findings

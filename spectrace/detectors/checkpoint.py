@@ -18,6 +18,8 @@ from typing import Any, Mapping
 
 from .. import signals
 from ..findings import ERROR, WARNING, Finding
+from . import SGLANG as SGLANG_TERMS
+from . import VLLM as VLLM_TERMS
 from . import formats as F
 from .formats import Change
 from .loaders import (SGLANG, VLLM, Loader, checkpoint_keys, eagle_config, expected_params,
@@ -456,8 +458,9 @@ def check_vocab(cfg: Mapping[str, Any], ck: CheckpointView, params: Mapping[str,
                 target: Target, loader: Loader) -> list[Finding]:
     d2t_keys = [k for k in ck.shapes if route_key(k, params, loader, cfg).kind == "d2t"]
     draft_vocab = cfg.get("draft_vocab_size")
+    terms = VLLM_TERMS if loader.runtime == VLLM else SGLANG_TERMS
     if not d2t_keys:
-        return check_vocab_map(None, draft_vocab, target.vocab)
+        return check_vocab_map(None, draft_vocab, target.vocab, terms=terms)
     key = d2t_keys[-1]  # the loader keeps the last one it sees
     dtype = ck.dtypes.get(key)
     if dtype is not None and dtype not in INT_DTYPES:
@@ -468,7 +471,7 @@ def check_vocab(cfg: Mapping[str, Any], ck: CheckpointView, params: Mapping[str,
             {"key": key, "dtype": dtype, "expected": list(INT_DTYPES)})]
     if len(ck.shapes[key]) != 1 or key not in ck.d2t:
         return []  # reported as shape.mismatch; values are not a map
-    return check_vocab_map(ck.d2t[key], draft_vocab, target.vocab, ck.t2d_hot)
+    return check_vocab_map(ck.d2t[key], draft_vocab, target.vocab, ck.t2d_hot, terms)
 
 
 def d2t_key(ck: CheckpointView, cfg: Mapping[str, Any], loader: Loader) -> str | None:

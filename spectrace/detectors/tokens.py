@@ -16,7 +16,14 @@ def compare_chain_tokens(draft_token, predicted, batch_size: int, num_draft_toke
     n = num_draft_tokens
     d = draft_token.reshape(batch_size, n)[:, 1:]
     t = predicted.reshape(batch_size, n)[:, :-1]
-    return to_host((d == t).sum(0))
+    return compare_positions(d, t)
+
+
+def compare_positions(draft_tokens, predicted):
+    """Per-position agreement of drafts already aligned with the target's predictions for
+    the same positions (`[batch, positions]`, or flat request-major with `.view` done by
+    the caller). Same return as `compare_chain_tokens`."""
+    return to_host((draft_tokens == predicted).sum(0))
 
 
 def compare_tree_top1_path(draft_token, predicted, next_token, batch_size: int,

@@ -1,7 +1,8 @@
 """Checks of the EAGLE-3 draft-to-target vocabulary map (`d2t`).
 
 SGLang's `LlamaForCausalLMEagle3.load_weights` turns the checkpoint's `d2t` into
-`hot_token_id = d2t + arange(draft_vocab)`: draft id i proposes target id i + d2t[i].
+`hot_token_id = d2t + arange(draft_vocab)`, vLLM's into `draft_id_to_target_id` added to
+an arange the same way: draft id i proposes target id i + d2t[i].
 A wrong map does not crash anything; the draft simply proposes the wrong tokens and
 acceptance collapses. This module is pure (plain ints, no torch) so the doctor can run
 it on the checkpoint and the instrumentation on what SGLang really loaded
@@ -23,6 +24,7 @@ from typing import Any, Sequence
 
 from .. import signals
 from ..findings import ERROR, Finding
+from . import SGLANG, Terms
 
 MAX_EXAMPLES = 5
 
@@ -35,20 +37,21 @@ def looks_absolute(d2t: Sequence[int], target_vocab_size: int) -> bool:
 
 
 def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: int | None,
-                    target_vocab_size: int | None,
-                    hot_ids: Sequence[int] | None = None) -> list[Finding]:
+                    target_vocab_size: int | None, hot_ids: Sequence[int] | None = None,
+                    terms: Terms = SGLANG) -> list[Finding]:
     """Findings for a draft-to-target map given as offsets (`d2t`), or None when absent.
 
     `draft_vocab_size` is the draft config's `draft_vocab_size` (None: same as target);
     `target_vocab_size` None skips the range checks. Accepts any sequence of ints, or an
     object with `.tolist()` (a tensor or array). `hot_ids`: the target ids the checkpoint's
     `t2d` marks, when it has one; it settles the absolute-or-offsets question both ways
-    (an offset map whose hot ids are exactly these raises nothing).
+    (an offset map whose hot ids are exactly these raises nothing). `terms`: the runtime
+    whose loader the words describe.
     """
     if d2t_offsets is None:
         if (draft_vocab_size is not None and target_vocab_size is not None
                 and draft_vocab_size < target_vocab_size):
-            return [_missing(draft_vocab_size, target_vocab_size)]
+            return [_missing(draft_vocab_size, target_vocab_size, terms.runtime)]
         return []
     if hasattr(d2t_offsets, "tolist"):
         d2t_offsets = d2t_offsets.tolist()
@@ -60,14 +63,14 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
         if sorted(hot) == sorted(hot_ids):
             return []  # t2d confirms the offsets
         if sorted(d2t) == sorted(hot_ids) and target_vocab_size is not None:
-            return [_absolute(d2t, target_vocab_size, confirmed=True)]
+            return [_absolute(d2t, target_vocab_size, terms.runtime, confirmed=True)]
     if target_vocab_size is not None and looks_absolute(d2t, target_vocab_size):
-        return [_absolute(d2t, target_vocab_size)]
+        return [_absolute(d2t, target_vocab_size, terms.runtime)]
     findings = []
     if target_vocab_size is not None:
         bad = [i for i, h in enumerate(hot) if h < 0 or h >= target_vocab_size]
         if bad:
-            findings.append(_out_of_range(d2t, hot, bad, target_vocab_size))
+            findings.append(_out_of_range(d2t, hot, bad, target_vocab_size, terms.runtime))
     counts = Counter(hot)
     dup_ids = sorted(h for h, c in counts.items() if c > 1)
     if dup_ids:
@@ -75,11 +78,11 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     return findings
 
 
-def _missing(draft_vocab: int, target_vocab: int) -> Finding:
+def _missing(draft_vocab: int, target_vocab: int, runtime: str) -> Finding:
     return Finding(signals.VOCAB_D2T_MISSING, ERROR, (
         f"the draft vocabulary ({draft_vocab} tokens) is smaller than the target's "
-        f"({target_vocab}) but the checkpoint has no `d2t` map, so SGLang leaves "
-        f"hot_token_id unset and treats draft id i as target id i; unless the draft vocabulary "
+        f"({target_vocab}) but the checkpoint has no `d2t` map, so {runtime} maps draft id i "
+        f"to target id i; unless the draft vocabulary "
         f"is exactly the first {draft_vocab} target ids, the draft proposes wrong tokens and "
         f"acceptance collapses. Fix: save the `d2t` tensor your training pipeline produced "
         f"(int64, length {draft_vocab}, d2t[i] = target_id - i) into the checkpoint."),
@@ -104,14 +107,15 @@ def absolute_to_offsets(d2t: Sequence[int], target_vocab_size: int,
     return [d - i for i, d in enumerate(d2t)]
 
 
-def _absolute(d2t: list[int], target_vocab: int, confirmed: bool = False) -> Finding:
+def _absolute(d2t: list[int], target_vocab: int, runtime: str,
+              confirmed: bool = False) -> Finding:
     out = sum(1 for i, d in enumerate(d2t) if not 0 <= i + d < target_vocab)
     is_arange = d2t == list(range(len(d2t)))
     what = "arange(draft_vocab)" if is_arange else "a list of distinct target ids"
     return Finding(signals.VOCAB_D2T_ABSOLUTE, ERROR, (
         f"`d2t` holds absolute target ids ({what}: values {d2t[:3]}...) instead of offsets"
         f"{' (t2d marks exactly these ids)' if confirmed else ''}. "
-        f"SGLang adds the draft id (hot id = i + d2t[i]), so draft id i proposes target id "
+        f"{runtime} adds the draft id (hot id = i + d2t[i]), so draft id i proposes target id "
         f"{'2i' if is_arange else 'i + id'}: wrong tokens, near-zero acceptance"
         f"{f', and {out} ids fall outside the target vocabulary' if out else ''}. Fix: store "
         f"offsets, d2t[i] = target_id[i] - i (all zeros when the draft vocabulary is the first "
@@ -121,11 +125,12 @@ def _absolute(d2t: list[int], target_vocab: int, confirmed: bool = False) -> Fin
          "confirmed_by_t2d": confirmed})
 
 
-def _out_of_range(d2t: list[int], hot: list[int], bad: list[int], target_vocab: int) -> Finding:
+def _out_of_range(d2t: list[int], hot: list[int], bad: list[int], target_vocab: int,
+                  runtime: str) -> Finding:
     ex = [{"draft_id": i, "d2t": d2t[i], "target_id": hot[i]} for i in bad[:MAX_EXAMPLES]]
     return Finding(signals.VOCAB_D2T_OUT_OF_RANGE, ERROR, (
         f"{len(bad)} draft ids map outside the target vocabulary [0, {target_vocab}) "
-        f"(e.g. draft id {bad[0]} -> i + d2t[i] = {hot[bad[0]]}). SGLang indexes the target "
+        f"(e.g. draft id {bad[0]} -> i + d2t[i] = {hot[bad[0]]}). {runtime} indexes the target "
         f"with these ids: proposals of those tokens are garbage or fail with an index error "
         f"on the GPU. Fix: rebuild `d2t` against this target's tokenizer "
         f"(d2t[i] = target_id[i] - i, 0 <= target_id < {target_vocab})."),

@@ -1,10 +1,11 @@
 """What the width of the hidden states reaching the EAGLE-3 draft means.
 
 SGLang's `llama_eagle3.LlamaModel.forward` applies `fc` only when the incoming width differs
-from the draft's hidden size. On a target-fed pass (extend / draft-extend) the width must be
-fc's input (num_aux x target hidden); equal to the draft hidden size means fc was skipped
-and the draft saw one layer. On the draft's own decode passes skipping fc is by design.
-Pure functions over ints: no SGLang, no tensors.
+from the draft's hidden size; vLLM's `combine_hidden_states` only when the draft config's
+`use_aux_hidden_state` is on. On a target-fed pass (extend / draft-extend) the width must
+be fc's input (num_aux x target hidden); equal to the draft hidden size means fc was
+skipped and the draft saw one layer. On the draft's own decode passes skipping fc is by
+design. Pure functions over ints: no runtime, no tensors.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from .. import signals
 from ..findings import ERROR, Finding
+from . import SGLANG, Terms
 
 DRAFT_DECODE_MODES = frozenset({"DECODE", "IDLE"})
 
@@ -41,7 +43,8 @@ def expected_width(kind: str, exp: ExpectedWidths) -> int:
     return exp.fc_in if kind == signals.PASS_TARGET_FED else exp.draft_hidden
 
 
-def check_width(kind: str, width: int, exp: ExpectedWidths) -> Finding | None:
+def check_width(kind: str, width: int, exp: ExpectedWidths,
+                terms: Terms = SGLANG) -> Finding | None:
     """The finding for one draft pass, or None when the width is what the draft expects."""
     if kind != signals.PASS_TARGET_FED or width == exp.fc_in:
         return None
@@ -49,13 +52,13 @@ def check_width(kind: str, width: int, exp: ExpectedWidths) -> Finding | None:
     if width == exp.draft_hidden:
         return Finding(signals.FC_BYPASS, ERROR, (
             f"fc bypass: a target-fed draft pass received hidden states {width} wide, the "
-            f"draft's own hidden size, so SGLang skipped fc and the draft saw one layer "
+            f"draft's own hidden size, so {terms.runtime} skipped fc and the draft saw one layer "
             f"instead of {exp.num_aux} concatenated aux layers ({exp.fc_in} wide); its "
             f"proposals are near random and acceptance length falls to about 1.0. Cause: the "
             f"target is not capturing aux hidden states. Fix: check the draft's "
             f"eagle_config.use_aux_hidden_state (must be true), "
             f"eagle_config.eagle_aux_hidden_state_layer_ids, and that the target model class "
-            f"implements set_eagle3_layers_to_capture."), details)
+            f"implements {terms.capture_method}."), details)
     layers = width / exp.target_hidden if exp.target_hidden else float("nan")
     return Finding(signals.WIDTH_MISMATCH, ERROR, (
         f"hidden-state width mismatch: a target-fed draft pass received {width} wide hidden "

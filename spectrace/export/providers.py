@@ -33,7 +33,7 @@ from .bounded import (
 )
 from . import history
 from .files import FileMetricExporter, FileSink, FileSpanExporter, JsonlWriter, make_private_dir
-from .resource import build_resource
+from .resource import build_resource, service_name
 
 log = logging.getLogger("spectrace")
 SCOPE = "spectrace"
@@ -108,12 +108,12 @@ class _Files:
                            max_bytes=max_bytes)
 
 
-def _open_files(cfg: Config, resource: Resource) -> _Files:
+def _open_files(cfg: Config, resource: Resource, name: str) -> _Files:
     """The process folder with `resource.json`, or an empty `_Files` when the file exporter
     is off or the folder cannot be made (logged)."""
     if "file" not in cfg.exporters:
         return _Files()
-    directory = process_dir(cfg.output_dir, cfg.service_name)
+    directory = process_dir(cfg.output_dir, name)
     try:
         make_private_dir(directory)
         fd = os.open(os.path.join(directory, RESOURCE_FILE),
@@ -179,10 +179,17 @@ def _span_processors(cfg: Config, files: _Files) -> list:
     return [p for p in processors if p is not None]
 
 
+def port_offset(identity: dict) -> int:
+    """This process's Prometheus port above the base: its TP rank (SGLang schedulers), or
+    the offset the adapter chose (vLLM: EngineCore 0, worker of rank r 1 + r)."""
+    offset = identity.get("port_offset")
+    return int(offset) if offset is not None else int(identity.get("tp_rank") or 0)
+
+
 def setup(cfg: Config, identity: dict, role: str = "scheduler", tracer_provider=None,
           meter_provider=None) -> ProcessTelemetry:
     resource = build_resource(cfg, identity, role)
-    files = _open_files(cfg, resource)
+    files = _open_files(cfg, resource, service_name(cfg, identity))
     owned: list = []
     meter_provider = meter_provider or host_meter_provider()
     port = None
@@ -190,7 +197,7 @@ def setup(cfg: Config, identity: dict, role: str = "scheduler", tracer_provider=
     # spectrace's own providers leave exit to `export.final_flush` (bounded), not to the
     # SDK's exit handlers, which can wait 30 s on a stuck collector
     if meter_provider is None:
-        readers, port = _metric_readers(cfg, files, identity.get("tp_rank") or 0)
+        readers, port = _metric_readers(cfg, files, port_offset(identity))
         meter_provider = MeterProvider(resource=resource, metric_readers=readers,
                                        shutdown_on_exit=False)
         owned.append(meter_provider)

@@ -44,15 +44,30 @@ def runtime_version(name: str) -> str:
     return "unknown"
 
 
+def process_runtime(identity: dict) -> str:
+    """The runtime whose hooks run in this process (the adapters note it; SGLang's
+    predate that, hence the default)."""
+    return str(identity.get("runtime") or signals.RUNTIME_SGLANG)
+
+
+def service_name(cfg: Config, identity: dict) -> str:
+    """`OTEL_SERVICE_NAME` when set, else the runtime's name (`sglang`, `vllm`)."""
+    return cfg.service_name or process_runtime(identity)
+
+
 def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
+    runtime = process_runtime(identity)
     attrs = {
-        "service.name": cfg.service_name,
+        "service.name": service_name(cfg, identity),
         "process.pid": os.getpid(),
         "host.name": socket.gethostname(),
         signals.RES_SPECTRACE_VERSION: __version__,
-        signals.RES_SGLANG_VERSION: runtime_version("sglang"),
+        signals.RES_RUNTIME: runtime,
+        signals.RES_RUNTIME_VERSION: runtime_version(runtime),
         signals.RES_ROLE: role,
     }
+    if runtime == signals.RUNTIME_SGLANG:  # the attribute existing queries select on
+        attrs[signals.RES_SGLANG_VERSION] = attrs[signals.RES_RUNTIME_VERSION]
     for key, attr in (("tp_rank", signals.RES_TP_RANK), ("dp_rank", signals.RES_DP_RANK),
                       ("pp_rank", signals.RES_PP_RANK)):
         if identity.get(key) is not None:

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from .. import signals
-from .text import _int
+from .text import _int, runtime_label
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 DATA_ID = "spectrace-data"
@@ -253,10 +253,10 @@ def _identity_table(procs: list[dict]) -> str:
             continue
         rows.append(f"<tr><th scope=row>{_e(p['process'])}</th>" + "".join(
             f"<td>{_e(p.get(k))}</td>" for k in ("pid", "role", "tp_rank", "dp_rank", "model",
-                                                 "draft_model", "sglang_version"))
-            + f"<td>{_e(_utc(p.get('started')))}</td></tr>")
+                                                 "draft_model"))
+            + f"<td>{_e(runtime_label(p))}</td><td>{_e(_utc(p.get('started')))}</td></tr>")
     return _table("Processes", ["process", "pid", "role", "tp rank", "dp rank", "model",
-                                "draft", "SGLang", "started"], rows, "wide")
+                                "draft", "runtime", "started"], rows, "wide")
 
 
 STYLE = """
@@ -300,7 +300,7 @@ def render_html(report: dict[str, Any]) -> str:
     for i, p in enumerate(readable):
         ident = (f"<p class=meta>pid {_e(p['pid'])}, role {_e(p['role'])}, tp rank "
                  f"{_e(p['tp_rank'])}, model {_e(p.get('model'))}, draft "
-                 f"{_e(p.get('draft_model'))}, SGLang {_e(p['sglang_version'])}</p>")
+                 f"{_e(p.get('draft_model'))}, {_e(runtime_label(p))}</p>")
         body, d = _view(f"p{i}", f"Process {p['process']}", p, ident)
         views.append(body)
         data.append({"id": f"p{i}", **d})

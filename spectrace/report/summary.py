@@ -296,6 +296,10 @@ def summarize_process(path: str) -> dict[str, Any]:
         "dp_rank": resource.get(signals.RES_DP_RANK),
         "model": resource.get(signals.RES_MODEL),
         "draft_model": resource.get(signals.RES_DRAFT_MODEL),
+        "runtime": resource.get(signals.RES_RUNTIME) or (
+            signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None),
+        "runtime_version": resource.get(signals.RES_RUNTIME_VERSION,
+                                        resource.get(signals.RES_SGLANG_VERSION)),
         "sglang_version": resource.get(signals.RES_SGLANG_VERSION),
         "spectrace_version": resource.get(signals.RES_SPECTRACE_VERSION),
         "started": started,

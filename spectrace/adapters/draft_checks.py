@@ -1,0 +1,93 @@
+"""What every runtime's EAGLE-3 draft hooks do with what they read (runtime-neutral):
+
+- a draft pass's hidden-state width is checked once per kind of pass and width, then
+  only counted (`DraftState` on the draft model holds what was already found healthy);
+- an observed `load_weights` (see `load_observer`) becomes the dropped-keys and
+  unloaded-parameters findings, plus the vocabulary-map findings the adapter computed.
+
+The adapters read their runtime's fields and call these.
+"""
+from __future__ import annotations
+
+from typing import Callable, Hashable
+
+from .. import signals
+from ..detectors import Terms
+from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
+from ..detectors.widths import ExpectedWidths, check_width
+from ..findings import Finding
+from ..process import STATE, recorder
+from ..safety import StrictModeError
+
+STATE_ATTR = "_spectrace_draft"
+
+
+class DraftState:
+    """What spectrace keeps on one draft model: its expected widths (None: it takes no
+    aux layers, so any width is its own business), and the passes already checked and
+    healthy (runtime's key -> (kind, width)), which later are only counted."""
+
+    __slots__ = ("expected", "healthy")
+
+    def __init__(self, expected: ExpectedWidths | None) -> None:
+        self.expected = expected
+        self.healthy: dict = {}
+
+
+def draft_state(model, rec, expected: Callable[[object], ExpectedWidths | None]) -> DraftState:
+    """The model's `DraftState`, made at its first pass (the widths are known by then)."""
+    st = model.__dict__.get(STATE_ATTR)
+    if st is None:
+        st = model.__dict__[STATE_ATTR] = DraftState(expected(model))
+        if st.expected is not None:
+            rec.expected_width.update(st.expected.as_dict())
+    return st
+
+
+def count_if_healthy(rec, st: DraftState, key: Hashable) -> bool:
+    """Count a pass already found healthy (the common case: a dict lookup and an add)."""
+    seen = st.healthy.get(key)
+    if seen is None:
+        return False
+    passes = rec.passes
+    passes[seen] = passes.get(seen, 0) + 1
+    return True
+
+
+def capturing() -> bool:
+    """A CUDA graph is being captured (on dummy batches: not a pass to count)."""
+    import torch
+    return torch.cuda.is_current_stream_capturing()
+
+
+def check_pass(rec, st: DraftState, key: Hashable, kind: str, width: int, terms: Terms,
+               span_attributes: dict | None = None) -> None:
+    """A pass not seen healthy before: count it, check its width, report what is wrong
+    (and stop at an fc bypass in strict mode)."""
+    rec.count_pass(kind, width)
+    finding = None if st.expected is None else check_width(kind, width, st.expected, terms)
+    if finding is None:
+        st.healthy[key] = (kind, width)
+        return
+    rec.finding(finding, span_attributes)
+    if STATE.config.strict and finding.code == signals.FC_BYPASS:
+        raise StrictModeError("spectrace strict mode (SPECTRACE_STRICT=1) stopped at the "
+                              "first fc bypass: " + finding.message)
+
+
+def report_load(obs, subject: str, shared: set[str], vocab: list[Finding],
+                hint: str | None = None) -> None:
+    """Findings for one observed `load_weights`: keys that reached no parameter, draft
+    parameters no key filled (except those the runtime fills from the target, `shared`),
+    and the vocabulary-map findings. `subject` names the runtime and its version."""
+    rec = recorder()
+    missing = [m for m in missing_parameters(obs.names.values(), obs.loaded)
+               if m.split("[")[0] not in shared]
+    rec.weights_report(len(obs.unused), len(missing))
+    if obs.unused:
+        rec.finding(unused_keys_finding(obs.unused, f"{subject}'s load_weights dropped",
+                                        bool(missing), hint=hint, seen=obs.seen))
+    if missing:
+        rec.finding(missing_params_finding(missing, subject))
+    for f in vocab:
+        rec.finding(f)

@@ -1,0 +1,131 @@
+"""Adapter for vLLM's EngineCore (V1 engine): speculative steps, accept counts and step
+spans, from the scheduler, in the EngineCore process.
+
+`Scheduler.update_from_output(scheduler_output, model_runner_output)` runs once per step
+with everything on the CPU and counts the step. The accept counts come from one of two
+places, both once per step and without per-request Python in the step:
+
+- vLLM logs its stats (`vllm serve` by default): the same call hands vLLM's own
+  per-step `SpecDecodingStats` to `Scheduler.make_stats`, whose hook keeps its three
+  figures (request-steps, draft tokens, accepted per position): O(1), and spectrace's
+  totals are vLLM's by construction.
+- It does not (`LLM(...)` by default, `--disable-log-stats`): the hook keeps references
+  to the drafts each request was scheduled with (`scheduled_spec_decode_tokens`) and to
+  the index of its tokens, plus the lengths of the sampled lists (`sampled_token_ids`:
+  the accepted drafts plus one token from the target; vLLM trims them in place when a
+  request stops), snapshotted at C speed; the Recorder applies vLLM's own rule
+  (`num_accepted = len(sampled) - 1`) when it folds, in its reader thread. vLLM also skips
+  requests aborted while their step ran, which spectrace then still counts.
+
+The step span starts when `EngineCore.step` (or `step_with_batch_queue`) does and ends
+with the scheduler's bookkeeping: one span per sampled speculative step, covering
+schedule, target forward, verification, drafting and bookkeeping as the engine sees them
+(the draft and target run in the worker process, which has no span of its own).
+"""
+from __future__ import annotations
+
+import time
+
+from .. import signals, spans
+from ..export.resource import runtime_version
+from ..patching import WrapPoint
+from ..process import STATE
+from ..recorder import PositionCounts
+from .vllm_identity import engine_recorder
+
+WORKER = signals.WORKER_VLLM
+_step_start: list = [None]  # time_ns at which the EngineCore's current step began
+_LESS_ONE = bytes([0] + list(range(255)))  # byte value n -> max(n - 1, 0)
+
+
+class StepCounts:
+    """One step's accepted draft tokens per request, read when iterated (at fold time):
+    `len(sampled) - sampled_per_step` for each request scheduled with drafts that got
+    tokens back, from the lengths snapshotted before vLLM could trim the lists. When every
+    request of the step was scheduled with drafts and got tokens (a pure decode step, the
+    common case) the counts are the lengths less one, computed in C (`bytes.translate`)."""
+
+    __slots__ = ("spec", "index", "lens", "per_step")
+
+    def __init__(self, spec: dict, index: dict, lens: list, per_step: int) -> None:
+        self.spec, self.index, self.lens, self.per_step = spec, index, lens, per_step
+
+    def __iter__(self):
+        lens, index, spec = self.lens, self.index, self.spec
+        if (self.per_step == 1 and len(spec) == len(lens) == len(index) and 0 not in lens
+                and max(lens) < 256 and index.keys() == spec.keys()):
+            return iter(bytes(lens).translate(_LESS_ONE))
+        return self._per_request()
+
+    def _per_request(self):
+        lens, index, per_step = self.lens, self.index, self.per_step
+        for req_id, drafts in self.spec.items():
+            i = index.get(req_id)
+            if not drafts or i is None or i >= len(lens) or not lens[i]:
+                continue
+            yield max(lens[i] - per_step, 0)
+
+
+def _before_engine_step(instance, args, kwargs):
+    _step_start[0] = time.time_ns()
+
+
+def _after_scheduler_init(ctx, scheduler, args, kwargs, result) -> None:
+    """A scheduler with speculative tokens starts this process's telemetry, with the
+    per-position and accept-length series at 0; any other exports nothing."""
+    k = getattr(scheduler, "num_spec_tokens", 0)
+    if isinstance(k, int) and k > 0:
+        engine_recorder(scheduler.vllm_config).acceptance.prepare(k)
+
+
+def _before_update(scheduler, args, kwargs):
+    """Count the step and, when vLLM keeps no stats of its own, keep its accept counts (by
+    reference); returns the context of a sampled step's span, else None."""
+    out = args[0] if args else kwargs["scheduler_output"]
+    spec = out.scheduled_spec_decode_tokens
+    if not spec:
+        return None  # no request was scheduled with drafts (prefill, or no speculation)
+    rec = STATE.recorder or engine_recorder(scheduler.vllm_config)
+    k = scheduler.num_spec_tokens
+    if not scheduler.log_stats:
+        result = args[1] if len(args) > 1 else kwargs["model_runner_output"]
+        sampled = result.sampled_token_ids
+        if sampled:
+            rec.acceptance.add(StepCounts(
+                spec, result.req_id_to_index, list(map(len, sampled)),
+                getattr(scheduler, "num_sampled_tokens_per_step", 1)), k)
+    if rec.begin_step(WORKER):
+        return spans.start_step(rec, {
+            signals.SPAN_ATTR_WORKER: WORKER,
+            signals.SPAN_ATTR_RUNTIME: signals.RUNTIME_VLLM,
+            signals.SPAN_ATTR_RUNTIME_VERSION: runtime_version(signals.RUNTIME_VLLM),
+            signals.SPAN_ATTR_BATCH_SIZE: len(out.num_scheduled_tokens),
+            signals.SPAN_ATTR_NUM_STEPS: k, signals.SPAN_ATTR_TOPK: 1,
+            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: k + 1}, start_time=_step_start[0])
+    return None
+
+
+def _before_make_stats(scheduler, args, kwargs):
+    """vLLM's own counts of this step (None when it logs no stats: see `_before_update`)."""
+    stats = args[0] if args else kwargs.get("spec_decoding_stats")
+    if stats is not None:
+        (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
+            PositionCounts(stats.num_drafts, stats.num_draft_tokens,
+                           stats.num_accepted_tokens_per_pos))
+
+
+# -- wrap points ----------------------------------------------------------------------------
+SCHEDULER = (
+    WrapPoint("Scheduler.__init__", "vllm.scheduler.__init__", after=_after_scheduler_init),
+    WrapPoint("Scheduler.update_from_output", "vllm.scheduler.update_from_output",
+              before=_before_update, cleanup=spans.end_step),
+    WrapPoint("Scheduler.make_stats", "vllm.scheduler.make_stats", before=_before_make_stats),
+)
+
+# Only the step span's start time: without it the span starts at the bookkeeping.
+ENGINE_CORE = (
+    WrapPoint("EngineCore.step", "vllm.engine_core.step", before=_before_engine_step,
+              required=False),
+    WrapPoint("EngineCore.step_with_batch_queue", "vllm.engine_core.step",
+              before=_before_engine_step, required=False),
+)

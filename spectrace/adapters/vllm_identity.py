@@ -1,0 +1,77 @@
+"""Who a vLLM process is, for its resource attributes: the runtime, its role (the
+EngineCore that schedules, or a worker that runs the models), its ranks, the served model
+and the draft, and the Prometheus port it takes.
+
+vLLM runs speculative decoding in two kinds of process: the EngineCore counts accepted
+tokens in its scheduler, and each worker runs the target and the draft. Each exports its
+own signals. Ports above `SPECTRACE_PROMETHEUS_PORT`, per data-parallel replica of
+`1 + world` processes: the EngineCore takes the first, worker rank r (tp + pp * tp_size)
+the `1 + r`-th.
+"""
+from __future__ import annotations
+
+from .. import signals
+from ..process import STATE, note_identity, recorder
+
+ENGINE_CORE = "engine_core"
+WORKER = "worker"
+
+
+def _served_model(model_config) -> str | None:
+    name = getattr(model_config, "served_model_name", None)
+    if isinstance(name, (list, tuple)):
+        name = name[0] if name else None
+    return name or getattr(model_config, "model", None)
+
+
+def _models(vllm_config) -> dict:
+    spec = getattr(vllm_config, "speculative_config", None)
+    return {"model": _served_model(getattr(vllm_config, "model_config", None)),
+            "draft_model": getattr(spec, "model", None)}
+
+
+def _sizes(vllm_config) -> tuple[int, int, int]:
+    """(data-parallel rank, tensor-parallel size, pipeline-parallel size)."""
+    par = getattr(vllm_config, "parallel_config", None)
+    dp = getattr(par, "data_parallel_rank", 0)
+    tp = getattr(par, "tensor_parallel_size", 1)
+    pp = getattr(par, "pipeline_parallel_size", 1)
+    return (dp if isinstance(dp, int) else 0, tp if isinstance(tp, int) else 1,
+            pp if isinstance(pp, int) else 1)
+
+
+def _worker_ranks() -> dict:
+    """tp / pp ranks from vLLM's parallel state (initialised before models load)."""
+    try:
+        from vllm.distributed.parallel_state import get_pp_group, get_tp_group
+        return {"tp_rank": int(get_tp_group().rank_in_group),
+                "pp_rank": int(get_pp_group().rank_in_group)}
+    except Exception:  # noqa: BLE001 - no parallel state: a single rank
+        return {"tp_rank": 0, "pp_rank": 0}
+
+
+def engine_recorder(vllm_config):
+    """The EngineCore's Recorder, its identity noted first."""
+    if STATE.recorder is None:
+        dp, tp, pp = _sizes(vllm_config)
+        note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp,
+                      port_offset=dp * (1 + tp * pp), **_models(vllm_config))
+    return recorder(ENGINE_CORE)
+
+
+def worker_recorder(vllm_config=None):
+    """A worker's Recorder, its identity noted first. `vllm_config`: the runner's, or
+    None for the one vLLM sets while it loads models (`get_current_vllm_config`)."""
+    if STATE.recorder is None:
+        if vllm_config is None:
+            try:
+                from vllm.config import get_current_vllm_config
+                vllm_config = get_current_vllm_config()
+            except Exception:  # noqa: BLE001
+                vllm_config = None
+        dp, tp, pp = _sizes(vllm_config)
+        ranks = _worker_ranks()
+        note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, **ranks,
+                      port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
+                      + ranks["pp_rank"] * tp, **_models(vllm_config))
+    return recorder(WORKER)

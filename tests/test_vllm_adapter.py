@@ -1,0 +1,192 @@
+"""The vLLM adapter's logic on the cases an end-to-end run on the tiny models does not
+reach: mixed prefill/decode steps and trimmed outputs in the accept counts, deduplicated
+or default aux ids, another speculative method, drafts trained without aux layers (no
+false alarm), vLLM's collect-then-load `load_weights` seen by the load observer.
+
+vLLM is not installed in this environment (it has its own, see tests/test_vllm_e2e.py,
+where the same code runs on vLLM's real objects): the models here are stand-ins with the
+attribute names vLLM's classes have (checked in the wheels by
+tests/test_vllm_wrap_points.py); the Recorder, detectors and torch modules are real.
+"""
+from __future__ import annotations
+
+import random
+import types
+
+import pytest
+import torch
+
+from benchmarks import hookbench as hb
+from spectrace import signals as S
+from spectrace.adapters import vllm_eagle3, vllm_target
+from spectrace.adapters.load_observer import LoadObserver
+from spectrace.adapters.vllm_engine import StepCounts
+
+
+# -- accept counts ---------------------------------------------------------------------------
+def test_step_counts_fast_path_equals_vllms_rule():
+    """A pure decode step (every request drafted and answered) takes the C path; its
+    counts are vLLM's `len(sampled) - 1` per request, like the per-request path's."""
+    rng = random.Random(0)
+    for bs in (1, 7, 256):
+        reqs = [f"r{i}" for i in range(bs)]
+        spec = {r: [1, 2, 3] for r in reqs}
+        index = {r: i for i, r in enumerate(rng.sample(reqs, bs))}
+        lens = [rng.randint(1, 4) for _ in range(bs)]
+        counts = StepCounts(spec, index, lens, 1)
+        expected = [lens[index[r]] - 1 for r in reqs]
+        assert sorted(counts) == sorted(expected) == sorted(counts._per_request())
+
+
+def test_step_counts_skip_what_vllm_skips():
+    """Requests without drafts (prefill in the same step), with no tokens back, or missing
+    from the output are not request-steps; a pooling model samples no bonus token."""
+    spec = {"a": [1, 2, 3], "b": [], "c": [4, 5, 6], "gone": [7, 8, 9]}
+    index = {"a": 0, "b": 1, "c": 2, "p": 3}
+    assert list(StepCounts(spec, index, [3, 1, 0, 1], 1)) == [2]
+    assert list(StepCounts({"a": [1, 2, 3]}, {"a": 0}, [3], 0)) == [3]
+
+
+def test_step_counts_fold_into_the_recorders_totals(tmp_path):
+    with hb.own_recorder(str(tmp_path)) as rec:
+        spec = {"a": [1, 2, 3], "b": [1, 2, 3]}
+        rec.acceptance.add(StepCounts(spec, {"a": 0, "b": 1}, [2, 4], 1), 3)
+        rec.acceptance.add(StepCounts(spec, {"a": 1, "b": 0, "x": 2}, [1, 1, 9], 1), 3)
+        rec.acceptance.fold()
+        acc = rec.acceptance
+        assert (acc.drafts, acc.draft_tokens, acc.accepted) == (4, 12, 4)
+        assert acc.per_position == [2, 1, 1] and acc.length_counts == {1: 2, 2: 1, 4: 1}
+
+
+def test_vllms_own_stats_fold_to_the_same_totals(tmp_path):
+    """The two sources of accept counts (vLLM's per-step `SpecDecodingStats` when it logs
+    stats, the per-request lengths when it does not) give the same totals, accept-length
+    distribution included (derived from the cumulative per-position counts)."""
+    from spectrace.recorder import AcceptanceTotals, PositionCounts
+    by_request, by_position = AcceptanceTotals(), AcceptanceTotals()
+    for accepted in hb.accept_lists(37, n=20, seed=3):
+        reqs = {f"r{i}": [1, 2, 3] for i in range(len(accepted))}
+        index = {r: i for i, r in enumerate(reqs)}
+        by_request.add(StepCounts(reqs, index, [a + 1 for a in accepted], 1), 3)
+        by_position.add_positions(PositionCounts(
+            len(accepted), 3 * len(accepted), [sum(a > p for a in accepted) for p in range(3)]))
+    by_request.fold()
+    by_position.fold()
+    for field in ("drafts", "draft_tokens", "accepted", "per_position", "length_counts"):
+        assert getattr(by_request, field) == getattr(by_position, field), field
+
+
+# -- the aux audit and widths ------------------------------------------------------------------
+def target(ids, num_layers=4):
+    """Shaped like vLLM's `LlamaForCausalLM`: the decoder (`.model`, an EagleModelMixin)
+    keeps `aux_hidden_state_layers` (empty until the runner sets them)."""
+    decoder = types.SimpleNamespace(aux_hidden_state_layers=tuple(ids),
+                                    layers=[None] * num_layers)
+    return types.SimpleNamespace(model=decoder, config=types.SimpleNamespace())
+
+
+class Eagle3LlamaForCausalLM:
+    """Shaped like vLLM's draft class: config, and `.model` with fc only when the config's
+    `use_aux_hidden_state` is on (the name is what `is_eagle3_draft` checks)."""
+
+    def __init__(self, aux=True, ids=(0, 1, 2), top_level=False, hidden=128) -> None:
+        eagle = {} if top_level else {"eagle_aux_hidden_state_layer_ids": list(ids)}
+        self.config = types.SimpleNamespace(hidden_size=hidden, eagle_config=eagle,
+                                            vocab_size=512, draft_vocab_size=256)
+        if top_level:
+            self.config.eagle_aux_hidden_state_layer_ids = list(ids)
+        inner = types.SimpleNamespace(use_aux_hidden_state=aux)
+        if aux:
+            inner.fc = torch.nn.Linear(3 * hidden, hidden, bias=False, device="meta")
+            inner.fc.input_size = 3 * hidden
+        self.model = inner
+
+
+def codes(findings) -> list[str]:
+    return sorted(f.code for f in findings)
+
+
+@pytest.mark.parametrize("ids,top_level", [((0, 1, 2), False), ((0, 1, 2), True)])
+def test_healthy_pair_has_no_findings(ids, top_level):
+    draft = Eagle3LlamaForCausalLM(ids=ids, top_level=top_level)
+    assert vllm_target.audit_pair(target(ids), draft, "eagle3") == []
+
+
+def test_duplicate_ids_collapse_to_fewer_layers():
+    """vLLM >= 0.30 keeps `sorted(set(ids))`: a draft naming [1, 1, 2] gets two layers
+    where its fc expects three."""
+    found = vllm_target.audit_pair(target((1, 2)), Eagle3LlamaForCausalLM(ids=(1, 1, 2)))
+    assert codes(found) == [S.AUX_COUNT_MISMATCH]
+    assert "stores aux_hidden_state_layers [1, 2]" in found[0].message
+
+
+def test_ids_the_runtime_ignored_are_a_warning():
+    """vLLM < 0.22 ignores ids nested in eagle_config and captures its defaults."""
+    defaults = (2, 16, 29)  # (2, L // 2, L - 3) of a 32-layer target
+    [f] = vllm_target.audit_pair(target(defaults, 32), Eagle3LlamaForCausalLM(ids=(0, 1, 2)))
+    assert f.code == S.AUX_ID_MISMATCH and f.severity == "warning"
+    assert "set_aux_hidden_state_layers" in f.message
+
+
+@pytest.mark.parametrize("method,cause", [("eagle3", "use_aux_hidden_state"),
+                                          ("eagle", '"method": "eagle3"')])
+def test_capture_off_names_the_cause(method, cause):
+    """A draft with fc whose target captures nothing: the config switch, or a method other
+    than eagle3 (vLLM then does not even call combine_hidden_states)."""
+    [f] = vllm_target.audit_pair(target(()), Eagle3LlamaForCausalLM(), method)
+    assert f.code == S.AUX_CAPTURE_DISABLED and cause in f.message and "vLLM" in f.message
+
+
+def test_draft_without_trained_fc_is_not_judged(tmp_path):
+    """A draft with aux off whose checkpoint has no fc was never trained on aux layers:
+    neither the audit nor the width hook raises anything (a false alarm is as bad as a
+    miss). With a trained fc vLLM did not build, the same width is an fc bypass."""
+    draft = Eagle3LlamaForCausalLM(aux=False)
+    assert vllm_target.audit_pair(target(()), draft) == []
+    assert vllm_eagle3.expected_widths(draft) is None
+    hidden = torch.empty(4, 128, device="meta")
+    with hb.own_recorder(str(tmp_path)) as rec:
+        vllm_eagle3._before_combine(draft, (hidden,), {})
+        assert rec.passes == {("target_fed", 128): 1} and rec._finding_counts == {}
+        trained = Eagle3LlamaForCausalLM(aux=False)
+        trained.__dict__[vllm_eagle3.CHECKPOINT_FC_IN] = 384
+        vllm_eagle3._before_combine(trained, (hidden,), {})
+        assert rec._finding_counts == {S.FC_BYPASS: 1}
+        assert codes(vllm_target.audit_pair(target(()), trained)) == [S.AUX_CAPTURE_DISABLED]
+
+
+# -- vLLM's load_weights, as the observer sees it -----------------------------------------------
+class TinyDraft(torch.nn.Module):
+    """A draft whose `load_weights` works as vLLM's EAGLE-3 ones do: collect every
+    (name, tensor) first, drop some by name (t2d; fc when aux is off), then hand each kept
+    tensor to its parameter's `weight_loader`; stacked q/k/v arrive with a `shard_id`
+    attribute on the tensor (vLLM 0.32's WeightsMapper)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Parameter(torch.zeros(6, 2))
+        self.norm = torch.nn.Parameter(torch.zeros(2))
+        for p in (self.qkv, self.norm):
+            p.weight_loader = lambda param, w, shard=None: None
+
+    def load_weights(self, weights):
+        kept = {n: t for n, t in weights if "t2d" not in n and not n.startswith("fc.")}
+        for name, tensor in kept.items():
+            if name.endswith("_proj.weight"):
+                tensor.shard_id = name.split(".")[-2][0]
+                self.qkv.weight_loader(self.qkv, tensor)
+            elif name == "norm.weight":
+                self.norm.weight_loader(self.norm, tensor)
+
+
+def test_observer_links_keys_to_loads_by_tensor():
+    model = TinyDraft()
+    keys = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "norm.weight", "fc.weight",
+            "t2d", "extra.bias"]
+    obs = LoadObserver(model, types.ModuleType("m"), by_tensor=True)
+    model.load_weights(obs.iterate((k, torch.zeros(2, 3)) for k in keys))
+    obs.restore()
+    obs.finish()
+    assert obs.unused == ["fc.weight", "extra.bias"] and obs.seen == len(keys)
+    assert obs.loaded == {"qkv": {"q", "k", "v"}, "norm": {None}}
+    assert obs.shapes["fc.weight"] == (2, 3)

