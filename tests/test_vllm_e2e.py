@@ -102,7 +102,10 @@ def test_partial_agreement_widths_and_spans(partial):
     assert engine["spans"] == engine["steps"] > 0  # sample ratio 1: one span per step
     with open(os.path.join(run.data_dir, engine["process"], "spans.jsonl")) as fh:
         span = json.loads(fh.readline())
-    assert span["name"] == S.SPAN_STEP and span["start_ns"] < span["end_ns"]
+    assert span["name"] == S.SPAN_STEP
+    # starts with EngineCore.step, so it spans the worker's forward passes (milliseconds on
+    # this CPU), not only the scheduler's bookkeeping (tens of microseconds)
+    assert span["end_ns"] - span["start_ns"] > 1_000_000
     assert span["attributes"][S.SPAN_ATTR_RUNTIME] == "vllm"
     assert span["attributes"][S.SPAN_ATTR_NUM_STEPS] == 3
 

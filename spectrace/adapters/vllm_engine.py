@@ -34,7 +34,7 @@ from ..recorder import PositionCounts
 from .vllm_identity import engine_recorder
 
 WORKER = signals.WORKER_VLLM
-_step_start: list = [None]  # time_ns at which the EngineCore's current step began
+_STEP_START = "_spectrace_step_start"  # scheduler attribute: time_ns its engine step began
 _LESS_ONE = bytes([0] + list(range(255)))  # byte value n -> max(n - 1, 0)
 
 
@@ -66,8 +66,11 @@ class StepCounts:
             yield max(lens[i] - per_step, 0)
 
 
-def _before_engine_step(instance, args, kwargs):
-    _step_start[0] = time.time_ns()
+def _before_engine_step(engine_core, args, kwargs):
+    """Note on the engine's own scheduler when this step began (per engine, not per process)."""
+    scheduler = getattr(engine_core, "scheduler", None)
+    if scheduler is not None:
+        scheduler.__dict__[_STEP_START] = time.time_ns()
 
 
 def _after_scheduler_init(ctx, scheduler, args, kwargs, result) -> None:
@@ -95,13 +98,14 @@ def _before_update(scheduler, args, kwargs):
                 spec, result.req_id_to_index, list(map(len, sampled)),
                 getattr(scheduler, "num_sampled_tokens_per_step", 1)), k)
     if rec.begin_step(WORKER):
+        began = scheduler.__dict__.get(_STEP_START)
         return spans.start_step(rec, {
             signals.SPAN_ATTR_WORKER: WORKER,
             signals.SPAN_ATTR_RUNTIME: signals.RUNTIME_VLLM,
             signals.SPAN_ATTR_RUNTIME_VERSION: runtime_version(signals.RUNTIME_VLLM),
             signals.SPAN_ATTR_BATCH_SIZE: len(out.num_scheduled_tokens),
             signals.SPAN_ATTR_NUM_STEPS: k, signals.SPAN_ATTR_TOPK: 1,
-            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: k + 1}, start_time=_step_start[0])
+            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: k + 1}, start_time=began)
     return None
 
 
