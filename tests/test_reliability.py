@@ -115,6 +115,38 @@ def test_raising_hook_lets_the_calls_own_exception_through():
         wrapped(7)
 
 
+def test_failing_load_bookkeeping_leaves_the_runtimes_load_alone():
+    """The load observer's bookkeeping runs inside the runtime's own weight load: when it
+    fails (here an unhashable shard id), every loader still runs once with its own
+    arguments and result, and the failure is counted."""
+    import torch
+    from spectrace.adapters.load_observer import LoadObserver
+    calls = []
+    param = torch.nn.Parameter(torch.zeros(2))
+    param.weight_loader = lambda p, w, shard: calls.append((p, w, shard)) or "loaded"
+    before = INTERNAL_ERRORS.counts.get("test.load", 0)
+    obs = LoadObserver(torch.nn.ParameterList([param]), types.ModuleType("m"), hook="test.load")
+    tensor, shard = torch.ones(2), ["q"]  # a list: the observer cannot keep it in a set
+    for _, w in obs.iterate([("w", tensor)]):
+        assert param.weight_loader(param, w, shard) == "loaded"
+    obs.restore()
+    assert calls == [(param, tensor, shard)]
+    assert INTERNAL_ERRORS.counts["test.load"] - before == 1
+
+
+def test_load_observer_that_fails_to_install_puts_every_loader_back():
+    import torch
+    param = torch.nn.Parameter(torch.zeros(2))
+    original = param.weight_loader = lambda p, w: None
+
+    class ReadOnly:  # a module whose default_weight_loader cannot be swapped
+        default_weight_loader = property(lambda self: original)
+    from spectrace.adapters.load_observer import LoadObserver
+    with pytest.raises(AttributeError):
+        LoadObserver(torch.nn.ParameterList([param]), ReadOnly())
+    assert param.weight_loader is original
+
+
 def test_internal_errors_are_exported(tmp_path, telemetry):
     tel = telemetry(cfg(output_dir=str(tmp_path)))
     Recorder(tel_cfg := cfg(output_dir=str(tmp_path)), tel)

@@ -24,10 +24,12 @@ class LoadObserver:
     IGNORED_KEYS = ("d2t", "t2d")  # consumed without a parameter, by design
 
     def __init__(self, model, module, deferred: Callable[[str, set], bool] | None = None,
-                 by_tensor: bool = False):
+                 by_tensor: bool = False, hook: str = "load_weights"):
         """`deferred(key, loaded_names)`: True for a key the runtime holds back and loads
         later fused with another one (it counts as used once that load happened).
-        `by_tensor`: link keys to loader calls by tensor (see the module docstring)."""
+        `by_tensor`: link keys to loader calls by tensor (see the module docstring).
+        `hook`: the name a failure of the bookkeeping is counted under."""
+        self.hook = hook
         self.model = model
         self.names = {id(p): n for n, p in model.named_parameters()}
         self.loaded: dict[str, set] = {}
@@ -40,44 +42,60 @@ class LoadObserver:
         self._deferred = deferred
         self._hit = False
         self._restore: list = []
-        for p in model.parameters():
-            orig = getattr(p, "weight_loader", None)
-            if orig is not None:
-                self._restore.append((p, "weight_loader", orig))
-                p.weight_loader = self._counting(orig)
-        for mod in module if isinstance(module, tuple) else (module,):
-            orig_default = getattr(mod, "default_weight_loader", None)
-            if orig_default is not None:
-                self._restore.append((mod, "default_weight_loader", orig_default))
-                mod.default_weight_loader = self._counting(orig_default)
+        try:
+            for p in model.parameters():
+                orig = getattr(p, "weight_loader", None)
+                if orig is not None:
+                    self._restore.append((p, "weight_loader", orig))
+                    p.weight_loader = self._counting(orig)
+            for mod in module if isinstance(module, tuple) else (module,):
+                orig_default = getattr(mod, "default_weight_loader", None)
+                if orig_default is not None:
+                    self._restore.append((mod, "default_weight_loader", orig_default))
+                    mod.default_weight_loader = self._counting(orig_default)
+        except BaseException:
+            self.restore()  # put back the loaders swapped so far
+            raise
 
     def _counting(self, loader):
+        """`loader` wrapped: the runtime's loader runs once with its own arguments whatever
+        spectrace's bookkeeping does (a failure there is counted, not raised)."""
         def counted(param, *args, **kwargs):
-            tensor = args[0] if args else kwargs.get("loaded_weight")
-            shard = args[1] if len(args) > 1 else kwargs.get(
-                "loaded_shard_id", kwargs.get("shard_id", getattr(tensor, "shard_id", None)))
-            name = self.names.get(id(param))
-            if name is not None:
-                self.loaded.setdefault(name, set()).add(shard)
-            self._hit = True
-            if self._tensors is not None:
-                key = self._tensors.get(id(tensor))
-                if key is not None:
-                    self._reached.add(key[0])
+            try:
+                self._count(param, args, kwargs)
+            except Exception as exc:  # noqa: BLE001
+                INTERNAL_ERRORS.record(self.hook, exc)
             return loader(param, *args, **kwargs)
         return counted
 
+    def _count(self, param, args, kwargs) -> None:
+        tensor = args[0] if args else kwargs.get("loaded_weight")
+        shard = args[1] if len(args) > 1 else kwargs.get(
+            "loaded_shard_id", kwargs.get("shard_id", getattr(tensor, "shard_id", None)))
+        name = self.names.get(id(param))
+        if name is not None:
+            self.loaded.setdefault(name, set()).add(shard)
+        self._hit = True
+        if self._tensors is not None:
+            key = self._tensors.get(id(tensor))
+            if key is not None:
+                self._reached.add(key[0])
+
     def iterate(self, weights):
+        """The runtime's (key, tensor) pairs, unchanged, noting each on the way."""
         last = None
         for item in weights:
-            self._settle(last)
-            last = item[0]
-            self._hit = False
-            shape = getattr(item[1], "shape", None)
-            if shape is not None:
-                self.shapes[last] = tuple(shape)
-            if self._tensors is not None:
-                self._tensors[id(item[1])] = item
+            try:
+                self._settle(last)
+                last = item[0]
+                self._hit = False
+                shape = getattr(item[1], "shape", None)
+                if shape is not None:
+                    self.shapes[last] = tuple(shape)
+                if self._tensors is not None:
+                    self._tensors[id(item[1])] = item
+            except Exception as exc:  # noqa: BLE001
+                INTERNAL_ERRORS.record(self.hook, exc)
             yield item
         self._settle(last)
 
@@ -110,7 +128,7 @@ def load_weights_wrapper(hook: str, module, report, deferred=None, by_tensor: bo
     def wrapper(wrapped, instance, args, kwargs):
         observer = None
         try:
-            observer = LoadObserver(instance, module, deferred, by_tensor)
+            observer = LoadObserver(instance, module, deferred, by_tensor, hook)
             if args:
                 args = (observer.iterate(args[0]),) + tuple(args[1:])
             else:
