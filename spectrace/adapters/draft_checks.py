@@ -16,7 +16,7 @@ from ..detectors import Terms
 from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
 from ..detectors.widths import ExpectedWidths, check_width
 from ..findings import Finding
-from ..process import STATE, recorder
+from ..process import STATE
 from ..safety import StrictModeError
 
 STATE_ATTR = "_spectrace_draft"
@@ -75,12 +75,12 @@ def check_pass(rec, st: DraftState, key: Hashable, kind: str, width: int, terms:
                               "first fc bypass: " + finding.message)
 
 
-def report_load(obs, subject: str, shared: set[str], vocab: list[Finding],
+def report_load(rec, obs, subject: str, shared: set[str], vocab: list[Finding],
                 hint: str | None = None) -> None:
-    """Findings for one observed `load_weights`: keys that reached no parameter, draft
-    parameters no key filled (except those the runtime fills from the target, `shared`),
-    and the vocabulary-map findings. `subject` names the runtime and its version."""
-    rec = recorder()
+    """Findings for one observed `load_weights`, to the process's Recorder `rec`: keys that
+    reached no parameter, draft parameters no key filled (except those the runtime fills
+    from the target, `shared`), and the vocabulary-map findings. `subject` names the
+    runtime and its version."""
     missing = [m for m in missing_parameters(obs.names.values(), obs.loaded)
                if m.split("[")[0] not in shared]
     rec.weights_report(len(obs.unused), len(missing))

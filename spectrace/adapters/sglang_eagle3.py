@@ -12,6 +12,7 @@ A new draft class is one more `DraftClass` row in `DRAFT_CLASSES` (and its modul
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -28,9 +29,9 @@ from .load_observer import load_weights_wrapper
 
 @dataclass(frozen=True)
 class DraftClass:
-    """One EAGLE-3 draft model class SGLang ships."""
+    """One EAGLE-3 draft model class SGLang ships (keyed by its module in
+    `sglang.srt.models`)."""
 
-    module: str   # where SGLang defines it
     inner: str    # the model whose forward reads spec_info.hidden_states and applies fc
     causal: str   # the causal-LM wrapper: config, load_weights, hot_token_id
     # a key SGLang holds back and loads later fused with another (see LoadObserver)
@@ -47,11 +48,11 @@ def _mla_fused_a_proj(key: str, loaded: set) -> bool:
 
 
 DRAFT_CLASSES = {
-    "llama_eagle3": DraftClass("sglang.srt.models.llama_eagle3", "LlamaModel",
-                               "LlamaForCausalLMEagle3", upper_norm="hidden_norm"),
+    "llama_eagle3": DraftClass("LlamaModel", "LlamaForCausalLMEagle3",
+                               upper_norm="hidden_norm"),
     # Kimi-K2.5 / DeepSeek targets: MLA attention (0.5.12+)
-    "kimi_k25_eagle3": DraftClass("sglang.srt.models.kimi_k25_eagle3", "Eagle3MLAModel",
-                                  "Eagle3DeepseekV2ForCausalLM", deferred=_mla_fused_a_proj),
+    "kimi_k25_eagle3": DraftClass("Eagle3MLAModel", "Eagle3DeepseekV2ForCausalLM",
+                                  deferred=_mla_fused_a_proj),
 }
 
 
@@ -100,11 +101,9 @@ def shared_from_target(model) -> set[str]:
     return shared
 
 
-def _report_load(model, obs) -> None:
-    draft = next((d for d in DRAFT_CLASSES.values() if d.causal == type(model).__name__), None)
-    skip = shared_from_target(model) | idle_parameters(
-        obs.names.values(), draft.upper_norm if draft else None)
-    report_load(obs, f"SGLang {runtime_version('sglang')}", skip, vocab_findings(model))
+def _report_load(draft: DraftClass, model, obs) -> None:
+    skip = shared_from_target(model) | idle_parameters(obs.names.values(), draft.upper_norm)
+    report_load(recorder(), obs, f"SGLang {runtime_version('sglang')}", skip, vocab_findings(model))
 
 
 def vocab_findings(model) -> list:
@@ -127,7 +126,8 @@ def wrap_points(draft: DraftClass) -> tuple[WrapPoint, ...]:
         WrapPoint(f"{draft.inner}.forward", "eagle3.forward", before=_before_forward),
         WrapPoint(f"{draft.causal}.load_weights", "eagle3.load_weights",
                   make_wrapper=lambda module: load_weights_wrapper(
-                      "eagle3.load_weights", module, _report_load, draft.deferred)),
+                      "eagle3.load_weights", module, functools.partial(_report_load, draft),
+                      draft.deferred)),
     )
 
 

@@ -83,7 +83,6 @@ def _before_combine(instance, args, kwargs):
 
 # -- weights and vocabulary map -----------------------------------------------------------
 def _report_load(model, obs) -> None:
-    worker_recorder()
     fc_key = next((k for k in obs.shapes if k == "fc.weight" or k.endswith(".fc.weight")), None)
     hint = None
     if getattr(model.model, "fc", None) is None and fc_key is not None:
@@ -94,7 +93,7 @@ def _report_load(model, obs) -> None:
                 "use_aux_hidden_state to true (or remove it).")
     # layers >= 1 normalise with input_layernorm: their hidden_norm is built and unused
     skip = SHARED | idle_parameters(obs.names.values(), "input_layernorm")
-    report_load(obs, f"vLLM {runtime_version(signals.RUNTIME_VLLM)}", skip,
+    report_load(worker_recorder(), obs, f"vLLM {runtime_version(signals.RUNTIME_VLLM)}", skip,
                 vocab_findings(model, obs.loaded), hint)
 
 
