@@ -12,34 +12,22 @@ Whether spectrace is instrumented has one answer, `spectrace.is_instrumented()`:
 """
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Collection
 
+from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from packaging.requirements import Requirement
 
 from .package import _instruments, _instruments_any
 
 
-def _installed(requirement: str) -> bool:
-    try:
-        version(Requirement(requirement).name)
-    except PackageNotFoundError:
-        return False
-    return True
-
-
 class SpectraceInstrumentor(BaseInstrumentor):
     def instrumentation_dependencies(self) -> Collection[str]:
-        """The supported runtime ranges: those installed (any one is enough), else all of
-        them, so that the dependency check names what is missing."""
-        installed = tuple(r for r in _instruments_any if _installed(r))
-        return _instruments + (installed or _instruments_any)
+        """The supported runtime ranges (any one of `_instruments_any` is enough)."""
+        return _instruments + _instruments_any
 
     def _check_dependency_conflicts(self):
         # Any one runtime is enough; the base class would require every entry.
-        from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
-        return get_dependency_conflicts(_instruments, self.instrumentation_dependencies())
+        return get_dependency_conflicts(_instruments, _instruments_any)
 
     @property
     def _is_instrumented_by_opentelemetry(self) -> bool:  # one source of truth

@@ -2,7 +2,7 @@
 
 `opentelemetry-instrument` skips spectrace unless one of `_instruments_any` is installed
 (it reads them from the `instruments-any` extra in pyproject.toml, which must list the
-same); `SpectraceInstrumentor.instrumentation_dependencies()` returns those installed.
+same); `SpectraceInstrumentor` checks the same: any one of them is enough.
 """
 
 _instruments_sglang = "sglang >= 0.5.5"
