@@ -192,6 +192,19 @@ def test_every_hooked_module_exists_in_some_version():
         assert any(module(v, path) is not None for v in VERSIONS), name
 
 
+def test_every_draft_class_is_wrapped_in_its_module():
+    """A `DraftClass` row is keyed by its module in `sglang.srt.models`, whose ADAPTERS
+    table wraps that very class's forward and load_weights."""
+    import importlib
+
+    from spectrace.adapters import ADAPTERS
+    from spectrace.adapters.sglang_eagle3 import DRAFT_CLASSES
+    for key, draft in DRAFT_CLASSES.items():
+        adapter, table = ADAPTERS[f"sglang.srt.models.{key}"].split(":")
+        targets = {p.target for p in getattr(importlib.import_module(adapter), table)}
+        assert targets == {f"{draft.inner}.forward", f"{draft.causal}.load_weights"}, key
+
+
 # Module-level functions wrapped (looked up by name at call time), with the positional
 # parameters the hook reads: (file, function, parameters, versions).
 COMMON = "sglang/srt/speculative/eagle_worker_common.py"
