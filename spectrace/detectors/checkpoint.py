@@ -580,11 +580,8 @@ def _fix_aux(plan: F.Plan, fmt: F.Format, target: Target, runtime: str, version:
                                              f"layers the draft was trained on)",
                                    signals.AUX_LAYER_IDS_MISREAD))
         return
-    ids = F.sglang_ids_for(version, target.archs, n, want)
+    ids = F.plan_sglang_ids(plan, version, target, want)
     if ids is None:
-        plan.refusals.append(f"the draft was trained on the inputs of target layers {want}, "
-                             f"which no eagle_aux_hidden_state_layer_ids make {loader.name} "
-                             f"capture for this target")
         return
     ec = cfg.setdefault("eagle_config", {})
     ec["eagle_aux_hidden_state_layer_ids"] = ids

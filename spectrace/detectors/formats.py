@@ -386,6 +386,17 @@ class Plan:
         return self.renames.get(key, key)
 
 
+def plan_sglang_ids(plan: Plan, version: str, target, inputs: list[int]) -> list[int] | None:
+    """`sglang_ids_for` the target (`checkpoint.Target`); when no list exists, the plan
+    refuses, once however many steps find it."""
+    ids = sglang_ids_for(version, target.archs, target.layers, inputs)
+    why = (f"the draft was trained on the inputs of target layers {inputs}, which no "
+           f"eagle_aux_hidden_state_layer_ids make SGLang {version} capture for this target")
+    if ids is None and why not in plan.refusals:
+        plan.refusals.append(why)
+    return ids
+
+
 def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version: str,
                      target, shapes: Mapping[str, tuple]) -> Plan:
     """The config.json the runtime reads natively for this draft, listing each change.
@@ -413,13 +424,8 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
         if cfg.get("norm_before_fc"):
             ec["norm_before_fc"] = True
         if fmt.ids:
-            want = sorted(set(fmt.ids))
-            ids = sglang_ids_for(version, target.archs, target.layers, want)
-            if ids is None:
-                plan.refusals.append(f"the draft was trained on the inputs of target layers "
-                                     f"{want}, which no eagle_aux_hidden_state_layer_ids make "
-                                     f"SGLang {version} capture for this target")
-            else:
+            ids = plan_sglang_ids(plan, version, target, sorted(set(fmt.ids)))
+            if ids is not None:
                 ec["eagle_aux_hidden_state_layer_ids"] = ids
                 change(f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} (speculators' "
                        f"{fmt.ids} are inputs of layers; SGLang's ids for those layers)",
