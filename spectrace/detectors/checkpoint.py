@@ -25,7 +25,7 @@ from .formats import Change
 from .loaders import (SGLANG, VLLM, Loader, checkpoint_keys, eagle_config, expected_params,
                       geometry, route_key, shard_shape, shared_from_target, simulate_load,
                       unused_params)
-from .vocab import absolute_to_offsets, check_vocab_map
+from .vocab import absolute_to_offsets, check_vocab_map, t2d_reading
 from .weights import is_network_weight, missing_params_finding, unused_keys_finding
 
 MAX_NAMES = 50
@@ -527,16 +527,21 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
     key = d2t_key(ck, orig.view, orig.loader) if orig.view is not None else None
     if any(f.code == signals.VOCAB_D2T_ABSOLUTE for f in orig.findings) and key in ck.d2t:
         offsets = absolute_to_offsets(ck.d2t[key], target.vocab, ck.t2d_hot)
+        reading = t2d_reading(ck.d2t[key], ck.t2d_hot)
         if offsets is None:
-            plan.refusals.append("`d2t` looks like absolute target ids, but nothing confirms "
-                                 "it (no `t2d` to compare with, and its values are in "
-                                 "ascending order, as offsets would be): rebuild it from your "
-                                 "training data (d2t[i] = hot_id[i] - i)")
+            why = (f"no `t2d` marking {len(ck.d2t[key])} ids to compare with, and its values "
+                   f"are in ascending order, as offsets would be" if reading is None else
+                   f"`t2d` marks exactly these ids, but not all are below the target's "
+                   f"vocabulary size {target.vocab}" if reading == "absolute" else
+                   "`t2d` marks neither these ids nor i + d2t[i]")
+            plan.refusals.append(f"`d2t` looks like absolute target ids, but nothing confirms "
+                                 f"it ({why}): rebuild it from your training data "
+                                 f"(d2t[i] = hot_id[i] - i)")
         else:
+            confirmed = " (t2d confirms the absolute ids)" if reading == "absolute" else ""
             plan.d2t_offsets, copy_d2t[key] = key, offsets
-            plan.changes.append(Change("d2t", f"`{key}` rewritten as offsets "
-                                              f"(d2t[i] - i){' (t2d confirms the absolute ids)' if ck.t2d_hot else ''}",
-                                       signals.VOCAB_D2T_ABSOLUTE))
+            plan.changes.append(Change("d2t", f"`{key}` rewritten as offsets (d2t[i] - i)"
+                                              f"{confirmed}", signals.VOCAB_D2T_ABSOLUTE))
     shapes = {plan.rename(k): v for k, v in ck.shapes.items() if k not in plan.drops}
     dtypes = {plan.rename(k): v for k, v in ck.dtypes.items() if k not in plan.drops}
     copy_ck = CheckpointView(plan.config, shapes, dtypes,
