@@ -406,11 +406,10 @@ def _id_rule(loader: Loader, archs) -> str:
     return "captures the input of layer id + 1 (the output of layer id)"
 
 
-def check_id_meaning(fmt: F.Format, cfg: Mapping[str, Any], target: Target, loader: Loader
-                     ) -> list[Finding]:
-    """`aux.layer_ids_misread`: the layers the runtime captures are not the layers the
-    draft was trained on, because the ids are read in another convention than they were
-    written in, or ignored in favour of a default that differs."""
+def _misread_ids(fmt: F.Format, cfg: Mapping[str, Any], target: Target, loader: Loader
+                 ) -> tuple[list[int], list[tuple[str, list[int] | None, list[int]]]]:
+    """(the layer inputs the draft was trained on, [(when, ids, the inputs they capture)]
+    for each way the runtime may read the ids that captures other inputs)."""
     n = target.layers
     want = F.trained_inputs(fmt, target.archs, n, loader.runtime, loader.version)
     wrong = []
@@ -418,6 +417,15 @@ def check_id_meaning(fmt: F.Format, cfg: Mapping[str, Any], target: Target, load
         got = F.captured_inputs(loader.runtime, loader.version, target.archs, n, ids)
         if got != want:
             wrong.append((when, ids, got))
+    return want, wrong
+
+
+def check_id_meaning(fmt: F.Format, cfg: Mapping[str, Any], target: Target, loader: Loader
+                     ) -> list[Finding]:
+    """`aux.layer_ids_misread`: the layers the runtime captures are not the layers the
+    draft was trained on, because the ids are read in another convention than they were
+    written in, or ignored in favour of a default that differs."""
+    want, wrong = _misread_ids(fmt, cfg, target, loader)
     if not wrong:
         return []
     conv = {"sglang": "SGLang's convention (eagle_config, as SGLang's "
@@ -572,11 +580,8 @@ def _fix_aux(plan: F.Plan, fmt: F.Format, target: Target, runtime: str, version:
         plan.changes.append(Change("config", "eagle_config.use_aux_hidden_state: false -> true "
                                              f"(fc takes {fc[1] // target.hidden} target layers)",
                                    signals.AUX_CAPTURE_DISABLED))
-    n = target.layers
-    want = F.trained_inputs(fmt, target.archs, n, runtime, version)
-    readings = F.runtime_ids(cfg, loader)
-    if all(F.captured_inputs(runtime, version, target.archs, n, ids) == want
-           for _, ids in readings):
+    want, wrong = _misread_ids(fmt, cfg, target, loader)
+    if not wrong:
         return
     if runtime == VLLM:
         cfg["eagle_aux_hidden_state_layer_ids"] = list(want)
