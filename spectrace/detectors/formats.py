@@ -86,6 +86,12 @@ def _upper_norm(keys, default: str) -> str:
     return seen.pop() if len(seen) == 1 else default
 
 
+def is_speculators(cfg: Mapping[str, Any]) -> bool:
+    """A vllm-project/speculators EAGLE-3 config (the layer's fields in
+    `transformer_layer_config`)."""
+    return cfg.get("speculators_model_type") == "eagle3" or "speculators_config" in cfg
+
+
 def recognise(cfg: Mapping[str, Any], keys) -> Format | None:
     """The format of a draft checkpoint from its config.json and tensor names; None when
     it is no EAGLE-3 draft any of the known trainers writes."""
@@ -94,7 +100,7 @@ def recognise(cfg: Mapping[str, Any], keys) -> Format | None:
     ec = eagle_config(cfg)
     top_ids = cfg.get("eagle_aux_hidden_state_layer_ids") or None
     ec_ids = ec.get("eagle_aux_hidden_state_layer_ids") or None
-    if cfg.get("speculators_model_type") == "eagle3" or "speculators_config" in cfg:
+    if is_speculators(cfg):
         tlc = cfg.get("transformer_layer_config")
         tlc = tlc if isinstance(tlc, Mapping) else {}
         flat = {**tlc, **{k: cfg[k] for k in ("draft_vocab_size", "target_hidden_size",

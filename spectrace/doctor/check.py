@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..detectors.checkpoint import CheckpointView, Judgement, NotADraft, Target, judge
+from ..detectors.formats import is_speculators
 from ..detectors.loaders import RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
     parse_version
 from ..findings import ERROR, Finding
@@ -206,7 +207,7 @@ def _positive_ints(cfg: dict, keys: tuple[str, ...], path: Path, what: str) -> N
 def _check_draft_config(cfg: dict, path: Path) -> None:
     """The fields every check reads, in the place the config's format keeps them."""
     layer = cfg
-    if cfg.get("speculators_model_type") is not None or "speculators_config" in cfg:
+    if is_speculators(cfg):
         layer = cfg.get("transformer_layer_config")
         if not isinstance(layer, dict):
             raise UnusableInput(f"draft config {path}: a speculators config needs a "
