@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..detectors.checkpoint import CheckpointView, Judgement, NotADraft, Target, judge
-from ..detectors.formats import is_speculators
+from ..detectors.formats import MLA_ARCHS, is_speculators
 from ..detectors.loaders import RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
     parse_version
 from ..findings import ERROR, Finding
@@ -229,8 +229,7 @@ def _check_draft_config(cfg: dict, path: Path) -> None:
         if v is not None and (type(v) is not int or v <= 0):
             raise UnusableInput(f"draft config {path}: `{k}` is {v!r}, expected a positive "
                                 f"integer or absent")
-    if any(a in ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM",
-                 "DeepseekV3ForCausalLMEagle3") for a in (cfg.get("architectures") or [])):
+    if any(a in MLA_ARCHS for a in (cfg.get("architectures") or [])):
         for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
             if cfg.get(k) is None:
                 raise UnusableInput(f"draft config {path}: the MLA draft needs `{k}` (a positive "
