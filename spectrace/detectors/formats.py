@@ -164,9 +164,8 @@ def id_inputs(runtime: str, version: str, target_archs, n: int, ids: list[int] |
               ) -> list[int]:
     """For each id, the layer whose input the target captures (0: the embeddings, n: the
     final pre-norm state)."""
-    if runtime == VLLM:
-        return list(ids) if ids is not None else default_inputs(n)
-    rule = sglang_family(target_archs).rule_at(parse_version(version))
+    rule = aux.KEPT if runtime == VLLM else sglang_family(target_archs).rule_at(
+        parse_version(version))
     return aux.stored_ids(rule, ids, n)
 
 
