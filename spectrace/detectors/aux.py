@@ -45,6 +45,10 @@ class Family:
         """The rule of the release `version` (None: the newest)."""
         return self.rule if version is None or version >= self.since else PLUS_ONE
 
+    def max_input(self, num_layers: int) -> int:
+        """The last layer input it can capture (num_layers: the final pre-norm state)."""
+        return num_layers if self.final_state else num_layers - 1
+
 
 def _all(family: Family, *architectures: str) -> dict[str, Family]:
     return dict.fromkeys(architectures, family)

@@ -179,9 +179,7 @@ def captured_inputs(runtime: str, version: str, target_archs, n: int,
 
 def capturable(runtime: str, target_archs, n: int) -> tuple[int, int]:
     """The range of layer inputs the target can capture (inclusive)."""
-    if runtime == VLLM or sglang_family(target_archs).final_state:
-        return 0, n
-    return 0, n - 1
+    return 0, (n if runtime == VLLM else sglang_family(target_archs).max_input(n))
 
 
 def sglang_ids_for(version: str, target_archs, n: int, inputs: list[int]) -> list[int] | None:
