@@ -573,7 +573,7 @@ def _fix_aux(plan: F.Plan, fmt: F.Format, target: Target, runtime: str, version:
              loader: Loader, ck: CheckpointView) -> None:
     cfg = plan.config
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else None
-    fc = next((s for k, s in ck.shapes.items() if re.match(r"^(model\.)?fc\.weight$", k)), None)
+    fc = F.fc_shape(ck.shapes)
     if ec is not None and ec.get("use_aux_hidden_state") is False and fc and len(fc) == 2 \
             and fc[1] // max(target.hidden, 1) > 1:
         ec["use_aux_hidden_state"] = True

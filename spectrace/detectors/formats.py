@@ -459,7 +459,7 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
         new["draft_vocab_size"] = int(lm[0])
         plan.changes.append(Change("config", f"draft_vocab_size: {lm[0]} (the rows of "
                                              f"lm_head.weight)", signals.SHAPE_MISMATCH))
-    fc = next((s for k, s in shapes.items() if re.match(r"^(model\.)?fc\.weight$", k)), None)
+    fc = fc_shape(shapes)
     ht = target.get("hidden_size")
     hidden_in = new.get("target_hidden_size") or new.get("hidden_size")
     if (fc and len(fc) == 2 and ht and hidden_in and int(hidden_in) != int(ht)
@@ -469,3 +469,8 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
                                              f"{fc[1]} = {fc[1] // int(ht)} x {ht} inputs, the "
                                              f"target's hidden size)",
                                    signals.FC_CONFIG_WIDTH_MISMATCH))
+
+
+def fc_shape(shapes: Mapping[str, tuple]) -> tuple | None:
+    """The shape of the checkpoint's `fc.weight` (or `model.fc.weight`); None without one."""
+    return next((s for k, s in shapes.items() if re.match(r"^(model\.)?fc\.weight$", k)), None)
