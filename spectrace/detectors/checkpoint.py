@@ -26,9 +26,8 @@ from .loaders import (SGLANG, VLLM, Loader, checkpoint_keys, eagle_config, expec
                       geometry, route_key, shard_shape, shared_from_target, simulate_load,
                       unused_params)
 from .vocab import absolute_to_offsets, check_vocab_map, t2d_reading
-from .weights import is_network_weight, missing_params_finding, unused_keys_finding
+from .weights import MAX_NAMES, is_network_weight, missing_params_finding, unused_keys_finding
 
-MAX_NAMES = 50
 INT_DTYPES = ("I64", "I32")
 
 
