@@ -26,8 +26,6 @@ KEPT_UNLESS_FIRST_IS_ONE = "kept_unless_first_is_one"  # DeepSeek family (SGLang
 KEPT_IF_MAX_IS_NUM_LAYERS = "kept_if_max_is_num_layers"  # gpt-oss (SGLang >= 0.5.20)
 PLUS_ONE_DEFAULTS_TOO = "plus_one_defaults_too"   # MiniMax-M3-VL: its defaults get + 1 too
 KEPT = "kept"                                      # every vLLM target: ids as given
-RULES = (PLUS_ONE, KEPT_UNLESS_FIRST_IS_ONE, KEPT_IF_MAX_IS_NUM_LAYERS, PLUS_ONE_DEFAULTS_TOO,
-         KEPT)
 
 
 @dataclass(frozen=True)

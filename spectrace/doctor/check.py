@@ -256,11 +256,6 @@ def read_target(target: str | os.PathLike) -> tuple[Target, Path]:
     return Target(cfg, tuple(a for a in archs if isinstance(a, str))), p
 
 
-def read_target_config(target: str | os.PathLike) -> tuple[dict[str, Any], Path]:
-    t, p = read_target(target)
-    return t.config, p
-
-
 def weight_files(draft_dir: Path) -> list[str]:
     """The safetensors files the runtime would read (the index's, if there is one). A
     directory with only pickles is unusable: unpickling can run arbitrary code, so we
