@@ -519,7 +519,7 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
         r = route_key(plan.rename(key), params, loader, cfg)
         if r.kind != "dropped" or key in plan.renames:
             continue
-        if r.kind == "dropped" and loader.unknown_keys == "raises":
+        if loader.unknown_keys == "raises":
             if "d2t" in key and any(ck.d2t.get(key) or [1]):
                 plan.refusals.append(f"`{key}` maps draft ids to other target ids, but "
                                      f"{loader.name} has no draft-to-target map when the "
