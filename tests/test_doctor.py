@@ -352,6 +352,17 @@ def _truncate(path: Path, keep: int) -> None:
     path.write_bytes(data[:keep])
 
 
+def _layer_config_of_another_speculators_type(d: Path, t: Path) -> tuple[Path, Path, str]:
+    """speculators_model_type other than eagle3 and no speculators_config: not the
+    speculators format, so the top level must hold the layer's fields, not
+    transformer_layer_config."""
+    cfg = draft_config("random")
+    cfg.update(speculators_model_type="independent", transformer_layer_config=dict(cfg))
+    del cfg["hidden_size"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d, t, "`hidden_size` is None"
+
+
 BAD_INPUTS = {
     "missing draft dir": lambda d, t: (d.parent / "nope", t, "does not exist"),
     "missing config": lambda d, t: ((d / "config.json").unlink(), d, t, "not found")[1:],
@@ -372,6 +383,7 @@ BAD_INPUTS = {
         {**draft_config("random"), "architectures": ["Qwen2ForCausalLM"]})), d, t,
         "not an EAGLE-3 draft")[1:],
     "no weights": lambda d, t: ((d / "model.safetensors").unlink(), d, t, "no *.safetensors")[1:],
+    "layer fields of another speculators type": _layer_config_of_another_speculators_type,
 }
 
 

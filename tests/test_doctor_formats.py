@@ -266,7 +266,7 @@ def test_speculators_ids_become_sglang_ids(tmp_path):
     assert "speculators_config" not in plan.config and plan.config["hidden_size"] == H
     draft, tgt = write(tmp_path / "b", "speculators", target="dsv3")
     plan, _, _ = plan_fix(read_checkpoint(draft).view, read_target(tgt)[0], "sglang", "0.5.23")
-    assert any("no eagle_aux_hidden_state_layer_ids" in r for r in plan.refusals)
+    assert len([r for r in plan.refusals if "no eagle_aux_hidden_state_layer_ids" in r]) == 1
 
 
 def test_sglang_ids_are_moved_to_vllm_convention(tmp_path):
@@ -354,6 +354,33 @@ def test_ambiguous_absolute_d2t_without_t2d_is_refused(tmp_path):
     draft, tgt = write(tmp_path, "specforge", ascending)
     plan, _, _ = plan_fix(read_checkpoint(draft).view, read_target(tgt)[0], "sglang", "0.5.23")
     assert any("nothing confirms" in r for r in plan.refusals)
+
+
+def test_absolute_d2t_that_t2d_contradicts_is_refused_naming_t2d(tmp_path):
+    def contradicted(cfg, sd):
+        sd["d2t"] = torch.arange(2 * DV - 1, 0, -2, dtype=torch.int64)  # odd ids, descending
+    draft, tgt = write(tmp_path, "specforge", contradicted)  # t2d marks 0..DV-1
+    plan, _, _ = plan_fix(read_checkpoint(draft).view, read_target(tgt)[0], "sglang", "0.5.23")
+    (r,) = [r for r in plan.refusals if r.startswith("`d2t` looks like absolute")]
+    assert "no `t2d`" not in r and "`t2d` marks neither" in r
+
+    def past_the_vocab(cfg, sd):  # t2d (of a larger vocabulary) marks exactly d2t's values
+        sd["d2t"] = torch.arange(300, 300 + DV, dtype=torch.int64)
+        sd["t2d"] = (torch.arange(2 * V) >= 300) & (torch.arange(2 * V) < 300 + DV)
+    draft, tgt = write(tmp_path / "b", "specforge", past_the_vocab)
+    plan, _, _ = plan_fix(read_checkpoint(draft).view, read_target(tgt)[0], "sglang", "0.5.23")
+    (r,) = [r for r in plan.refusals if r.startswith("`d2t` looks like absolute")]
+    assert f"`t2d` marks exactly these ids, but not all are below the target's vocabulary " \
+           f"size {V}" in r
+
+
+def test_d2t_fix_claims_t2d_only_when_t2d_confirmed_it(tmp_path):
+    def descending_short_t2d(cfg, sd):
+        sd["d2t"] = torch.arange(2 * DV - 1, 0, -2, dtype=torch.int64)  # odd ids, descending
+        sd["t2d"] = torch.arange(V) < DV - 1  # one id fewer than d2t: nothing to compare
+    draft, tgt = write(tmp_path, "specforge", descending_short_t2d)
+    plan, _, _ = plan_fix(read_checkpoint(draft).view, read_target(tgt)[0], "sglang", "0.5.23")
+    assert [c.text for c in plan.changes] == ["`d2t` rewritten as offsets (d2t[i] - i)"]
 
 
 # -- --fix mechanics -----------------------------------------------------------------------------

@@ -58,3 +58,12 @@ def test_accepts_tolist_objects():
 
 def test_unknown_target_vocab_only_checks_duplicates():
     assert codes(check_vocab_map([0, -1, 10**9], 3, None)) == ["vocab.d2t_duplicates"]
+
+
+def test_t2d_confirmed_offsets_still_checked_for_range_and_duplicates():
+    """t2d confirming the offsets only settles the absolute-or-offsets question; hot ids
+    outside the target vocabulary are still out of range."""
+    d2t = [3, 4, 7, 7]  # hot ids 3, 5, 9, 10: the last two >= 8
+    assert codes(check_vocab_map(d2t, 4, 8)) == ["vocab.d2t_out_of_range"]
+    assert codes(check_vocab_map(d2t, 4, 8, hot_ids=[3, 5, 9, 10])) == ["vocab.d2t_out_of_range"]
+    assert codes(check_vocab_map([0, 0, 5], 3, 8, hot_ids=[0, 1, 7])) == []  # leading zeros

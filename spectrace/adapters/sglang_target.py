@@ -78,8 +78,7 @@ def capture_state(target, sglang_version: str | None = None) -> CaptureState | N
         rule = fam.rule_at(None if version == "unknown" else parse_version(version))
     captured, notes = None, []
     if on and fam is not None:
-        reachable = [i for i in set(stored) if 0 <= i < num_layers
-                     or (i == num_layers and fam.final_state)]
+        reachable = [i for i in set(stored) if 0 <= i <= fam.max_input(num_layers)]
         lost = sorted(set(stored) - set(reachable))
         if lost:
             notes.append(f"layers_to_capture {sorted(set(stored))} names {lost}, which no "

@@ -26,8 +26,6 @@ KEPT_UNLESS_FIRST_IS_ONE = "kept_unless_first_is_one"  # DeepSeek family (SGLang
 KEPT_IF_MAX_IS_NUM_LAYERS = "kept_if_max_is_num_layers"  # gpt-oss (SGLang >= 0.5.20)
 PLUS_ONE_DEFAULTS_TOO = "plus_one_defaults_too"   # MiniMax-M3-VL: its defaults get + 1 too
 KEPT = "kept"                                      # every vLLM target: ids as given
-RULES = (PLUS_ONE, KEPT_UNLESS_FIRST_IS_ONE, KEPT_IF_MAX_IS_NUM_LAYERS, PLUS_ONE_DEFAULTS_TOO,
-         KEPT)
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,10 @@ class Family:
     def rule_at(self, version: tuple[int, int, int] | None) -> str:
         """The rule of the release `version` (None: the newest)."""
         return self.rule if version is None or version >= self.since else PLUS_ONE
+
+    def max_input(self, num_layers: int) -> int:
+        """The last layer input it can capture (num_layers: the final pre-norm state)."""
+        return num_layers if self.final_state else num_layers - 1
 
 
 def _all(family: Family, *architectures: str) -> dict[str, Family]:

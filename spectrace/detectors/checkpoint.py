@@ -25,10 +25,9 @@ from .formats import Change
 from .loaders import (SGLANG, VLLM, Loader, checkpoint_keys, eagle_config, expected_params,
                       geometry, route_key, shard_shape, shared_from_target, simulate_load,
                       unused_params)
-from .vocab import absolute_to_offsets, check_vocab_map
-from .weights import is_network_weight, missing_params_finding, unused_keys_finding
+from .vocab import absolute_to_offsets, check_vocab_map, t2d_reading
+from .weights import MAX_NAMES, is_network_weight, missing_params_finding, unused_keys_finding
 
-MAX_NAMES = 50
 INT_DTYPES = ("I64", "I32")
 
 
@@ -406,11 +405,10 @@ def _id_rule(loader: Loader, archs) -> str:
     return "captures the input of layer id + 1 (the output of layer id)"
 
 
-def check_id_meaning(fmt: F.Format, cfg: Mapping[str, Any], target: Target, loader: Loader
-                     ) -> list[Finding]:
-    """`aux.layer_ids_misread`: the layers the runtime captures are not the layers the
-    draft was trained on, because the ids are read in another convention than they were
-    written in, or ignored in favour of a default that differs."""
+def _misread_ids(fmt: F.Format, cfg: Mapping[str, Any], target: Target, loader: Loader
+                 ) -> tuple[list[int], list[tuple[str, list[int] | None, list[int]]]]:
+    """(the layer inputs the draft was trained on, [(when, ids, the inputs they capture)]
+    for each way the runtime may read the ids that captures other inputs)."""
     n = target.layers
     want = F.trained_inputs(fmt, target.archs, n, loader.runtime, loader.version)
     wrong = []
@@ -418,6 +416,15 @@ def check_id_meaning(fmt: F.Format, cfg: Mapping[str, Any], target: Target, load
         got = F.captured_inputs(loader.runtime, loader.version, target.archs, n, ids)
         if got != want:
             wrong.append((when, ids, got))
+    return want, wrong
+
+
+def check_id_meaning(fmt: F.Format, cfg: Mapping[str, Any], target: Target, loader: Loader
+                     ) -> list[Finding]:
+    """`aux.layer_ids_misread`: the layers the runtime captures are not the layers the
+    draft was trained on, because the ids are read in another convention than they were
+    written in, or ignored in favour of a default that differs."""
+    want, wrong = _misread_ids(fmt, cfg, target, loader)
     if not wrong:
         return []
     conv = {"sglang": "SGLang's convention (eagle_config, as SGLang's "
@@ -512,7 +519,7 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
         r = route_key(plan.rename(key), params, loader, cfg)
         if r.kind != "dropped" or key in plan.renames:
             continue
-        if r.kind == "dropped" and loader.unknown_keys == "raises":
+        if loader.unknown_keys == "raises":
             if "d2t" in key and any(ck.d2t.get(key) or [1]):
                 plan.refusals.append(f"`{key}` maps draft ids to other target ids, but "
                                      f"{loader.name} has no draft-to-target map when the "
@@ -527,16 +534,21 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
     key = d2t_key(ck, orig.view, orig.loader) if orig.view is not None else None
     if any(f.code == signals.VOCAB_D2T_ABSOLUTE for f in orig.findings) and key in ck.d2t:
         offsets = absolute_to_offsets(ck.d2t[key], target.vocab, ck.t2d_hot)
+        reading = t2d_reading(ck.d2t[key], ck.t2d_hot)
         if offsets is None:
-            plan.refusals.append("`d2t` looks like absolute target ids, but nothing confirms "
-                                 "it (no `t2d` to compare with, and its values are in "
-                                 "ascending order, as offsets would be): rebuild it from your "
-                                 "training data (d2t[i] = hot_id[i] - i)")
+            why = (f"no `t2d` marking {len(ck.d2t[key])} ids to compare with, and its values "
+                   f"are in ascending order, as offsets would be" if reading is None else
+                   f"`t2d` marks exactly these ids, but not all are below the target's "
+                   f"vocabulary size {target.vocab}" if reading == "absolute" else
+                   "`t2d` marks neither these ids nor i + d2t[i]")
+            plan.refusals.append(f"`d2t` looks like absolute target ids, but nothing confirms "
+                                 f"it ({why}): rebuild it from your training data "
+                                 f"(d2t[i] = hot_id[i] - i)")
         else:
+            confirmed = " (t2d confirms the absolute ids)" if reading == "absolute" else ""
             plan.d2t_offsets, copy_d2t[key] = key, offsets
-            plan.changes.append(Change("d2t", f"`{key}` rewritten as offsets "
-                                              f"(d2t[i] - i){' (t2d confirms the absolute ids)' if ck.t2d_hot else ''}",
-                                       signals.VOCAB_D2T_ABSOLUTE))
+            plan.changes.append(Change("d2t", f"`{key}` rewritten as offsets (d2t[i] - i)"
+                                              f"{confirmed}", signals.VOCAB_D2T_ABSOLUTE))
     shapes = {plan.rename(k): v for k, v in ck.shapes.items() if k not in plan.drops}
     dtypes = {plan.rename(k): v for k, v in ck.dtypes.items() if k not in plan.drops}
     copy_ck = CheckpointView(plan.config, shapes, dtypes,
@@ -560,18 +572,15 @@ def _fix_aux(plan: F.Plan, fmt: F.Format, target: Target, runtime: str, version:
              loader: Loader, ck: CheckpointView) -> None:
     cfg = plan.config
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else None
-    fc = next((s for k, s in ck.shapes.items() if re.match(r"^(model\.)?fc\.weight$", k)), None)
+    fc = F.fc_shape(ck.shapes)
     if ec is not None and ec.get("use_aux_hidden_state") is False and fc and len(fc) == 2 \
             and fc[1] // max(target.hidden, 1) > 1:
         ec["use_aux_hidden_state"] = True
         plan.changes.append(Change("config", "eagle_config.use_aux_hidden_state: false -> true "
                                              f"(fc takes {fc[1] // target.hidden} target layers)",
                                    signals.AUX_CAPTURE_DISABLED))
-    n = target.layers
-    want = F.trained_inputs(fmt, target.archs, n, runtime, version)
-    readings = F.runtime_ids(cfg, loader)
-    if all(F.captured_inputs(runtime, version, target.archs, n, ids) == want
-           for _, ids in readings):
+    want, wrong = _misread_ids(fmt, cfg, target, loader)
+    if not wrong:
         return
     if runtime == VLLM:
         cfg["eagle_aux_hidden_state_layer_ids"] = list(want)
@@ -580,11 +589,8 @@ def _fix_aux(plan: F.Plan, fmt: F.Format, target: Target, runtime: str, version:
                                              f"layers the draft was trained on)",
                                    signals.AUX_LAYER_IDS_MISREAD))
         return
-    ids = F.sglang_ids_for(version, target.archs, n, want)
+    ids = F.plan_sglang_ids(plan, version, target, want)
     if ids is None:
-        plan.refusals.append(f"the draft was trained on the inputs of target layers {want}, "
-                             f"which no eagle_aux_hidden_state_layer_ids make {loader.name} "
-                             f"capture for this target")
         return
     ec = cfg.setdefault("eagle_config", {})
     ec["eagle_aux_hidden_state_layer_ids"] = ids

@@ -32,8 +32,8 @@ from typing import Any, Mapping
 
 from .. import signals
 from . import aux
-from .loaders import (DRAFT_ARCHS, SGLANG, SGLANG_NEWEST, VLLM, Loader, eagle_config,
-                      parse_version, resolve_loader)
+from .loaders import (DRAFT_ARCHS, LABELS, SGLANG, SGLANG_NEWEST, VLLM, Loader,
+                      eagle_config, parse_version, resolve_loader)
 
 MODELOPT_FIELDS = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm",
                              "use_mtp_layernorm", "next_layer_regular", "parallel_draft_step",
@@ -86,6 +86,12 @@ def _upper_norm(keys, default: str) -> str:
     return seen.pop() if len(seen) == 1 else default
 
 
+def is_speculators(cfg: Mapping[str, Any]) -> bool:
+    """A vllm-project/speculators EAGLE-3 config (the layer's fields in
+    `transformer_layer_config`)."""
+    return cfg.get("speculators_model_type") == "eagle3" or "speculators_config" in cfg
+
+
 def recognise(cfg: Mapping[str, Any], keys) -> Format | None:
     """The format of a draft checkpoint from its config.json and tensor names; None when
     it is no EAGLE-3 draft any of the known trainers writes."""
@@ -94,7 +100,7 @@ def recognise(cfg: Mapping[str, Any], keys) -> Format | None:
     ec = eagle_config(cfg)
     top_ids = cfg.get("eagle_aux_hidden_state_layer_ids") or None
     ec_ids = ec.get("eagle_aux_hidden_state_layer_ids") or None
-    if cfg.get("speculators_model_type") == "eagle3" or "speculators_config" in cfg:
+    if is_speculators(cfg):
         tlc = cfg.get("transformer_layer_config")
         tlc = tlc if isinstance(tlc, Mapping) else {}
         flat = {**tlc, **{k: cfg[k] for k in ("draft_vocab_size", "target_hidden_size",
@@ -158,9 +164,8 @@ def id_inputs(runtime: str, version: str, target_archs, n: int, ids: list[int] |
               ) -> list[int]:
     """For each id, the layer whose input the target captures (0: the embeddings, n: the
     final pre-norm state)."""
-    if runtime == VLLM:
-        return list(ids) if ids is not None else default_inputs(n)
-    rule = sglang_family(target_archs).rule_at(parse_version(version))
+    rule = aux.KEPT if runtime == VLLM else sglang_family(target_archs).rule_at(
+        parse_version(version))
     return aux.stored_ids(rule, ids, n)
 
 
@@ -174,9 +179,7 @@ def captured_inputs(runtime: str, version: str, target_archs, n: int,
 
 def capturable(runtime: str, target_archs, n: int) -> tuple[int, int]:
     """The range of layer inputs the target can capture (inclusive)."""
-    if runtime == VLLM or sglang_family(target_archs).final_state:
-        return 0, n
-    return 0, n - 1
+    return 0, (n if runtime == VLLM else sglang_family(target_archs).max_input(n))
 
 
 def sglang_ids_for(version: str, target_archs, n: int, inputs: list[int]) -> list[int] | None:
@@ -229,7 +232,7 @@ class View:
 
 
 def runtime_view(fmt: Format, cfg: Mapping[str, Any], runtime: str, version: str) -> View:
-    label = "SGLang" if runtime == SGLANG else "vLLM"
+    label = LABELS[runtime]
     archs = _archs(cfg)
     if fmt.name == "speculators":
         if runtime == SGLANG:
@@ -386,13 +389,24 @@ class Plan:
         return self.renames.get(key, key)
 
 
+def plan_sglang_ids(plan: Plan, version: str, target, inputs: list[int]) -> list[int] | None:
+    """`sglang_ids_for` the target (`checkpoint.Target`); when no list exists, the plan
+    refuses, once however many steps find it."""
+    ids = sglang_ids_for(version, target.archs, target.layers, inputs)
+    why = (f"the draft was trained on the inputs of target layers {inputs}, which no "
+           f"eagle_aux_hidden_state_layer_ids make SGLang {version} capture for this target")
+    if ids is None and why not in plan.refusals:
+        plan.refusals.append(why)
+    return ids
+
+
 def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version: str,
                      target, shapes: Mapping[str, tuple]) -> Plan:
     """The config.json the runtime reads natively for this draft, listing each change.
     `target`: `checkpoint.Target` (its config, architectures, layer count)."""
     plan = Plan(copy.deepcopy(dict(cfg)))
     new = plan.config
-    label = "SGLang" if runtime == SGLANG else "vLLM"
+    label = LABELS[runtime]
 
     def change(text: str, code: str) -> None:
         plan.changes.append(Change("config", text, code))
@@ -413,13 +427,8 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
         if cfg.get("norm_before_fc"):
             ec["norm_before_fc"] = True
         if fmt.ids:
-            want = sorted(set(fmt.ids))
-            ids = sglang_ids_for(version, target.archs, target.layers, want)
-            if ids is None:
-                plan.refusals.append(f"the draft was trained on the inputs of target layers "
-                                     f"{want}, which no eagle_aux_hidden_state_layer_ids make "
-                                     f"SGLang {version} capture for this target")
-            else:
+            ids = plan_sglang_ids(plan, version, target, sorted(set(fmt.ids)))
+            if ids is not None:
                 ec["eagle_aux_hidden_state_layer_ids"] = ids
                 change(f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} (speculators' "
                        f"{fmt.ids} are inputs of layers; SGLang's ids for those layers)",
@@ -450,7 +459,7 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
         new["draft_vocab_size"] = int(lm[0])
         plan.changes.append(Change("config", f"draft_vocab_size: {lm[0]} (the rows of "
                                              f"lm_head.weight)", signals.SHAPE_MISMATCH))
-    fc = next((s for k, s in shapes.items() if re.match(r"^(model\.)?fc\.weight$", k)), None)
+    fc = fc_shape(shapes)
     ht = target.get("hidden_size")
     hidden_in = new.get("target_hidden_size") or new.get("hidden_size")
     if (fc and len(fc) == 2 and ht and hidden_in and int(hidden_in) != int(ht)
@@ -460,3 +469,8 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
                                              f"{fc[1]} = {fc[1] // int(ht)} x {ht} inputs, the "
                                              f"target's hidden size)",
                                    signals.FC_CONFIG_WIDTH_MISMATCH))
+
+
+def fc_shape(shapes: Mapping[str, tuple]) -> tuple | None:
+    """The shape of the checkpoint's `fc.weight` (or `model.fc.weight`); None without one."""
+    return next((s for k, s in shapes.items() if re.match(r"^(model\.)?fc\.weight$", k)), None)

