@@ -128,9 +128,13 @@ class Timeline:
         t = _num(t)
         if t is None:
             return
-        self.points.append((t, _total(metrics, signals.SPEC_DRAFTS),
-                            _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
-                            _total(metrics, signals.SPEC_DRAFT_TOKENS)))
+        self.append((t, _total(metrics, signals.SPEC_DRAFTS),
+                     _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
+                     _total(metrics, signals.SPEC_DRAFT_TOKENS)))
+
+    def append(self, point: tuple) -> None:
+        """Add a (time, drafts, accepted, draft tokens) point, thinning when full."""
+        self.points.append(point)
         if len(self.points) >= 2 * self.max_points:
             last = self.points[-1]
             self.points = self.points[:-1:2] + [last]
@@ -360,11 +364,7 @@ def _merge_points(series: list[list[tuple]]) -> list[tuple]:
     merged = Timeline()
     for t, i, pt in events:
         latest[i] = pt
-        merged.points.append((t, *(_finite_sum(v[j] for v in latest.values())
-                                   for j in (1, 2, 3))))
-        if len(merged.points) >= 2 * merged.max_points:
-            last = merged.points[-1]
-            merged.points = merged.points[:-1:2] + [last]
+        merged.append((t, *(_finite_sum(v[j] for v in latest.values()) for j in (1, 2, 3))))
     return merged.points
 
 
