@@ -316,26 +316,27 @@ def summarize_process(path: str) -> dict[str, Any]:
     }
 
 
+# the `_raw_totals` figures `combine` adds up: single numbers, and dicts summed key by key
+SUMMED_TOTALS = ("steps", "drafts", "draft_tokens", "accepted_tokens", "agreement_drafts",
+                 "fc_bypass", "width_mismatch", "internal_errors", "telemetry_dropped")
+SUMMED_BY_KEY = ("per_position", "agreement_positions", "lengths", "finding_counts")
+
+
 def combine(procs: list[dict]) -> dict[str, Any]:
     """All readable processes together: counters summed (with tensor parallelism every
     rank counts the same request-steps, so counts are a multiple while the ratios hold),
     the timeline as the sum of each process's latest totals at every time any of them
     wrote."""
     procs = [p for p in procs if "_raw" in p]
-    raw: dict[str, Any] = {k: 0 for k in ("steps", "drafts", "draft_tokens", "accepted_tokens",
-                                          "agreement_drafts", "fc_bypass", "width_mismatch",
-                                          "internal_errors", "telemetry_dropped")}
-    for k in ("per_position", "agreement_positions", "lengths", "finding_counts"):
-        raw[k] = {}
+    raw: dict[str, Any] = {k: 0 for k in SUMMED_TOTALS} | {k: {} for k in SUMMED_BY_KEY}
     raw["passes"], raw["expected_widths"] = [], {}
     passes: dict = {}
     findings: dict[str, dict] = {}
     for p in procs:
         r = p["_raw"]
-        for k in ("steps", "drafts", "draft_tokens", "accepted_tokens", "agreement_drafts",
-                  "fc_bypass", "width_mismatch", "internal_errors", "telemetry_dropped"):
+        for k in SUMMED_TOTALS:
             raw[k] = _finite_sum((raw[k], r[k]))
-        for k in ("per_position", "agreement_positions", "lengths", "finding_counts"):
+        for k in SUMMED_BY_KEY:
             for key, v in r[k].items():
                 raw[k][key] = _finite_sum((raw[k].get(key, 0), v))
         for x in r["passes"]:
