@@ -374,10 +374,34 @@ def public(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if not k.startswith("_")}
 
 
-def build_report(directory: str) -> dict[str, Any]:
+def read_process(path: str) -> dict[str, Any]:
+    """`summarize_process`, or the folder's name and the error when it cannot be read."""
+    try:
+        return summarize_process(path)
+    except (OSError, RecursionError, MemoryError) as exc:
+        return {"process": os.path.basename(os.path.normpath(path)),
+                "error": f"{type(exc).__name__}: {exc}"}
+
+
+def files_state(path: str) -> tuple:
+    """Size and modification time of each file `summarize_process` reads (None where it
+    cannot be stat'ed): when this is unchanged, so is the summary."""
+    out = []
+    for name in (RESOURCE_FILE, METRICS_FILE, EVENTS_FILE, SPANS_FILE):
+        try:
+            st = os.stat(os.path.join(path, name))
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def build_report(directory: str, read=read_process) -> dict[str, Any]:
     """Summaries of every process folder under `directory` (or of `directory` itself when
-    it is one process's folder). An unusable `directory` raises `ReportError` with a
-    one-line message; a process folder that cannot be read is listed with its error."""
+    it is one process's folder), each from `read(path)`. An unusable `directory` raises
+    `ReportError` with a one-line message; a process folder that cannot be read is listed
+    with its error."""
     if not os.path.exists(directory):
         raise ReportError(f"{directory}: no such folder (spectrace writes to "
                           f"SPECTRACE_OUTPUT_DIR, default ./spectrace-data)")
@@ -394,13 +418,7 @@ def build_report(directory: str) -> dict[str, Any]:
                               f"({exc.strerror or exc})") from None
         paths = [os.path.join(directory, n) for n in names]
         paths = [p for p in paths if os.path.isdir(p) and is_process_dir(p)]
-    procs = []
-    for path in paths:
-        try:
-            procs.append(summarize_process(path))
-        except (OSError, RecursionError, MemoryError) as exc:
-            procs.append({"process": os.path.basename(os.path.normpath(path)),
-                          "error": f"{type(exc).__name__}: {exc}"})
+    procs = [read(path) for path in paths]
     combined = combine(procs) if any("_raw" in p for p in procs) else None
     return {"directory": directory, "processes": [public(p) for p in procs],
             "combined": combined}
