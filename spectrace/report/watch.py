@@ -12,9 +12,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .. import signals
 from .summary import ReportError, build_report, files_state, read_process
-from .text import figure_lines, process_title
+from .text import HEALTH_BANDS, figure_lines, health_band, process_title
 
 EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
               "pip install 'spectrace[cli]'")
@@ -44,15 +43,15 @@ class ProcessCache:
         return build_report(directory, read)
 
 
+BAND_STYLES = ("bold red", "bold yellow", "bold green")  # of `text.HEALTH_BANDS`
+
+
 def health(mean_acceptance_length) -> tuple[str, str]:
     """Words and colour for a mean acceptance length, by the dashboards' bands."""
     if mean_acceptance_length is None:
         return "no verified steps yet", "dim"
-    if mean_acceptance_length < signals.ACCEPT_LENGTH_RED_BELOW:
-        return "no speed-up", "bold red"
-    if mean_acceptance_length < signals.ACCEPT_LENGTH_AMBER_BELOW:
-        return "weak", "bold yellow"
-    return "healthy", "bold green"
+    band = health_band(mean_acceptance_length)
+    return HEALTH_BANDS[band][1], BAND_STYLES[band]
 
 
 def render(report: dict, interval: float):
@@ -80,8 +79,8 @@ def render(report: dict, interval: float):
             continue
         words, style = health(p["mean_acceptance_length"])
         status = Text.assemble("  speculation: ", (words, style), (
-            f"  (mean acceptance length below {signals.ACCEPT_LENGTH_RED_BELOW}: no speed-up, "
-            f"{signals.ACCEPT_LENGTH_RED_BELOW}-{signals.ACCEPT_LENGTH_AMBER_BELOW}: weak)",
+            "  (mean acceptance length "
+            + ", ".join(f"{band}: {verdict}" for band, verdict in HEALTH_BANDS[:2]) + ")",
             "dim"))
         body = Text("\n").join([status] + [Text(line) for line in figure_lines(p)])
         parts.append(Panel(body, title=title, title_align="left",
