@@ -52,7 +52,7 @@ class FileSink:
         if first:
             log.error("spectrace: cannot write %s (%s); file export is off for this process "
                       "(set SPECTRACE_OUTPUT_DIR to a writable folder with free space); the "
-                      "other exporters and the SGLang server keep working", path, exc)
+                      "other exporters and the server keep working", path, exc)
 
 
 class JsonlWriter:
