@@ -158,3 +158,11 @@ def test_a_refresh_rereads_only_the_processes_whose_files_changed(tmp_path, monk
     now = refresh()
     assert reads == [] and [p["process"] for p in now["processes"]] == ["sglang-h-2"]
     assert now == build_report(str(tmp_path))            # the same report as without cache
+
+
+def test_interval_without_watch_is_refused(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(tmp_path),
+                          "--interval", "1"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--interval sets how often --watch refreshes" in out.stderr
