@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             args.directory = os.environ.get("SPECTRACE_OUTPUT_DIR") or "./spectrace-data"
         if args.watch and (args.json or args.html):
             p.error("--watch shows a live view; it cannot be combined with --json or --html")
+        if args.interval is not None and not args.watch:
+            p.error("--interval sets how often --watch refreshes; give it with --watch")
     return args.func(args)
 
 

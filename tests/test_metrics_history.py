@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from spectrace import signals
 from spectrace.export import history
 from spectrace.export.files import JsonlWriter
-from spectrace.file_layout import METRICS_FILE, RESOURCE_FILE
+from spectrace.file_layout import METRICS_FILE, RESOURCE_FILE, SPANS_FILE
 from spectrace.report import build_report, summarize_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -126,6 +126,33 @@ def test_writer_compacts_past_its_bound_and_the_report_reads_it(tmp_path):
     # an interval over a coarse older stretch still gives the right ratio
     assert all(v == 2.0 for v in tl["mean_acceptance_length"][1:])
     assert not [n for n in os.listdir(d) if n.endswith(".tmp")]
+
+
+def test_spans_file_is_bounded_keeping_the_newest_spans(tmp_path, monkeypatch):
+    """`spans.jsonl` has the same bound; a compaction keeps the newest spans (whole lines,
+    in order, none older than one dropped) and the report counts the spans kept."""
+    from spectrace import config
+    from spectrace.export.providers import setup
+    bound = 64 << 10
+    monkeypatch.setattr(history, "MAX_BYTES", bound)
+    tel = setup(config.from_env({}, output_dir=str(tmp_path), metric_interval_s=2), {},
+                "scheduler")
+    try:
+        for k in range(1000):
+            with tel.tracer.start_as_current_span("step", attributes={"k": k, "pad": "p" * 100}):
+                pass
+        for p in tel.span_processors:
+            assert p.force_flush()
+        path = os.path.join(tel.directory, SPANS_FILE)
+        lines = whole_lines(path)
+        assert os.path.getsize(path) <= bound + len(json.dumps(lines[-1])) + 1
+        ks = [x["attributes"]["k"] for x in lines]
+        assert ks == list(range(ks[0], 1000)) and ks[0] > 0   # the newest, none missing
+        assert os.path.getsize(path) > bound // 2 - 2 * len(json.dumps(lines[-1]))
+        assert summarize_process(tel.directory)["spans"] == len(lines)
+        assert not [n for n in os.listdir(tel.directory) if n.endswith(".tmp")]
+    finally:
+        tel.shutdown()
 
 
 def test_previous_format_plain_snapshot_per_line(tmp_path):

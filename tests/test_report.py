@@ -341,3 +341,19 @@ def test_read_findings_returns_findings_per_process(tmp_path):
         Finding("aux.capture_disabled", "error", "aux.capture_disabled m",
                 {"n": 1, "process": "sglang-h-2"})]
     assert read_findings(str(tmp_path / "sglang-h-1"))[0].code == "eagle3.fc_bypass"
+
+
+def test_text_html_and_watch_word_the_same_figures_the_same_way(tmp_path):
+    from spectrace.report.watch import health
+    resource = {"attributes": {"process.pid": 2, signals.RES_ROLE: "engine_core",
+                               signals.RES_RUNTIME: "vllm", signals.RES_RUNTIME_VERSION: "0.32"}}
+    process(tmp_path, "vllm-h-2", metrics=lines(snapshot()), resource=json.dumps(resource))
+    rep = build_report(str(tmp_path))
+    text, page = render_text(rep), render_html(rep)
+    # no tp rank (vLLM's engine core has none): neither view makes one up
+    assert "process vllm-h-2 (pid 2, role engine_core, vLLM 0.32)" in text
+    assert "<p class=meta>pid 2, role engine_core, model -, draft -, vLLM 0.32</p>" in page
+    red = signals.ACCEPT_LENGTH_RED_BELOW
+    assert f"below {red}: no speed-up</span>" in page and "no gain" not in page
+    assert health(1.0) == ("no speed-up", "bold red")
+    assert health(signals.ACCEPT_LENGTH_AMBER_BELOW) == ("healthy", "bold green")

@@ -5,6 +5,7 @@ the `cli` extra it names the extra (exit 2). (The `*_cpu` kernels come from the
 pure-torch stand-in in harness/.)"""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -111,3 +112,57 @@ def test_watch_on_a_missing_folder_is_unusable_input(tmp_path):
                          cwd=ROOT, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "no such folder" in out.stderr
+
+
+def test_a_refresh_rereads_only_the_processes_whose_files_changed(tmp_path, monkeypatch):
+    from spectrace import signals
+    from spectrace.file_layout import METRICS_FILE, SPANS_FILE
+    from spectrace.report import build_report, summary
+    from spectrace.report.watch import ProcessCache
+
+    def snap(t, drafts):
+        return json.dumps({"time": t, "metrics": {
+            signals.SPEC_DRAFTS.name: [{"attributes": {}, "value": drafts}]}}) + "\n"
+
+    one, two = tmp_path / "sglang-h-1", tmp_path / "sglang-h-2"
+    for d in (one, two):
+        d.mkdir()
+        (d / METRICS_FILE).write_text(snap(1.0, 5))
+    reads = []
+    real = summary.summarize_process
+    monkeypatch.setattr(summary, "summarize_process",
+                        lambda path: reads.append(os.path.basename(path)) or real(path))
+    cache = ProcessCache()
+
+    def refresh():
+        reads.clear()
+        return cache.report(str(tmp_path))
+
+    first = refresh()
+    assert sorted(reads) == ["sglang-h-1", "sglang-h-2"]
+    assert refresh() == first and reads == []            # nothing changed: nothing read
+    with open(one / METRICS_FILE, "a") as fh:            # one process writes on
+        fh.write(snap(2.0, 9))
+    now = refresh()
+    assert reads == ["sglang-h-1"]
+    assert [p["drafts"] for p in now["processes"]] == [9, 5] and now["combined"]["drafts"] == 14
+    (two / SPANS_FILE).write_text("{}\n")                # any file it reads counts
+    assert refresh()["processes"][1]["spans"] == 1 and reads == ["sglang-h-2"]
+    # same size, later modification time: read again
+    (two / METRICS_FILE).write_text(snap(1.0, 6))
+    st = os.stat(two / METRICS_FILE)
+    os.utime(two / METRICS_FILE, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    now = refresh()
+    assert reads == ["sglang-h-2"] and now["processes"][1]["drafts"] == 6
+    shutil.rmtree(one)                                   # a folder gone is gone
+    now = refresh()
+    assert reads == [] and [p["process"] for p in now["processes"]] == ["sglang-h-2"]
+    assert now == build_report(str(tmp_path))            # the same report as without cache
+
+
+def test_interval_without_watch_is_refused(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(tmp_path),
+                          "--interval", "1"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--interval sets how often --watch refreshes" in out.stderr

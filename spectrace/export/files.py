@@ -4,8 +4,9 @@
 SGLang SIGKILLs its schedulers at shutdown, so nothing may wait for an exit handler:
 every line goes to the file in one `write(2)` as it is written, and a torn last line is
 skipped by the reader. (A final snapshot when a process is told to stop:
-`export.final_flush`.) `metrics.jsonl` stays bounded: its writer compacts it past
-`history.MAX_BYTES`, keeping a downsampled history (`export.history`).
+`export.final_flush`.) `metrics.jsonl` and `spans.jsonl` stay bounded: their writers
+compact them past `history.MAX_BYTES`, keeping a downsampled history of the metrics and
+the newest spans (`export.history`).
 """
 from __future__ import annotations
 
@@ -51,22 +52,24 @@ class FileSink:
         if first:
             log.error("spectrace: cannot write %s (%s); file export is off for this process "
                       "(set SPECTRACE_OUTPUT_DIR to a writable folder with free space); the "
-                      "other exporters and the SGLang server keep working", path, exc)
+                      "other exporters and the server keep working", path, exc)
 
 
 class JsonlWriter:
     """Appends one JSON object per line, each line in a single `write(2)` on an O_APPEND
     descriptor: no buffering to lose at SIGKILL, and no interleaving with other writers of
     the same file. After an OS error it turns itself (and its sink's other streams) off.
-    With `max_bytes`, a file that grows past it is compacted (`history.compact`; only for
-    files this writer alone appends to, such as one process's `metrics.jsonl`)."""
+    With `max_bytes`, a file that grows past it is compacted (`history.compact`: a
+    downsampled history, or with `downsample=False` the newest lines only; only for files
+    this writer alone appends to, such as one process's `metrics.jsonl`)."""
 
     def __init__(self, path: str, signal: str = "events", sink: FileSink | None = None,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int | None = None, downsample: bool = True) -> None:
         self.path = path
         self.signal = signal
         self.sink = sink if sink is not None else FileSink(os.path.dirname(path))
         self.max_bytes = max_bytes
+        self.downsample = downsample
         self.compactions = 0
         self._lock = threading.Lock()
         self._fd: int | None = None
@@ -112,11 +115,11 @@ class JsonlWriter:
         return False
 
     def _compact_locked(self) -> None:
-        """After the line is on disk: rewrite the file with a downsampled history; the
+        """After the line is on disk: rewrite the file smaller (`history.compact`); the
         next write opens the new file."""
         self._close_locked()
         try:
-            self._size = history.compact(self.path, self.max_bytes)
+            self._size = history.compact(self.path, self.max_bytes, self.downsample)
             self.compactions += 1
         except OSError as exc:  # the line itself is written; later ones are not
             self.sink.fail(self.path, exc)

@@ -21,6 +21,9 @@ The new file is written beside the old one (`.metrics.jsonl.<pid>.tmp`), synced,
 renamed over it: a process killed at any moment leaves the old file or the new one, both
 whole (at worst a stray temporary file, which readers ignore). The format does not change
 (one snapshot per line), so readers of either age read files of either age.
+
+`spans.jsonl` is bounded by the same `MAX_BYTES`, compacted without downsampling: a span
+is not cumulative, so its writer keeps the newest spans (up to half of `MAX_BYTES`).
 """
 from __future__ import annotations
 
@@ -42,19 +45,25 @@ def line_time(line: bytes) -> float | None:
         return None
 
 
+def newest_start(sizes: list[int], budget: int) -> int:
+    """Where the newest lines that fit in `budget` bytes begin (the newest line always)."""
+    n = len(sizes)
+    start, used = n, 0
+    while start > 0 and used + sizes[start - 1] <= budget:
+        start -= 1
+        used += sizes[start]
+    if start == n and n:  # a single line larger than the budget: keep the newest anyway
+        start = n - 1
+    return start
+
+
 def keep_indices(times: list, sizes: list[int], max_bytes: int = MAX_BYTES) -> list[int]:
     """Which lines a compaction keeps (ascending indices): the newest up to `max_bytes / 2`,
     and of the older ones at most one per time bucket within `max_bytes / 4` (counting
     each as large as the largest), the oldest always. Lines without a time are dropped
     from the older part."""
     n = len(sizes)
-    recent_budget, older_budget = max_bytes // 2, max_bytes // 4
-    start, used = n, 0
-    while start > 0 and used + sizes[start - 1] <= recent_budget:
-        start -= 1
-        used += sizes[start]
-    if start == n and n:  # a single line larger than the budget: keep the newest anyway
-        start = n - 1
+    start, older_budget = newest_start(sizes, max_bytes // 2), max_bytes // 4
     older = [i for i in range(start) if times[i] is not None]
     slots = older_budget // max((sizes[i] for i in older), default=1)
     if len(older) > max(slots, 1):
@@ -85,15 +94,21 @@ def temp_path(path: str) -> str:
     return os.path.join(head, f".{tail}.{os.getpid()}.tmp")
 
 
-def compact(path: str, max_bytes: int = MAX_BYTES) -> int:
-    """Rewrite `path` keeping a downsampled history (see the module docstring); returns its
+def compact(path: str, max_bytes: int = MAX_BYTES, downsample: bool = True) -> int:
+    """Rewrite `path` keeping a downsampled history (see the module docstring), or with
+    `downsample=False` only its newest lines up to `max_bytes / 2` (lines that are not
+    cumulative, such as spans: an older one cannot stand for those around it); returns its
     new size. Only whole lines are kept. OS errors are raised (the caller's file sink
     decides); the original stays in place until the atomic rename."""
     with open(path, "rb") as fh:
         data = fh.read()
     lines = data.split(b"\n")[:-1]  # whole lines only
     lines = [ln + b"\n" for ln in lines if ln.strip()]
-    keep = keep_indices([line_time(ln) for ln in lines], [len(ln) for ln in lines], max_bytes)
+    sizes = [len(ln) for ln in lines]
+    if downsample:
+        keep = keep_indices([line_time(ln) for ln in lines], sizes, max_bytes)
+    else:
+        keep = range(newest_start(sizes, max_bytes // 2), len(lines))
     out = b"".join(lines[i] for i in keep)
     tmp = temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)

@@ -103,9 +103,10 @@ class _Files:
     sink: FileSink | None = None
     events: JsonlWriter | None = None
 
-    def writer(self, name: str, signal: str, max_bytes: int | None = None) -> JsonlWriter:
+    def writer(self, name: str, signal: str, max_bytes: int | None = None,
+               downsample: bool = True) -> JsonlWriter:
         return JsonlWriter(os.path.join(self.directory, name), signal=signal, sink=self.sink,
-                           max_bytes=max_bytes)
+                           max_bytes=max_bytes, downsample=downsample)
 
 
 def _open_files(cfg: Config, resource: Resource, name: str) -> _Files:
@@ -164,7 +165,8 @@ def _span_processors(cfg: Config, files: _Files) -> list:
     processors = []
     if files.directory is not None:
         processors.append(BoundedSpanProcessor(
-            FileSpanExporter(files.writer(SPANS_FILE, "spans")),
+            FileSpanExporter(files.writer(SPANS_FILE, "spans", history.MAX_BYTES,
+                                          downsample=False)),
             schedule_delay_millis=int(cfg.metric_interval_s * 1000)))
     if "otlp" in cfg.exporters:
         def otlp():

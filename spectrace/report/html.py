@@ -26,7 +26,10 @@ import time
 from typing import Any
 
 from .. import signals
-from .text import _int, runtime_label
+from .text import (
+    HEALTH_BANDS, _int, expected_widths_text, finding_count, finding_severity, process_identity,
+    runtime_label,
+)
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 DATA_ID = "spectrace-data"
@@ -148,7 +151,7 @@ def _widths_table(v: dict) -> str:
                     f"{_cell(p['width'], f'hidden_state_passes.{i}.width')}"
                     f"{_cell(p['count'], f'hidden_state_passes.{i}.count', _int(p['count']))}"
                     f"{_cell(p.get('expected'), None)}<td>{_e(_verdict(p))}</td></tr>")
-    exp = ", ".join(f"{k} {_int(n)}" for k, n in sorted(v["expected_widths"].items()))
+    exp = expected_widths_text(v["expected_widths"])
     return _table("Hidden-state widths the draft received" + (f" (expected: {exp})" if exp
                                                               else ""),
                   ["pass kind", "width", "passes", "expected width", "verdict"], rows)
@@ -157,8 +160,7 @@ def _widths_table(v: dict) -> str:
 def _findings_table(v: dict) -> str:
     rows = []
     for i, f in enumerate(v["findings"]):
-        n = f.get("count", f["events"])
-        sev = f["severity"] or "see metrics"
+        n, sev = finding_count(f), finding_severity(f)
         key = f"findings.{i}.{'count' if 'count' in f else 'events'}"
         rows.append(f'<tr class="sev-{_e(sev)}"><th scope=row>{_e(f["code"])}</th>'
                     f"<td>{_e(sev)}</td>{_cell(n, key, _int(n))}"
@@ -298,9 +300,7 @@ def render_html(report: dict[str, Any]) -> str:
         views.append(body)
         data.append({"id": "all", **d})
     for i, p in enumerate(readable):
-        ident = (f"<p class=meta>pid {_e(p['pid'])}, role {_e(p['role'])}, tp rank "
-                 f"{_e(p['tp_rank'])}, model {_e(p.get('model'))}, draft "
-                 f"{_e(p.get('draft_model'))}, {_e(runtime_label(p))}</p>")
+        ident = f"<p class=meta>{_e(process_identity(p, models=True))}</p>"
         body, d = _view(f"p{i}", f"Process {p['process']}", p, ident)
         views.append(body)
         data.append({"id": f"p{i}", **d})
@@ -310,12 +310,11 @@ def render_html(report: dict[str, Any]) -> str:
     lib, script = _asset("uPlot.iife.min.js"), _asset("report.js")
     csp = (f"default-src 'none'; script-src {_csp_hash(lib)} {_csp_hash(script)}; "
            "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'")
-    bands = (f'<p class="legend-bands meta">Mean acceptance length bands, as on the '
-             f'dashboards: <span class=b-red>below {signals.ACCEPT_LENGTH_RED_BELOW}: no '
-             f'gain</span><span class=b-amber>{signals.ACCEPT_LENGTH_RED_BELOW}-'
-             f'{signals.ACCEPT_LENGTH_AMBER_BELOW}: weak</span><span class=b-green>above '
-             f'{signals.ACCEPT_LENGTH_AMBER_BELOW}: healthy</span>. Times in UTC; findings '
-             f'are marked on the time axis.</p>')
+    bands = ('<p class="legend-bands meta">Mean acceptance length bands, as on the '
+             "dashboards: " + "".join(
+                 f"<span class={cls}>{_e(band)}: {_e(verdict)}</span>"
+                 for cls, (band, verdict) in zip(("b-red", "b-amber", "b-green"), HEALTH_BANDS))
+             + ". Times in UTC; findings are marked on the time axis.</p>")
     empty = ("" if readable else "<p>No instrumented process has written here yet.</p>")
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"

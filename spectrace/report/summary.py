@@ -128,9 +128,13 @@ class Timeline:
         t = _num(t)
         if t is None:
             return
-        self.points.append((t, _total(metrics, signals.SPEC_DRAFTS),
-                            _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
-                            _total(metrics, signals.SPEC_DRAFT_TOKENS)))
+        self.append((t, _total(metrics, signals.SPEC_DRAFTS),
+                     _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
+                     _total(metrics, signals.SPEC_DRAFT_TOKENS)))
+
+    def append(self, point: tuple) -> None:
+        """Add a (time, drafts, accepted, draft tokens) point, thinning when full."""
+        self.points.append(point)
         if len(self.points) >= 2 * self.max_points:
             last = self.points[-1]
             self.points = self.points[:-1:2] + [last]
@@ -312,26 +316,27 @@ def summarize_process(path: str) -> dict[str, Any]:
     }
 
 
+# the `_raw_totals` figures `combine` adds up: single numbers, and dicts summed key by key
+SUMMED_TOTALS = ("steps", "drafts", "draft_tokens", "accepted_tokens", "agreement_drafts",
+                 "fc_bypass", "width_mismatch", "internal_errors", "telemetry_dropped")
+SUMMED_BY_KEY = ("per_position", "agreement_positions", "lengths", "finding_counts")
+
+
 def combine(procs: list[dict]) -> dict[str, Any]:
     """All readable processes together: counters summed (with tensor parallelism every
     rank counts the same request-steps, so counts are a multiple while the ratios hold),
     the timeline as the sum of each process's latest totals at every time any of them
     wrote."""
     procs = [p for p in procs if "_raw" in p]
-    raw: dict[str, Any] = {k: 0 for k in ("steps", "drafts", "draft_tokens", "accepted_tokens",
-                                          "agreement_drafts", "fc_bypass", "width_mismatch",
-                                          "internal_errors", "telemetry_dropped")}
-    for k in ("per_position", "agreement_positions", "lengths", "finding_counts"):
-        raw[k] = {}
+    raw: dict[str, Any] = {k: 0 for k in SUMMED_TOTALS} | {k: {} for k in SUMMED_BY_KEY}
     raw["passes"], raw["expected_widths"] = [], {}
     passes: dict = {}
     findings: dict[str, dict] = {}
     for p in procs:
         r = p["_raw"]
-        for k in ("steps", "drafts", "draft_tokens", "accepted_tokens", "agreement_drafts",
-                  "fc_bypass", "width_mismatch", "internal_errors", "telemetry_dropped"):
+        for k in SUMMED_TOTALS:
             raw[k] = _finite_sum((raw[k], r[k]))
-        for k in ("per_position", "agreement_positions", "lengths", "finding_counts"):
+        for k in SUMMED_BY_KEY:
             for key, v in r[k].items():
                 raw[k][key] = _finite_sum((raw[k].get(key, 0), v))
         for x in r["passes"]:
@@ -360,11 +365,7 @@ def _merge_points(series: list[list[tuple]]) -> list[tuple]:
     merged = Timeline()
     for t, i, pt in events:
         latest[i] = pt
-        merged.points.append((t, *(_finite_sum(v[j] for v in latest.values())
-                                   for j in (1, 2, 3))))
-        if len(merged.points) >= 2 * merged.max_points:
-            last = merged.points[-1]
-            merged.points = merged.points[:-1:2] + [last]
+        merged.append((t, *(_finite_sum(v[j] for v in latest.values()) for j in (1, 2, 3))))
     return merged.points
 
 
@@ -373,10 +374,34 @@ def public(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if not k.startswith("_")}
 
 
-def build_report(directory: str) -> dict[str, Any]:
+def read_process(path: str) -> dict[str, Any]:
+    """`summarize_process`, or the folder's name and the error when it cannot be read."""
+    try:
+        return summarize_process(path)
+    except (OSError, RecursionError, MemoryError) as exc:
+        return {"process": os.path.basename(os.path.normpath(path)),
+                "error": f"{type(exc).__name__}: {exc}"}
+
+
+def files_state(path: str) -> tuple:
+    """Size and modification time of each file `summarize_process` reads (None where it
+    cannot be stat'ed): when this is unchanged, so is the summary."""
+    out = []
+    for name in (RESOURCE_FILE, METRICS_FILE, EVENTS_FILE, SPANS_FILE):
+        try:
+            st = os.stat(os.path.join(path, name))
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def build_report(directory: str, read=read_process) -> dict[str, Any]:
     """Summaries of every process folder under `directory` (or of `directory` itself when
-    it is one process's folder). An unusable `directory` raises `ReportError` with a
-    one-line message; a process folder that cannot be read is listed with its error."""
+    it is one process's folder), each from `read(path)`. An unusable `directory` raises
+    `ReportError` with a one-line message; a process folder that cannot be read is listed
+    with its error."""
     if not os.path.exists(directory):
         raise ReportError(f"{directory}: no such folder (spectrace writes to "
                           f"SPECTRACE_OUTPUT_DIR, default ./spectrace-data)")
@@ -393,13 +418,7 @@ def build_report(directory: str) -> dict[str, Any]:
                               f"({exc.strerror or exc})") from None
         paths = [os.path.join(directory, n) for n in names]
         paths = [p for p in paths if os.path.isdir(p) and is_process_dir(p)]
-    procs = []
-    for path in paths:
-        try:
-            procs.append(summarize_process(path))
-        except (OSError, RecursionError, MemoryError) as exc:
-            procs.append({"process": os.path.basename(os.path.normpath(path)),
-                          "error": f"{type(exc).__name__}: {exc}"})
+    procs = [read(path) for path in paths]
     combined = combine(procs) if any("_raw" in p for p in procs) else None
     return {"directory": directory, "processes": [public(p) for p in procs],
             "combined": combined}

@@ -1,11 +1,20 @@
 """`spectrace report` as text: one block per process (and all of them together when there
-are several), in words and numbers. `watch` shows the same lines, refreshed."""
+are several), in words and numbers. `watch` shows the same lines, refreshed; `html` the
+same figures, worded by the helpers here."""
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from .. import signals
 from ..export.resource import RUNTIMES
+
+# the dashboards' bands of mean acceptance length, worst first: (range, verdict)
+HEALTH_BANDS = (
+    (f"below {signals.ACCEPT_LENGTH_RED_BELOW}", "no speed-up"),
+    (f"{signals.ACCEPT_LENGTH_RED_BELOW}-{signals.ACCEPT_LENGTH_AMBER_BELOW}", "weak"),
+    (f"above {signals.ACCEPT_LENGTH_AMBER_BELOW}", "healthy"),
+)
 
 
 def _fmt(x, digits=2) -> str:
@@ -23,9 +32,42 @@ def runtime_label(p: dict) -> str:
     return f"{runtime.label if runtime else p.get('runtime') or 'runtime'} {p.get('runtime_version')}"
 
 
+def health_band(mean_acceptance_length) -> int:
+    """Which of `HEALTH_BANDS` a mean acceptance length is in."""
+    if mean_acceptance_length < signals.ACCEPT_LENGTH_RED_BELOW:
+        return 0
+    return 1 if mean_acceptance_length < signals.ACCEPT_LENGTH_AMBER_BELOW else 2
+
+
+def process_identity(p: dict[str, Any], models: bool = False) -> str:
+    """"pid 7, role scheduler, tp rank 0, SGLang 0.5.23" (no tp rank where there is none;
+    "-" for what is unknown), with the model and the draft when `models`."""
+    def v(x) -> str:
+        return "-" if x is None else str(x)
+    parts = [f"pid {v(p.get('pid'))}", f"role {v(p.get('role'))}"]
+    if p.get("tp_rank") is not None:
+        parts.append(f"tp rank {p['tp_rank']}")
+    if models:
+        parts.append(f"model {v(p.get('model'))}, draft {v(p.get('draft_model'))}")
+    return ", ".join(parts + [runtime_label(p)])
+
+
 def process_title(p: dict[str, Any]) -> str:
-    rank = f", tp rank {p['tp_rank']}" if p.get("tp_rank") is not None else ""
-    return f"process {p['process']} (pid {p['pid']}, role {p['role']}{rank}, {runtime_label(p)})"
+    return f"process {p['process']} ({process_identity(p)})"
+
+
+def expected_widths_text(widths: dict) -> str:
+    """"draft_hidden 64, fc_in 192, ...": the widths the draft expects, by kind."""
+    return ", ".join(f"{k} {_int(v)}" for k, v in sorted(widths.items()))
+
+
+def finding_count(f: dict):
+    """How many times a finding was raised: its metric count, else its events written."""
+    return f.get("count", f["events"])
+
+
+def finding_severity(f: dict) -> str:
+    return f["severity"] or "see metrics"
 
 
 def figure_lines(p: dict[str, Any]) -> list[str]:
@@ -55,16 +97,15 @@ def figure_lines(p: dict[str, Any]) -> list[str]:
     if p["hidden_state_passes"]:
         lines.append("  draft hidden-state widths: " + ", ".join(
             f"{x['pass_kind']} {x['width']} wide x{_int(x['count'])}"
-            for x in p["hidden_state_passes"]) + "; expected " + ", ".join(
-            f"{k} {_int(v)}" for k, v in sorted(p["expected_widths"].items())))
+            for x in p["hidden_state_passes"]) + "; expected "
+            + expected_widths_text(p["expected_widths"]))
     lines.append(f"  fc bypass events: {_int(p['fc_bypass'])}, width mismatches: "
                  f"{_int(p['width_mismatch'])}, spectrace internal errors: "
                  f"{_int(p['internal_errors'])}")
     if p["findings"]:
         lines.append("  findings:")
         for f in p["findings"]:
-            n = f.get("count", f["events"])
-            lines.append(f"  - {f['code']} ({f['severity'] or 'see metrics'}, x{_int(n)}): "
+            lines.append(f"  - {f['code']} ({finding_severity(f)}, x{_int(finding_count(f))}): "
                          f"{f['message'] or ''}")
     else:
         lines.append("  findings: none")

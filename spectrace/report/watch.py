@@ -1,9 +1,10 @@
 """`spectrace report DIR --watch`: a live terminal view of a running server.
 
 Every export interval (`SPECTRACE_METRIC_INTERVAL`, 2 s by default, or `--interval`) it
-reads the folder again and shows, per process (rank) and for all together, the figures of
-the text report (`text.figure_lines`), with the mean acceptance length coloured by the
-dashboards' healthy ranges. Built on `rich.live.Live` (the optional `cli` extra), in the
+reads the folder again (the processes whose files changed: `ProcessCache`) and shows, per
+process (rank) and for all together, the figures of the text report
+(`text.figure_lines`), with the mean acceptance length coloured by the dashboards'
+healthy ranges. Built on `rich.live.Live` (the optional `cli` extra), in the
 terminal's alternate screen: Ctrl-C ends it with exit status 0 and the terminal as it was.
 """
 from __future__ import annotations
@@ -11,23 +12,46 @@ from __future__ import annotations
 import sys
 import time
 
-from .. import signals
-from .summary import ReportError, build_report
-from .text import figure_lines, process_title
+from .summary import ReportError, build_report, files_state, read_process
+from .text import HEALTH_BANDS, figure_lines, health_band, process_title
 
 EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
               "pip install 'spectrace[cli]'")
+
+
+class ProcessCache:
+    """Each process folder's summary from the previous refresh, read again only when one
+    of its files changed size or modification time: a refresh re-reads only the processes
+    still writing, not every finished one (up to 8 MiB of metrics each)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple] = {}  # path: (files_state, summary)
+
+    def report(self, directory: str) -> dict:
+        """`build_report(directory)`, reusing unchanged summaries; folders gone are
+        forgotten."""
+        previous, self._entries = self._entries, {}
+
+        def read(path: str) -> dict:
+            state = files_state(path)  # before reading: a change while reading shows next time
+            entry = previous.get(path)
+            if entry is None or entry[0] != state:
+                entry = (state, read_process(path))
+            self._entries[path] = entry
+            return entry[1]
+
+        return build_report(directory, read)
+
+
+BAND_STYLES = ("bold red", "bold yellow", "bold green")  # of `text.HEALTH_BANDS`
 
 
 def health(mean_acceptance_length) -> tuple[str, str]:
     """Words and colour for a mean acceptance length, by the dashboards' bands."""
     if mean_acceptance_length is None:
         return "no verified steps yet", "dim"
-    if mean_acceptance_length < signals.ACCEPT_LENGTH_RED_BELOW:
-        return "no speed-up", "bold red"
-    if mean_acceptance_length < signals.ACCEPT_LENGTH_AMBER_BELOW:
-        return "weak", "bold yellow"
-    return "healthy", "bold green"
+    band = health_band(mean_acceptance_length)
+    return HEALTH_BANDS[band][1], BAND_STYLES[band]
 
 
 def render(report: dict, interval: float):
@@ -55,8 +79,8 @@ def render(report: dict, interval: float):
             continue
         words, style = health(p["mean_acceptance_length"])
         status = Text.assemble("  speculation: ", (words, style), (
-            f"  (mean acceptance length below {signals.ACCEPT_LENGTH_RED_BELOW}: no speed-up, "
-            f"{signals.ACCEPT_LENGTH_RED_BELOW}-{signals.ACCEPT_LENGTH_AMBER_BELOW}: weak)",
+            "  (mean acceptance length "
+            + ", ".join(f"{band}: {verdict}" for band, verdict in HEALTH_BANDS[:2]) + ")",
             "dim"))
         body = Text("\n").join([status] + [Text(line) for line in figure_lines(p)])
         parts.append(Panel(body, title=title, title_align="left",
@@ -79,8 +103,9 @@ def watch(directory: str, interval: float | None = None) -> int:
         except config.ConfigError as exc:
             print(f"spectrace report: {exc}", file=sys.stderr)
             return 2
+    cache = ProcessCache()
     try:
-        report = build_report(directory)
+        report = cache.report(directory)
     except ReportError as exc:
         print(f"spectrace report: {exc}", file=sys.stderr)
         return 2
@@ -90,7 +115,7 @@ def watch(directory: str, interval: float | None = None) -> int:
             while True:
                 time.sleep(interval)
                 try:
-                    report = build_report(directory)
+                    report = cache.report(directory)
                 except ReportError as exc:  # the folder went away: say so, keep watching
                     report = {"directory": directory, "processes": [
                         {"process": directory, "error": str(exc)}], "combined": None}
