@@ -32,7 +32,9 @@ Parts (one row each check):
    (`synchronize(); t0; step; synchronize(); t1`), on a graph-replayed step of at least
    1 ms: the medians agree within 5 % or 50 us, whichever is larger. (This measures the
    method the step-cost feature will use; it is not that feature.)
-Without CUDA, parts 1, 4 and the CUDA halves of 2 and 3 print "skipped: no CUDA device"
+5. capture: a graph capture in PyTorch's default ("global") mode while spectrace's metric
+   reader polls a pending agreement copy (`event.query()`) from its own thread; run last.
+Without CUDA, parts 1, 4, 5 and the CUDA halves of 2 and 3 print "skipped: no CUDA device"
 with the reason; the rest runs on CPU tensors and prints its figures.
 
 Exit status: 0 every check that ran passed; 1 a check failed; 2 `--require-cuda` and no
@@ -475,7 +477,7 @@ def part_capture_while_polling(table: Table, torch, tmp: str) -> None:
     from benchmarks import tiny_eagle3 as tiny
     from spectrace.detectors.tokens import to_host
     if table.no_cuda:
-        table.skip("2 graph", CAPTURE_WHILE_POLLING)
+        table.skip("5 capture", CAPTURE_WHILE_POLLING)
         return
     with hb.own_recorder(os.path.join(tmp, "poll")) as rec, torch.no_grad():
         _, draft, _ = tiny.build("cuda", torch.bfloat16)
@@ -510,7 +512,7 @@ def part_capture_while_polling(table: Table, torch, tmp: str) -> None:
         except RuntimeError as exc:
             seen.append(f"afterwards: {str(exc).splitlines()[0][:100]}")
         problems = seen + ([f"hook errors {new_errors(errors)}"] if new_errors(errors) else [])
-    table.add("2 graph", CAPTURE_WHILE_POLLING, problems,
+    table.add("5 capture", CAPTURE_WHILE_POLLING, problems,
               "capture and the reader's poll both went through" if not problems else
               "a real hazard: the reader must not poll while a runtime captures")
 
@@ -885,7 +887,7 @@ def main(argv=None) -> int:
                           ("2 graph", lambda: part_graph(table, torch, tmp)),
                           ("3 cost", lambda: part_cost(table, torch, tmp, graphs)),
                           ("4 events", lambda: part_events(table, torch, graphs)),
-                          ("2 graph", lambda: part_capture_while_polling(table, torch, tmp))):
+                          ("5 capture", lambda: part_capture_while_polling(table, torch, tmp))):
             try:
                 run()
             except Exception as exc:  # noqa: BLE001 - one broken part must not hide the rest
