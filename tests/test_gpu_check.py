@@ -11,10 +11,14 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from benchmarks import gpu_check
 from benchmarks import hookbench as hb
+
+# the tier markers tests/tiers.py introduces (registered with them in pyproject.toml)
+pytestmark = pytest.mark.torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benchmarks", "gpu_check.py")
@@ -107,6 +111,7 @@ def test_graph_part_fails_when_a_pass_is_counted_twice(tmp_path, monkeypatch):
     assert failed and "passes counted" in failed[0].status, [r.status for r in table.rows]
 
 
+@pytest.mark.sglang
 def test_forward_mode_stand_in_matches_sglang():
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
     assert hb.forward_mode() is ForwardMode
