@@ -66,7 +66,7 @@ def main(argv=None) -> int:
 
     def synchronize() -> None:
         if not dry:
-            synchronize()
+            torch.cuda.synchronize()
 
     def sync_debug_mode(mode) -> None:
         if not dry:

@@ -27,6 +27,7 @@ So the draft model's `LlamaModel.forward` runs `steps` times per step (eager mod
 from __future__ import annotations
 
 import ast
+import enum
 import inspect
 import os
 import random
@@ -49,9 +50,30 @@ NUM_DRAFT_TOKENS = STEPS + 1
 
 
 def forward_mode():
-    """SGLang's own ForwardMode enum (the hooks hash it and call its methods)."""
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    """SGLang's own ForwardMode enum (the hooks hash it and call its methods); where SGLang
+    is not installed (the GPU check on a machine with only PyTorch), `ForwardModeStandIn`."""
+    try:
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    except ImportError:
+        return ForwardModeStandIn
     return ForwardMode
+
+
+class ForwardModeStandIn(enum.IntEnum):
+    """The members of SGLang 0.5.23's `ForwardMode` the benchmark's steps use, with its
+    `is_extend` (`tests/test_gpu_check.py` compares both with SGLang's own enum)."""
+
+    EXTEND = enum.auto()
+    DECODE = enum.auto()
+    MIXED = enum.auto()
+    IDLE = enum.auto()
+    TARGET_VERIFY = enum.auto()
+    DRAFT_EXTEND_V2 = enum.auto()
+
+    def is_extend(self, include_draft_extend_v2: bool = False) -> bool:
+        return (self in (ForwardModeStandIn.EXTEND, ForwardModeStandIn.MIXED,
+                         ForwardModeStandIn.TARGET_VERIFY)
+                or (include_draft_extend_v2 and self == ForwardModeStandIn.DRAFT_EXTEND_V2))
 
 
 # -- stand-ins: SGLang's names and parameter lists, no model work --------------------------
