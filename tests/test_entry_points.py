@@ -69,6 +69,7 @@ def test_sglang_plugin_does_nothing_when_spectrace_enabled_is_unset(monkeypatch)
     assert not spectrace.is_instrumented()
 
 
+@pytest.mark.sglang
 def test_opentelemetry_instrumentor_entry_point():
     cls = _entry_point("opentelemetry_instrumentor", "spectrace").load()
     inst = cls()
@@ -151,6 +152,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.sglang
 def test_opentelemetry_instrument_command_uses_the_entry_point(tmp_path):
     """`opentelemetry-instrument python ...` with spectrace installed instruments SGLang's
     real classes through the `opentelemetry_instrumentor` entry point; either API's
@@ -173,6 +175,7 @@ def test_opentelemetry_instrument_command_uses_the_entry_point(tmp_path):
     assert not any(res["after_api_uninstrument"]) and not res["still_active"]
 
 
+@pytest.mark.sglang
 def test_instrumentor_declares_the_runtimes_it_instruments():
     import tomllib
 
@@ -222,6 +225,7 @@ SpectraceInstrumentor().uninstrument()
 """
 
 
+@pytest.mark.sglang
 def test_instrumentor_uses_the_providers_it_is_given(tmp_path):
     code = f"OUT = {str(tmp_path)!r}\n" + PROVIDERS_SCRIPT
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

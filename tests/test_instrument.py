@@ -44,6 +44,7 @@ def run_script(body: str, env: dict | None = None, timeout: int = 300) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.sglang
 def test_instrument_after_import_then_uninstrument_restores_the_originals():
     res = run_script("""
         import json, os
@@ -69,6 +70,7 @@ def test_instrument_after_import_then_uninstrument_restores_the_originals():
     assert res["env_on"] == "1" and res["env_after"] is None
 
 
+@pytest.mark.sglang
 def test_instrument_before_import_wraps_on_import_and_reinstrument_works():
     res = run_script("""
         import json
@@ -87,6 +89,7 @@ def test_instrument_before_import_wraps_on_import_and_reinstrument_works():
     assert all(res["again"])
 
 
+@pytest.mark.sglang
 def test_env_alone_instruments_via_the_installed_startup_hook():
     """No code change: SPECTRACE_ENABLED=1 and the .pth hook installed with spectrace."""
     res = run_script("""
@@ -97,6 +100,7 @@ def test_env_alone_instruments_via_the_installed_startup_hook():
     assert all(res["wrapped"]) and res["active"]
 
 
+@pytest.mark.sglang
 def test_bad_setting_in_auto_mode_leaves_process_uninstrumented():
     res = run_script("""
         import json, spectrace

@@ -115,6 +115,7 @@ def test_raising_hook_lets_the_calls_own_exception_through():
         wrapped(7)
 
 
+@pytest.mark.sglang
 def test_failing_load_bookkeeping_leaves_the_runtimes_load_alone():
     """The load observer's bookkeeping runs inside the runtime's own weight load: when it
     fails (here an unhashable shard id), every loader still runs once with its own
@@ -134,6 +135,7 @@ def test_failing_load_bookkeeping_leaves_the_runtimes_load_alone():
     assert INTERNAL_ERRORS.counts["test.load"] - before == 1
 
 
+@pytest.mark.sglang
 def test_load_observer_that_fails_to_install_puts_every_loader_back():
     import torch
     param = torch.nn.Parameter(torch.zeros(2))
@@ -216,6 +218,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.sglang
 def test_raising_adapter_hook_on_real_sglang_llamamodel_forward():
     """spectrace's real `eagle3.forward` hook, installed by the real adapter on SGLang's real
     `LlamaModel.forward`, raises (stand-in model instance without `config`, labelled in the
@@ -261,6 +264,7 @@ class SilentServer:
         self.sock.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,protocol", [("silent", "grpc"), ("silent", "http/protobuf"),
                                            ("refused", "grpc")])
 def test_stuck_otlp_never_blocks_the_caller(mode, protocol, monkeypatch, telemetry):
@@ -512,6 +516,7 @@ def test_sglang_missing_instrument_still_works():
     assert "ok True" in out.stdout and "import error as usual" in out.stdout
 
 
+@pytest.mark.sglang
 def test_release_lacking_a_wrap_point_installs_the_rest():
     """SGLang's real module with `load_weights` removed, as in a release without it."""
     code = ("import logging; logging.basicConfig()\n"

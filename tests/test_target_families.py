@@ -25,6 +25,8 @@ import pytest
 from harness import sglang_families as fams
 from harness.server import cpu_env
 
+pytestmark = pytest.mark.sglang
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRAFT_IDS = [0, 1, 2]
 

@@ -15,6 +15,8 @@ import pytest
 import wheel_sources as ws
 from wheel_sources import rows
 
+pytestmark = pytest.mark.sources
+
 VERSIONS = ("0.5.5", "0.5.8", "0.5.12", "0.5.16", "0.5.23")
 
 
