@@ -122,7 +122,8 @@ def _fetch_sdist(package: str, version: str) -> str:
     os.makedirs(d, exist_ok=True)
     target = os.path.join(d, entry["filename"])
     digest = hashlib.sha256()
-    with urllib.request.urlopen(entry["url"], timeout=600) as resp, open(target + ".part", "wb") as fh:
+    with (urllib.request.urlopen(entry["url"], timeout=600) as resp,
+          open(target + ".part", "wb") as fh):
         for chunk in iter(lambda: resp.read(1 << 20), b""):
             digest.update(chunk)
             fh.write(chunk)
