@@ -46,9 +46,11 @@ class _Unimportable(importlib.abc.Loader):
 
     def create_module(self, spec):
         top = self.name.split(".")[0]
+        mark = HEAVY_PACKAGES[top]
         raise ModuleNotFoundError(
-            f"the fast tier (`pytest -m fast`) has no {top}: a test that needs it is marked "
-            f"@pytest.mark.{HEAVY_PACKAGES[top]} (tests/tiers.py, README 'Tests')", name=self.name)
+            f"the fast tier (`pytest -m fast`) imports no {top}: mark the test that needs it "
+            f"@pytest.mark.{mark} (a whole module: `pytestmark = pytest.mark.{mark}`) and "
+            f"import {top} inside it (tests/tiers.py, README 'Tests')", name=self.name)
 
     def exec_module(self, module) -> None:  # never reached: create_module raises
         raise AssertionError(self.name)
