@@ -38,11 +38,11 @@ def test_target_fed_pass_at_draft_width_is_fc_bypass():
 
 
 def test_messages_name_the_runtime_that_ran():
-    from spectrace.detectors import VLLM
+    from spectrace.runtimes import VLLM
     from spectrace.detectors.vocab import check_vocab_map
     f = check_width("target_fed", 128, EXP, VLLM)
     assert "vLLM skipped fc" in f.message and "set_aux_hidden_state_layers" in f.message
-    [v] = check_vocab_map(None, 256, 512, terms=VLLM)
+    [v] = check_vocab_map(None, 256, 512, runtime=VLLM)
     assert "vLLM maps draft id i" in v.message and "SGLang" not in v.message
 
 

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from .. import signals
 from ..findings import ERROR, WARNING, Finding
-from . import SGLANG, Terms
+from ..runtimes import SGLANG, Runtime
 
 # How a family turns the ids SGLang passes into `layers_to_capture`.
 PLUS_ONE = "plus_one"                              # every id + 1 (Llama, Qwen, most)
@@ -119,8 +119,8 @@ class CaptureState:
     (None: a family spectrace has no rule for, whose ids are then not judged); `captured`:
     how many layers' states really reach the draft (None: as many as `stored` lists);
     `family`: the class that keeps the state, for messages; `off_cause`: why capture is
-    off and how to fix it, when the adapter knows (else SGLang's causes); `terms`: the
-    runtime's words."""
+    off and how to fix it, when the adapter knows (else SGLang's causes); `runtime`: whose
+    words the messages use."""
 
     on: bool
     stored: list[int] | None
@@ -130,7 +130,7 @@ class CaptureState:
     captured: int | None = None
     notes: list[str] = field(default_factory=list)
     off_cause: str | None = None
-    terms: Terms = SGLANG
+    runtime: Runtime = SGLANG
 
 
 def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_in: int,
@@ -161,14 +161,14 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
         return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR, (
             f"aux hidden-state capture is off in the target ({state.family}), but the "
             f"EAGLE-3 draft's fc expects {expected_layers} concatenated layers ({fc_in} wide). "
-            f"The draft gets one layer, {state.terms.runtime} skips fc (fc bypass) and "
+            f"The draft gets one layer, {state.runtime.label} skips fc (fc bypass) and "
             f"acceptance length falls to about 1.0. {cause}"), details)]
     findings: list[Finding] = []
     stored = sorted(set(state.stored or []))
     captured = state.captured if state.captured is not None else len(stored)
     if captured != expected_layers:
         why = "; ".join(state.notes) or (
-            f"it stores {state.terms.capture_attr} {list(state.stored or [])}")
+            f"it stores {state.runtime.capture_attr} {list(state.stored or [])}")
         findings.append(Finding(signals.AUX_COUNT_MISMATCH, ERROR, (
             f"the target ({state.family}) captures {captured} aux layers ({why}), but the "
             f"draft's fc expects {expected_layers} ({fc_in} / {target_hidden}): every "
@@ -184,9 +184,9 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
                           f"{default_ids(state.num_layers)})")
             findings.append(Finding(signals.AUX_ID_MISMATCH, WARNING, (
                 f"the draft was configured with {asked}, which {state.family} stores as "
-                f"{state.terms.capture_attr} {expected} ({state.rule.replace('_', ' ')}), but the "
-                f"target captures {stored}: the draft sees other layers than it was trained "
-                f"on. Check which layer ids the serving stack passes to "
-                f"{state.terms.capture_method}."),
+                f"{state.runtime.capture_attr} {expected} ({state.rule.replace('_', ' ')}), "
+                f"but the target captures {stored}: the draft sees other layers than it was "
+                f"trained on. Check which layer ids the serving stack passes to "
+                f"{state.runtime.capture_method}."),
                 {**details, "expected_layers_to_capture": expected}))
     return findings

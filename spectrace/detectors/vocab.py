@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from .. import signals
 from ..findings import ERROR, Finding
-from . import SGLANG, Terms
+from ..runtimes import SGLANG, Runtime
 
 MAX_EXAMPLES = 5
 
@@ -38,7 +38,7 @@ def looks_absolute(d2t: Sequence[int], target_vocab_size: int) -> bool:
 
 def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: int | None,
                     target_vocab_size: int | None, hot_ids: Sequence[int] | None = None,
-                    terms: Terms = SGLANG) -> list[Finding]:
+                    runtime: Runtime = SGLANG) -> list[Finding]:
     """Findings for a draft-to-target map given as offsets (`d2t`), or None when absent.
 
     `draft_vocab_size` is the draft config's `draft_vocab_size` (None: same as target);
@@ -46,12 +46,12 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     object with `.tolist()` (a tensor or array). `hot_ids`: the target ids the checkpoint's
     `t2d` marks, when it has one; it settles the absolute-or-offsets question both ways
     (an offset map whose hot ids are exactly these is not called absolute; its range and
-    duplicates are still checked). `terms`: the runtime whose loader the words describe.
+    duplicates are still checked). `runtime`: whose loader the words describe.
     """
     if d2t_offsets is None:
         if (draft_vocab_size is not None and target_vocab_size is not None
                 and draft_vocab_size < target_vocab_size):
-            return [_missing(draft_vocab_size, target_vocab_size, terms.runtime)]
+            return [_missing(draft_vocab_size, target_vocab_size, runtime.label)]
         return []
     if hasattr(d2t_offsets, "tolist"):
         d2t_offsets = d2t_offsets.tolist()
@@ -61,15 +61,15 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     hot = [i + d for i, d in enumerate(d2t)]
     reading = t2d_reading(d2t, hot_ids)
     if reading == "absolute" and target_vocab_size is not None:
-        return [_absolute(d2t, target_vocab_size, terms.runtime, confirmed=True)]
+        return [_absolute(d2t, target_vocab_size, runtime.label, confirmed=True)]
     if (reading != "offsets" and target_vocab_size is not None
             and looks_absolute(d2t, target_vocab_size)):
-        return [_absolute(d2t, target_vocab_size, terms.runtime)]
+        return [_absolute(d2t, target_vocab_size, runtime.label)]
     findings = []
     if target_vocab_size is not None:
         bad = [i for i, h in enumerate(hot) if h < 0 or h >= target_vocab_size]
         if bad:
-            findings.append(_out_of_range(d2t, hot, bad, target_vocab_size, terms.runtime))
+            findings.append(_out_of_range(d2t, hot, bad, target_vocab_size, runtime.label))
     counts = Counter(hot)
     dup_ids = sorted(h for h, c in counts.items() if c > 1)
     if dup_ids:
