@@ -120,3 +120,20 @@ def test_width_hook_reads_shapes_only(tmp_path):
         assert rec._finding_counts == {signals.FC_BYPASS: 1}
     finally:
         spectrace.uninstrument()
+
+
+def test_message_catalogue_covers_every_finding_code():
+    """spectrace.messages holds the words of every finding code signals lists, and only
+    those; each template names its facts (no positional or broken fields)."""
+    import string
+
+    from spectrace import messages
+    catalogue = [m for m in vars(messages).values() if isinstance(m, messages.Message)]
+    codes = set(signals.RUNTIME_FINDINGS) | set(signals.DOCTOR_FINDINGS)
+    assert {m.code for m in catalogue} == codes
+    for m in catalogue:
+        fields = {f for part in (m.text, m.fix) for _, f, _, _ in string.Formatter().parse(part)
+                  if f is not None}
+        assert all(f.isidentifier() for f in fields), (m.code, fields)
+        rendered = m.render(**{f: f"<{f}>" for f in fields} | {"layers": 1.5})
+        assert ("Fix: " in rendered) == bool(m.fix), m.code

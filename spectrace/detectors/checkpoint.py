@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import signals
+from .. import messages, signals
 from ..findings import ERROR, WARNING, Finding
 from ..runtimes import SGLANG, VLLM
 from . import formats
@@ -65,15 +65,12 @@ def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Jud
     if cfg is None:
         plan = translate_config(fmt, ck.config, runtime, version, target, ck.shapes)
         fixed = runtime_view(formats.recognise(plan.config, ck.shapes) or fmt, plan.config,
-                               runtime, version)
-        findings.append(Finding(signals.CONFIG_UNSUPPORTED, ERROR, (
-            f"{view.problem}. "
-            + ("Fix: `spectrace doctor --fix OUT_DIR` writes the config in the form this "
-               "runtime reads (the findings below are for that translation)."
-               if fixed.config is not None and not plan.refusals else
-               "No translation makes this draft loadable here: "
-               + ("; ".join(plan.refusals) if plan.refusals else "deploy it on a runtime "
-                  "version that has its draft class") + ".")),
+                             runtime, version)
+        message = (messages.CONFIG_TRANSLATABLE if fixed.config is not None and not plan.refusals
+                   else messages.CONFIG_UNTRANSLATABLE)
+        findings.append(Finding(signals.CONFIG_UNSUPPORTED, ERROR, message.render(
+            problem=view.problem,
+            refusals="; ".join(plan.refusals) or messages.CONFIG_NO_DRAFT_CLASS),
             {"format": fmt.name, "runtime": runtime, "version": version}))
         if fixed.config is None:
             return Judgement(fmt, loader, None, False, findings)
@@ -86,11 +83,8 @@ def check_loaded(fmt: Format, cfg: dict, ck: CheckpointView, target: Target,
                  loader: Loader) -> list[Finding]:
     """Every check of a config the runtime can read, against its loader."""
     if loader.draft == DraftClass.MLA and loader.runtime == SGLANG and not cfg.get("q_lora_rank"):
-        return [Finding(signals.CONFIG_UNSUPPORTED, ERROR, (
-            f"the MLA draft's config has no q_lora_rank, and {loader.name} raises 'Eagle3 MLA "
-            f"layer requires q_lora_rank in the draft config' when it builds the draft. Fix: "
-            f"set q_lora_rank to the rank the draft was trained with (the rows of "
-            f"q_a_proj.weight)."),
+        return [Finding(signals.CONFIG_UNSUPPORTED, ERROR, messages.CONFIG_NO_Q_LORA.render(
+            loader=loader.name),
             {"field": "q_lora_rank", "runtime": loader.runtime, "version": loader.version})]
     params = expected_params(cfg, loader)
     out = check_weights(fmt, cfg, ck.shapes, params, loader)
@@ -100,12 +94,10 @@ def check_loaded(fmt: Format, cfg: dict, ck: CheckpointView, target: Target,
     out += check_vocab(cfg, ck, params, target, loader)
     n = cfg.get("num_hidden_layers") or 1
     if loader.layers == Layers.ONE and int(n) != 1:
-        out.append(Finding(signals.CONFIG_LAYERS_UNSUPPORTED, ERROR, (
-            f"the draft has num_hidden_layers = {n}, but {loader.name} builds a single "
-            f"`midlayer` and raises 'EAGLE3 currently only supports 1 layer' at load. "
-            + ("Fix: deploy on SGLang >= 0.5.12 (multi-layer drafts, `layers.N.*` keys) or "
-               "train a one-layer draft." if loader.draft == DraftClass.LLAMA else
-               "Fix: train a one-layer draft (the MLA draft has one layer in every version).")),
+        message = (messages.LAYERS_ONE_ONLY if loader.draft == DraftClass.LLAMA else
+                   messages.LAYERS_ONE_ONLY_MLA)
+        out.append(Finding(signals.CONFIG_LAYERS_UNSUPPORTED, ERROR, message.render(
+            layers=n, loader=loader.name),
             {"num_hidden_layers": n, "version": loader.version, "runtime": loader.runtime}))
     return out
 
@@ -124,13 +116,11 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
     hint = None
     if renames:
         shown = ", ".join(f"`{a}` -> `{b}`" for a, b in list(renames.items())[:3])
-        hint = (f"{loader.name} reads them under other names ({shown}"
-                f"{' ...' if len(renames) > 3 else ''}); `--fix` renames them.")
+        hint = messages.UNUSED_RENAMED.format(loader=loader.name, shown=shown,
+                                              more=" ..." if len(renames) > 3 else "")
         if loader.decoder == Decoder.MIDLAYER and loader.draft == DraftClass.LLAMA and any(
                 k.startswith(("layers.", "model.layers.")) for k in unused):
-            hint = (f"{loader.name} names the decoder `midlayer`, so `layers.0.*` keys match "
-                    f"nothing. Rename `layers.0.` to `midlayer.` (`--fix` does; SGLang >= "
-                    f"0.5.12 reads both names) or deploy on SGLang >= 0.5.12.")
+            hint = messages.UNUSED_MIDLAYER.format(loader=loader.name)
     elif unused and all(is_network_weight(k) for k in unused):
         hint = _not_built_hint(fmt, cfg, unused, loader)
     out = []
@@ -163,16 +153,16 @@ def _not_built_hint(fmt: Format, cfg: Mapping[str, Any], unused: list[str],
     for prefixes, fields, what, where in _OPTIONAL_MODULES:
         if any(k.startswith(prefixes) for k in unused):
             said = [f for f in fields if trained.get(f)]
-            how = (f"the config sets `{said[0]}` but {loader.name} "
-                   + ("does not pass it on from a speculators config" if said and
-                      fmt.name == "speculators" and loader.runtime == VLLM else
-                      "does not build that module") if said else
-                   f"the config does not switch it on (`{fields[0]}: true`)")
-            return (f"The draft was trained with {what}; {how}. It is built by {where}: "
-                    f"deploy there"
-                    + (", or set it in config.json if the runtime has it." if not said else "."))
-    return (f"{loader.name}'s {loader.arch} has no parameter for them: the draft was trained "
-            f"as a different network, and `--fix` cannot add what the runtime does not build.")
+            if not said:
+                how = messages.NOT_BUILT_NOT_SET.format(field=fields[0])
+            elif fmt.name == "speculators" and loader.runtime == VLLM:
+                how = messages.NOT_BUILT_NOT_PASSED.format(field=said[0], loader=loader.name)
+            else:
+                how = messages.NOT_BUILT_NO_MODULE.format(field=said[0], loader=loader.name)
+            return messages.UNUSED_NOT_BUILT.format(
+                what=what, how=how, where=where,
+                tail=messages.NOT_BUILT_TAIL_SET if said else messages.NOT_BUILT_TAIL_NOT_SET)
+    return messages.UNUSED_NO_PARAMETER.format(loader=loader.name, arch=loader.arch)
 
 
 # -- shapes ----------------------------------------------------------------------------------
@@ -217,25 +207,16 @@ def check_shapes(cfg: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]],
         else:
             continue
         if shape != expected:
-            out.append(Finding(signals.SHAPE_MISMATCH, ERROR, (
-                f"tensor `{key}` has shape {list(shape)} but the draft config implies "
-                f"{list(expected)} ({why}). "
-                + ("The runtime indexes this map with every draft id, so a short map fails on "
-                   "the GPU and a long one hides which ids the lm_head really has. "
-                   if r.kind == "d2t" else
-                   "The runtime's weight loader rejects it at load time, or the draft computes "
-                   "with a layer of the wrong size. ")
-                + "Fix: make config.json describe the trained model (or re-export the tensor "
-                  "to match)."),
+            effect = (messages.SHAPE_D2T_EFFECT if r.kind == "d2t" else
+                      messages.SHAPE_PARAM_EFFECT)
+            out.append(Finding(signals.SHAPE_MISMATCH, ERROR, messages.SHAPE_MISMATCH.render(
+                key=key, shape=list(shape), expected=list(expected), why=why, effect=effect),
                 {"key": key, "shape": list(shape), "expected": list(expected),
                  "param": r.param or r.kind}))
     dv = cfg.get("vocab_size")
     if dv is not None and int(dv) != target.vocab:
-        out.append(Finding(signals.SHAPE_MISMATCH, WARNING, (
-            f"the draft config says vocab_size = {dv} but the target's is {target.vocab}. The "
-            f"runtime shares the target's embeddings with the draft, so the draft's view of the "
-            f"vocabulary disagrees with the tokens it is fed. Fix: set the draft's vocab_size "
-            f"to {target.vocab}."),
+        out.append(Finding(signals.SHAPE_MISMATCH, WARNING, messages.VOCAB_SIZE_MISMATCH.render(
+            draft_vocab=dv, target_vocab=target.vocab),
             {"key": "config.vocab_size", "shape": [int(dv)], "expected": [target.vocab],
              "param": "model.embed_tokens.weight"}))
     return out
@@ -244,13 +225,9 @@ def check_shapes(cfg: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]],
 def check_settings(fmt: Format, cfg: Mapping[str, Any], loader: Loader) -> list[Finding]:
     out = []
     for s in settings(fmt, cfg, loader):
-        out.append(Finding(signals.CONFIG_SETTING_IGNORED, ERROR, (
-            f"`{s.name}`: {s.why}. {loader.name} therefore runs a different network than the "
-            f"one trained, silently, and acceptance drops. "
-            + ("Fix: state it explicitly in config.json (what the draft was trained with)."
-               if s.trained is None else
-               "Fix: deploy on a runtime that has this setting, or retrain without it; "
-               "`--fix` cannot change what the weights compute.")),
+        message = messages.SETTING_UNSAID if s.trained is None else messages.SETTING_IGNORED
+        out.append(Finding(signals.CONFIG_SETTING_IGNORED, ERROR, message.render(
+            setting=s.name, why=s.why, loader=loader.name),
             {"setting": s.name, "trained": s.trained, "runtime": s.runtime,
              "runtime_name": loader.runtime, "version": loader.version}))
     return out
@@ -266,10 +243,8 @@ def check_vocab(cfg: Mapping[str, Any], ck: CheckpointView, params: Mapping[str,
     key = d2t_keys[-1]  # the loader keeps the last one it sees
     dtype = ck.dtypes.get(key)
     if dtype is not None and dtype not in INT_DTYPES:
-        return [Finding(signals.VOCAB_D2T_DTYPE, ERROR, (
-            f"`{key}` has dtype {dtype}; the runtime adds it to an int64 arange and indexes "
-            f"with the result, which fails (or rounds ids) unless it holds integers. Fix: save "
-            f"d2t as int64 (d2t[i] = target_id - i)."),
+        return [Finding(signals.VOCAB_D2T_DTYPE, ERROR, messages.D2T_DTYPE.render(
+            key=key, dtype=dtype),
             {"key": key, "dtype": dtype, "expected": list(INT_DTYPES)})]
     if len(ck.shapes[key]) != 1 or key not in ck.d2t:
         return []  # reported as shape.mismatch; values are not a map

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import signals
+from .. import messages, signals
 from ..findings import ERROR, WARNING, Finding
-from ..runtimes import SGLANG, VLLM
+from ..runtimes import VLLM
 from .formats import Format
 from .inputs import Target
 from .layer_ids import capturable, captured_inputs, id_inputs, keeps_ids, misread_ids, \
@@ -96,50 +96,32 @@ def _fc_width(a: FcAux, cfg: Mapping[str, Any]) -> tuple[list[Finding], int]:
 
 
 def _hidden_in_mismatch(a: FcAux, cfg: Mapping[str, Any]) -> Finding:
-    g, ht = a.geometry, a.target_hidden
-    src = "target_hidden_size" if cfg.get("target_hidden_size") else "hidden_size"
-    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, (
-        f"the draft config's {src} = {g.hidden_in} but the target's hidden_size is {ht}: "
-        f"{a.loader.name} builds fc for {g.num_aux} x {g.hidden_in} = "
-        f"{g.hidden_in * g.num_aux} inputs while the target sends {g.num_aux} x {ht}, so "
-        f"loading or the first target-fed draft pass fails (or fc is skipped when the widths "
-        f"happen to match the draft's hidden size). Fix: set target_hidden_size = {ht} in the "
-        f"draft's config.json, or pair the draft with the target it was trained on."), a.details)
+    g = a.geometry
+    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, messages.HIDDEN_IN_MISMATCH.render(
+        field="target_hidden_size" if cfg.get("target_hidden_size") else "hidden_size",
+        hidden_in=g.hidden_in, target_hidden=a.target_hidden, loader=a.loader.name,
+        num_aux=g.num_aux, fc_built=g.hidden_in * g.num_aux), a.details)
 
 
 def _not_whole_layers(a: FcAux) -> Finding:
-    ht = a.target_hidden
-    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, (
-        f"fc takes {a.fc_in} inputs, which is not a whole number of target layers of width "
-        f"{ht}: the draft was trained for another target (or fc was exported wrongly), and "
-        f"{a.loader.name} fails to load it or to run the first target-fed draft pass. Fix: use "
-        f"the target this draft was trained on, or retrain fc for (aux layers) x {ht}."),
-        a.details)
+    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, messages.FC_NOT_WHOLE_LAYERS.render(
+        fc_in=a.fc_in, target_hidden=a.target_hidden, loader=a.loader.name), a.details)
 
 
 def _count_mismatch(a: FcAux, k: int, sent: int) -> Finding:
-    ht = a.target_hidden
-    what = (f"the target is given aux layer ids {a.ids} and captures {sent} layers"
-            if a.ids else f"no aux layer ids are given, so the target captures its default "
-            f"layers (the inputs of {a.inputs}: {sent} distinct for {a.target_layers} layers)")
-    return Finding(signals.AUX_COUNT_MISMATCH, ERROR, (
-        f"{what}, but fc takes {k} layers ({a.fc_in} = {k} x {ht}). The target sends "
-        f"{sent} x {ht} wide hidden states, so the first target-fed draft pass fails, or "
-        f"worse, runs on features the draft was not trained on. Fix: list exactly the {k} "
-        f"layer ids the draft was trained with."),
+    what = (messages.SENT_FOR_IDS.format(ids=a.ids, sent=sent) if a.ids else
+            messages.SENT_BY_DEFAULT.format(inputs=a.inputs, sent=sent, layers=a.target_layers))
+    return Finding(signals.AUX_COUNT_MISMATCH, ERROR, messages.FC_COUNT_MISMATCH.render(
+        what=what, fc_layers=k, fc_in=a.fc_in, target_hidden=a.target_hidden, sent=sent),
         {**a.details, "fc_layers": k, "target_sends": sent})
 
 
 def _loader_width(a: FcAux, k: int) -> Finding:
-    g, three = a.geometry, a.loader.aux_count == AuxCount.THREE
-    why = ("always builds fc for 3 aux layers" if three
-           else f"builds fc for {g.num_aux} aux layers (from the config)")
-    fix = ("deploy on a version that sizes fc from the config (SGLang >= 0.5.12, vLLM >= "
-           "0.22)." if three else
-           f"set num_aux_hidden_states = {k} (or list {k} layer ids) in config.json.")
-    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, (
-        f"fc takes {k} x {a.target_hidden} = {a.fc_in} inputs, but {a.loader.name} {why}, "
-        f"i.e. {g.num_aux * a.target_hidden}: loading the checkpoint fails. Fix: {fix}"),
+    message = (messages.FC_LOADER_WIDTH if a.loader.aux_count == AuxCount.THREE else
+               messages.FC_CONFIG_WIDTH)
+    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, message.render(
+        fc_layers=k, target_hidden=a.target_hidden, fc_in=a.fc_in, loader=a.loader.name,
+        num_aux=a.geometry.num_aux, fc_built=a.geometry.num_aux * a.target_hidden),
         {**a.details, "fc_layers": k})
 
 
@@ -151,50 +133,29 @@ def _ids_out_of_range(a: FcAux) -> list[Finding]:
     bad = [i for i, x in zip(a.ids, a.id_inputs()) if not lo <= x <= hi]
     if not bad:
         return []
-    return [Finding(signals.AUX_LAYER_IDS_OUT_OF_RANGE, ERROR, (
-        f"aux layer ids {a.ids}, but the target has {n} layers: {a.loader.name} "
-        f"{_id_rule(a.loader, a.target_archs)}, and can capture the inputs of layers "
-        f"{lo}..{hi}, so {bad} are never captured. The target sends fewer aux layers than fc "
-        f"expects: the draft pass fails, or fc is silently skipped when the width equals the "
-        f"draft's hidden size. Fix: use the ids the draft was trained with, or pair the draft "
-        f"with the deeper target it was trained for."),
+    return [Finding(signals.AUX_LAYER_IDS_OUT_OF_RANGE, ERROR, messages.IDS_OUT_OF_RANGE.render(
+        ids=a.ids, layers=n, loader=a.loader.name, rule=_id_rule(a.loader, a.target_archs),
+        lo=lo, hi=hi, bad=bad),
         {"aux_layer_ids": a.ids, "out_of_range": bad, "target_num_layers": n,
          "capturable_inputs": [lo, hi]})]
 
 
 def _id_rule(loader: Loader, archs) -> str:
     if loader.runtime == VLLM:
-        return "captures the input of layer id (the state after id layers)"
-    if keeps_ids(archs):
-        return ("captures the input of layer id for a DeepSeek-family target (of id + 1 when "
-                "the first id is 1, and before 0.5.16)")
-    return "captures the input of layer id + 1 (the output of layer id)"
+        return messages.ID_RULE_VLLM
+    return messages.ID_RULE_KEPT if keeps_ids(archs) else messages.ID_RULE_PLUS_ONE
 
 
 def _capture_disabled(a: FcAux, fc_layers: int) -> list[Finding]:
     if a.use_aux_flag or fc_layers <= 1:
         return []
     honored = a.loader.honors_use_aux_flag
-    effect = ("The target then sends only its last hidden state; when its width equals the "
-              "draft's hidden size the draft silently skips fc, sees features it was not "
-              "trained on, and acceptance falls to about 1.0 with no error anywhere. "
-              if honored else
-              f"{a.loader.name} ignores this flag, but other versions would disable aux capture "
-              f"and the draft would silently skip fc. ")
-    return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR if honored else WARNING, (
-        f"eagle_config.use_aux_hidden_state is false, but fc expects {fc_layers} concatenated "
-        f"target layers. {effect}Fix: set eagle_config.use_aux_hidden_state to true (or "
-        f"remove it)."),
+    message = messages.CAPTURE_FLAG_OFF if honored else messages.CAPTURE_FLAG_IGNORED
+    return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR if honored else WARNING, message.render(
+        fc_layers=fc_layers, loader=a.loader.name),
         {"use_aux_hidden_state": a.use_aux_flag, "fc_layers": fc_layers,
          "honored_by_version": honored, "runtime": a.loader.runtime,
          "version": a.loader.version})]
-
-
-ID_CONVENTIONS = {
-    SGLANG: "SGLang's convention (eagle_config, as SGLang's set_eagle3_layers_to_capture reads "
-            "them for this target)",
-    VLLM: "vLLM's convention (top level: the input of layer id)",
-}
 
 
 def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader: Loader
@@ -205,17 +166,13 @@ def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader
     want, wrong = misread_ids(fmt, cfg, target, loader)
     if not wrong:
         return []
-    conv = ID_CONVENTIONS.get(fmt.id_convention or "",
-                              "no id list (the inputs of layers 2, n//2, n-3)")
-    how = "; ".join(f"{when + ': ' if when else ''}"
-                    f"{'ids ' + str(ids) if ids is not None else 'the default'} capture the "
-                    f"inputs of layers {got}" for when, ids, got in wrong)
-    fix = ("write them at the top level as `eagle_aux_hidden_state_layer_ids` in vLLM's "
-           "convention" if loader.runtime == VLLM else
-           "write them in eagle_config in SGLang's convention")
-    return [Finding(signals.AUX_LAYER_IDS_MISREAD, ERROR, (
-        f"the draft was trained on the inputs of target layers {want} (its ids {fmt.ids} are "
-        f"in {conv}), but under {loader.name} {how}: the draft sees other layers than it was "
-        f"trained on, and acceptance drops with no error. Fix: {fix} (`--fix` does)."),
+    how = "; ".join(messages.MISREAD_READING.format(
+        when=f"{when}: " if when else "", got=got,
+        reading=f"ids {ids}" if ids is not None else "the default") for when, ids, got in wrong)
+    return [Finding(signals.AUX_LAYER_IDS_MISREAD, ERROR, messages.IDS_MISREAD.render(
+        trained=want, ids=fmt.ids, loader=loader.name, how=how,
+        convention=messages.ID_CONVENTION.get(fmt.id_convention or "",
+                                              messages.ID_CONVENTION_NONE),
+        fix=messages.MISREAD_FIX[loader.runtime]),
         {"trained_inputs": want, "runtime_inputs": [g for _, _, g in wrong],
          "ids": fmt.ids, "id_convention": fmt.id_convention})]
