@@ -288,3 +288,37 @@ MISREAD_FIX = {
     signals.RUNTIME_VLLM: "write them at the top level as `eagle_aux_hidden_state_layer_ids` in "
                           "vLLM's convention",
 }
+
+# -- why a runtime cannot read a config (detectors.runtime_view; the {problem} above) ------------
+SGLANG_READS_NO_SPECULATORS = (
+    "{runtime} reads config.json with transformers' AutoConfig, which needs a top-level "
+    "model_type, and no SGLang version reads the speculators format (`speculators_config`, "
+    "`transformer_layer_config`): the server fails at start-up")
+NO_DRAFT_CLASS = ("{runtime} {version} has no EAGLE-3 draft class for this {draft} draft "
+                  "(architecture {archs})")
+BUILDS_TARGET_CLASS = (
+    "{runtime} {version} builds the target model class LlamaForCausalLM from it, so none of "
+    "the draft's keys (midlayer.*, fc, d2t) load and the draft is noise")
+NO_CLASS_FOR_ARCH = "{runtime} {version} registers no draft class for architecture {archs}"
+SPECULATORS_NO_LAYER_CONFIG = ("the speculators config has no transformer_layer_config object, "
+                               "which vLLM takes as the draft's model config")
+SPECULATORS_MODEL_TYPE = "vLLM {version} raises 'Unsupported model_type {model_type} for " \
+                         "Eagle3 speculator'"
+
+# -- settings trained with vs read (detectors.trained_settings; the {why} above) ------------------
+NBR_UNSAID_VLLM = (
+    "the speculators config does not say; vLLM reads a missing value as true (residual = "
+    "hidden_norm(fc output)), while `speculators convert` and the config class default to "
+    "false, and training defaults to true")
+NBR_UNSAID_SGLANG = (
+    "the speculators config does not say whether the residual is the normalised fc output "
+    "(speculators' training default) or the raw one (the only choice SGLang has)")
+NBR_DIFFERS = ("the draft adds the {trained} fc output as the residual; {served}and no rename "
+               "or re-weighting makes them equal (RMSNorm is not linear)")
+NBR_SERVED_SGLANG = "no SGLang version has this option (llama_eagle3 always adds the raw one), "
+NBR_SERVED = "{loader} adds the {served} one, "
+NORM_OUTPUT_IGNORED = ("the draft was trained to feed the post-norm state back to the next "
+                       "draft step (EAGLE 3.1); {loader} feeds back the pre-norm state{dropped}")
+NORM_OUTPUT_DROPPED = " (its speculators translation drops the field)"
+MLA_NO_INPUT_NORM = ("the MLA draft of {loader} has no input_norm: the concatenated aux states "
+                     "reach fc without the norm the draft was trained with")

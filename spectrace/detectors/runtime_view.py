@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .. import messages
 from ..runtimes import SGLANG, VLLM, Runtime
 from .formats import Format, archs_of
 from .loaders import DRAFT_ARCHS, DraftClass, Loader, resolve_loader
@@ -25,24 +26,20 @@ def runtime_view(fmt: Format, cfg: Mapping[str, Any], runtime: str, version: str
     archs = archs_of(cfg)
     if fmt.name == "speculators":
         if runtime == SGLANG:
-            return View(None, resolve_loader(runtime, version, fmt.draft), (
-                f"{label} reads config.json with transformers' AutoConfig, which needs a "
-                f"top-level model_type, and no SGLang version reads the speculators format "
-                f"(`speculators_config`, `transformer_layer_config`): the server fails at "
-                f"start-up"))
+            return View(None, resolve_loader(runtime, version, fmt.draft),
+                        messages.SGLANG_READS_NO_SPECULATORS.format(runtime=label))
         return _vllm_speculators_view(fmt, cfg, version)
     registered = DRAFT_ARCHS[runtime]
     arch = next((a for a in archs if a in registered), None)
     loader = resolve_loader(runtime, version, fmt.draft)
     if loader is None:
-        return View(None, None, f"{label} {version} has no EAGLE-3 draft class for this "
-                                f"{fmt.draft.upper()} draft (architecture {archs})")
+        return View(None, None, messages.NO_DRAFT_CLASS.format(
+            runtime=label, version=version, draft=fmt.draft.upper(), archs=archs))
     if arch is None or registered[arch] != fmt.draft:
-        what = ("builds the target model class LlamaForCausalLM from it, so none of the "
-                "draft's keys (midlayer.*, fc, d2t) load and the draft is noise"
-                if "LlamaForCausalLM" in archs and runtime == SGLANG else
-                f"registers no draft class for architecture {archs or '(none)'}")
-        return View(None, loader, f"{label} {version} {what}")
+        problem = (messages.BUILDS_TARGET_CLASS if "LlamaForCausalLM" in archs
+                   and runtime == SGLANG else messages.NO_CLASS_FOR_ARCH)
+        return View(None, loader, problem.format(runtime=label, version=version,
+                                                 archs=archs or "(none)"))
     return View(dict(cfg), loader)
 
 
@@ -51,12 +48,11 @@ def _vllm_speculators_view(fmt: Format, cfg: Mapping[str, Any], version: str) ->
     loader = resolve_loader(VLLM, version, DraftClass.LLAMA)
     tlc = cfg.get("transformer_layer_config")
     if not isinstance(tlc, Mapping):
-        return View(None, loader, "the speculators config has no transformer_layer_config "
-                                  "object, which vLLM takes as the draft's model config")
+        return View(None, loader, messages.SPECULATORS_NO_LAYER_CONFIG)
     mtype = tlc.get("model_type", "llama")
     if loader.speculators_qwen3 and mtype not in ("llama", "qwen3"):
-        return View(None, loader, f"vLLM {version} raises 'Unsupported model_type {mtype} for "
-                                  f"Eagle3 speculator'")
+        return View(None, loader, messages.SPECULATORS_MODEL_TYPE.format(version=version,
+                                                                         model_type=mtype))
     draft = DraftClass.QWEN3 if mtype == "qwen3" and loader.speculators_qwen3 else \
         DraftClass.LLAMA
     loader = resolve_loader(VLLM, version, draft)
