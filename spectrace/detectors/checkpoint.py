@@ -18,11 +18,11 @@ from ..findings import ERROR, WARNING, Finding
 from ..runtimes import SGLANG, VLLM
 from . import formats
 from .checkpoint_aux import check_fc_and_aux
-from .formats import Format
+from .formats import Format, FormatName
 from .inputs import CheckpointView, Target
-from .loaders import (Decoder, DraftClass, Layers, Loader, UnknownKeys, checkpoint_keys,
-                      eagle_config, expected_params, geometry, route_key, shard_shape,
-                      shared_from_target, simulate_load, unused_params)
+from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKeys,
+                      checkpoint_keys, eagle_config, expected_params, geometry, route_key,
+                      shard_shape, shared_from_target, simulate_load, unused_params)
 from .runtime_view import runtime_view
 from .trained_settings import settings
 from .translation import suggest_renames, translate_config
@@ -126,7 +126,7 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
     out = []
     if unused:
         drop = UnknownKeys.RAISES if loader.unknown_keys == UnknownKeys.RAISES and any(
-            route_key(k, params, loader, cfg).kind == "dropped" for k in unused) else \
+            route_key(k, params, loader, cfg).kind == RouteKind.DROPPED for k in unused) else \
             loader.unknown_keys if loader.unknown_keys != UnknownKeys.RAISES else \
             UnknownKeys.SILENT
         out.append(unused_keys_finding(unused, f"{loader.name} would drop", bool(missing), hint,
@@ -155,7 +155,7 @@ def _not_built_hint(fmt: Format, cfg: Mapping[str, Any], unused: list[str],
             said = [f for f in fields if trained.get(f)]
             if not said:
                 how = messages.NOT_BUILT_NOT_SET.format(field=fields[0])
-            elif fmt.name == "speculators" and loader.runtime == VLLM:
+            elif fmt.name == FormatName.SPECULATORS and loader.runtime == VLLM:
                 how = messages.NOT_BUILT_NOT_PASSED.format(field=said[0], loader=loader.name)
             else:
                 how = messages.NOT_BUILT_NO_MODULE.format(field=said[0], loader=loader.name)
@@ -192,10 +192,10 @@ def check_shapes(cfg: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]],
     for key, shape in shapes.items():
         shape = tuple(shape)
         r = route_key(key, params, loader, cfg)
-        if r.kind == "d2t":
+        if r.kind == RouteKind.D2T:
             expected = (g.lm_rows,)
             why = "draft_vocab_size" if cfg.get("draft_vocab_size") else "vocab_size"
-        elif r.kind == "param":
+        elif r.kind == RouteKind.PARAM:
             expected = shard_shape(r.param, r.shard, params[r.param], cfg, g)
             why = _SHAPE_WHY.get(r.param.rsplit(".", 2)[-2] if "." in r.param else r.param,
                                  "the draft config")
@@ -207,7 +207,7 @@ def check_shapes(cfg: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]],
         else:
             continue
         if shape != expected:
-            effect = (messages.SHAPE_D2T_EFFECT if r.kind == "d2t" else
+            effect = (messages.SHAPE_D2T_EFFECT if r.kind == RouteKind.D2T else
                       messages.SHAPE_PARAM_EFFECT)
             out.append(Finding(signals.SHAPE_MISMATCH, ERROR, messages.SHAPE_MISMATCH.render(
                 key=key, shape=list(shape), expected=list(expected), why=why, effect=effect),
@@ -236,11 +236,10 @@ def check_settings(fmt: Format, cfg: Mapping[str, Any], loader: Loader) -> list[
 # -- vocabulary map ----------------------------------------------------------------------------
 def check_vocab(cfg: Mapping[str, Any], ck: CheckpointView, params: Mapping[str, Any],
                 target: Target, loader: Loader) -> list[Finding]:
-    d2t_keys = [k for k in ck.shapes if route_key(k, params, loader, cfg).kind == "d2t"]
+    key = _last_d2t_key(ck, params, loader, cfg)
     draft_vocab = cfg.get("draft_vocab_size")
-    if not d2t_keys:
+    if key is None:
         return check_vocab_map(None, draft_vocab, target.vocab, runtime=loader.runtime)
-    key = d2t_keys[-1]  # the loader keeps the last one it sees
     dtype = ck.dtypes.get(key)
     if dtype is not None and dtype not in INT_DTYPES:
         return [Finding(signals.VOCAB_D2T_DTYPE, ERROR, messages.D2T_DTYPE.render(
@@ -253,6 +252,10 @@ def check_vocab(cfg: Mapping[str, Any], ck: CheckpointView, params: Mapping[str,
 
 def d2t_key(ck: CheckpointView, cfg: Mapping[str, Any], loader: Loader) -> str | None:
     """The key whose values the loader keeps as its vocabulary map (the last it sees)."""
-    params = expected_params(cfg, loader)
-    keys = [k for k in ck.shapes if route_key(k, params, loader, cfg).kind == "d2t"]
+    return _last_d2t_key(ck, expected_params(cfg, loader), loader, cfg)
+
+
+def _last_d2t_key(ck: CheckpointView, params: Mapping[str, Any], loader: Loader,
+                  cfg: Mapping[str, Any]) -> str | None:
+    keys = [k for k in ck.shapes if route_key(k, params, loader, cfg).kind == RouteKind.D2T]
     return keys[-1] if keys else None

@@ -12,11 +12,11 @@ from .checkpoint import Judgement, d2t_key, judge
 from .formats import Format, recognise
 from .inputs import CheckpointView, Target
 from .layer_ids import misread_ids
-from .loaders import Loader, UnknownKeys, expected_params, route_key
+from .loaders import Loader, RouteKind, UnknownKeys, expected_params, route_key
 from .runtime_view import runtime_view
 from .trained_settings import settings
-from .translation import Change, Plan, fc_shape, plan_sglang_ids, suggest_renames, \
-    translate_config
+from .translation import (Change, ChangeKind, Plan, fc_shape, plan_sglang_ids, suggest_renames,
+                          translate_config)
 from .vocab import absolute_to_offsets, t2d_reading
 from .weights import is_network_weight
 
@@ -34,53 +34,14 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
     if view.config is None:
         plan.refusals.append(view.problem or "the runtime cannot read the translated config")
         return plan, ck, orig
-    loader = view.loader
     # speculators -> SGLang: the ids become eagle_config ids for this target
-    _fix_aux(plan, fmt, target, runtime, version, loader, ck)
+    _fix_aux(plan, fmt, target, runtime, version, view.loader, ck)
     view = runtime_view(recognise(plan.config, ck.shapes) or fmt, plan.config, runtime,
-                          version)
+                        version)
     cfg, loader = view.config, view.loader
     _refuse_settings(plan, fmt, cfg, loader)
-    params = expected_params(cfg, loader)
-    # keys
-    renames = suggest_renames(fmt, ck.shapes, params, loader, cfg)
-    for old, new in renames.items():
-        plan.renames[old] = new
-        plan.changes.append(Change("rename", f"`{old}` -> `{new}`", _rename_code(orig, old)))
-    for key in ck.shapes:
-        r = route_key(plan.rename(key), params, loader, cfg)
-        if r.kind != "dropped" or key in plan.renames:
-            continue
-        if loader.unknown_keys == UnknownKeys.RAISES:
-            if "d2t" in key and any(ck.d2t.get(key) or [1]):
-                plan.refusals.append(f"`{key}` maps draft ids to other target ids, but "
-                                     f"{loader.name} has no draft-to-target map when the "
-                                     f"draft and target vocabularies are the same size")
-            elif not is_network_weight(key):
-                plan.drops.append(key)
-                plan.changes.append(Change("drop", f"`{key}` left out ({loader.name} refuses "
-                                                   f"unknown keys; not part of the network)",
-                                           signals.WEIGHTS_UNUSED_KEYS))
-    # d2t stored as absolute ids
-    copy_d2t = dict(ck.d2t)
-    key = d2t_key(ck, orig.view, orig.loader) if orig.view is not None else None
-    if any(f.code == signals.VOCAB_D2T_ABSOLUTE for f in orig.findings) and key in ck.d2t:
-        offsets = absolute_to_offsets(ck.d2t[key], target.vocab, ck.t2d_hot)
-        reading = t2d_reading(ck.d2t[key], ck.t2d_hot)
-        if offsets is None:
-            why = (f"no `t2d` marking {len(ck.d2t[key])} ids to compare with, and its values "
-                   f"are in ascending order, as offsets would be" if reading is None else
-                   f"`t2d` marks exactly these ids, but not all are below the target's "
-                   f"vocabulary size {target.vocab}" if reading == "absolute" else
-                   "`t2d` marks neither these ids nor i + d2t[i]")
-            plan.refusals.append(f"`d2t` looks like absolute target ids, but nothing confirms "
-                                 f"it ({why}): rebuild it from your training data "
-                                 f"(d2t[i] = hot_id[i] - i)")
-        else:
-            confirmed = " (t2d confirms the absolute ids)" if reading == "absolute" else ""
-            plan.d2t_offsets, copy_d2t[key] = key, offsets
-            plan.changes.append(Change("d2t", f"`{key}` rewritten as offsets (d2t[i] - i)"
-                                              f"{confirmed}", signals.VOCAB_D2T_ABSOLUTE))
+    _plan_keys(plan, orig, fmt, ck, cfg, loader)
+    copy_d2t = _plan_d2t(plan, orig, ck, target)
     shapes = {plan.rename(k): v for k, v in ck.shapes.items() if k not in plan.drops}
     dtypes = {plan.rename(k): v for k, v in ck.dtypes.items() if k not in plan.drops}
     copy_ck = CheckpointView(plan.config, shapes, dtypes,
@@ -90,6 +51,60 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
     plan.refusals += [f"{f.code}: {f.message}" for f in after.errors
                       if not any(f.message in r or r in f.message for r in plan.refusals)]
     return plan, copy_ck, after
+
+
+def _plan_keys(plan: Plan, orig: Judgement, fmt: Format, ck: CheckpointView,
+               cfg: Mapping[str, Any], loader: Loader) -> None:
+    """Keys renamed to what the loader reads, and leftovers left out for a loader that
+    refuses unknown keys (a `d2t` it has no place for is refused instead)."""
+    params = expected_params(cfg, loader)
+    for old, new in suggest_renames(fmt, ck.shapes, params, loader, cfg).items():
+        plan.renames[old] = new
+        plan.changes.append(Change(ChangeKind.RENAME, f"`{old}` -> `{new}`",
+                                   _rename_code(orig, old)))
+    if loader.unknown_keys != UnknownKeys.RAISES:
+        return
+    for key in ck.shapes:
+        r = route_key(plan.rename(key), params, loader, cfg)
+        if r.kind != RouteKind.DROPPED or key in plan.renames:
+            continue
+        if "d2t" in key and any(ck.d2t.get(key) or [1]):
+            plan.refusals.append(f"`{key}` maps draft ids to other target ids, but "
+                                 f"{loader.name} has no draft-to-target map when the "
+                                 f"draft and target vocabularies are the same size")
+        elif not is_network_weight(key):
+            plan.drops.append(key)
+            plan.changes.append(Change(
+                ChangeKind.DROP, f"`{key}` left out ({loader.name} refuses unknown keys; not "
+                                 f"part of the network)", signals.WEIGHTS_UNUSED_KEYS))
+
+
+def _plan_d2t(plan: Plan, orig: Judgement, ck: CheckpointView, target: Target
+              ) -> dict[str, list[int]]:
+    """The copy's integer maps: a `d2t` the original's judgement found absolute rewritten as
+    offsets when nothing leaves that in doubt, else refused."""
+    copy_d2t = dict(ck.d2t)
+    key = d2t_key(ck, orig.view, orig.loader) if orig.view is not None else None
+    if not any(f.code == signals.VOCAB_D2T_ABSOLUTE for f in orig.findings) or \
+            key not in ck.d2t:
+        return copy_d2t
+    offsets = absolute_to_offsets(ck.d2t[key], target.vocab, ck.t2d_hot)
+    reading = t2d_reading(ck.d2t[key], ck.t2d_hot)
+    if offsets is None:
+        why = (f"no `t2d` marking {len(ck.d2t[key])} ids to compare with, and its values "
+               f"are in ascending order, as offsets would be" if reading is None else
+               f"`t2d` marks exactly these ids, but not all are below the target's "
+               f"vocabulary size {target.vocab}" if reading == "absolute" else
+               "`t2d` marks neither these ids nor i + d2t[i]")
+        plan.refusals.append(f"`d2t` looks like absolute target ids, but nothing confirms "
+                             f"it ({why}): rebuild it from your training data "
+                             f"(d2t[i] = hot_id[i] - i)")
+        return copy_d2t
+    confirmed = " (t2d confirms the absolute ids)" if reading == "absolute" else ""
+    plan.d2t_offsets, copy_d2t[key] = key, offsets
+    plan.changes.append(Change(ChangeKind.D2T, f"`{key}` rewritten as offsets (d2t[i] - i)"
+                                               f"{confirmed}", signals.VOCAB_D2T_ABSOLUTE))
+    return copy_d2t
 
 
 def _rename_code(orig: Judgement, key: str) -> str:
@@ -108,27 +123,29 @@ def _fix_aux(plan: Plan, fmt: Format, target: Target, runtime: str, version: str
     if ec is not None and ec.get("use_aux_hidden_state") is False and fc and len(fc) == 2 \
             and fc[1] // max(target.hidden, 1) > 1:
         ec["use_aux_hidden_state"] = True
-        plan.changes.append(Change("config", "eagle_config.use_aux_hidden_state: false -> true "
-                                             f"(fc takes {fc[1] // target.hidden} target layers)",
-                                   signals.AUX_CAPTURE_DISABLED))
+        plan.changes.append(Change(
+            ChangeKind.CONFIG, f"eagle_config.use_aux_hidden_state: false -> true (fc takes "
+                               f"{fc[1] // target.hidden} target layers)",
+            signals.AUX_CAPTURE_DISABLED))
     want, wrong = misread_ids(fmt, cfg, target, loader)
     if not wrong:
         return
     if runtime == VLLM:
         cfg["eagle_aux_hidden_state_layer_ids"] = list(want)
-        plan.changes.append(Change("config", f"eagle_aux_hidden_state_layer_ids: {want} at the "
-                                             f"top level (vLLM's convention: the inputs of the "
-                                             f"layers the draft was trained on)",
-                                   signals.AUX_LAYER_IDS_MISREAD))
+        plan.changes.append(Change(
+            ChangeKind.CONFIG, f"eagle_aux_hidden_state_layer_ids: {want} at the top level "
+                               f"(vLLM's convention: the inputs of the layers the draft was "
+                               f"trained on)", signals.AUX_LAYER_IDS_MISREAD))
         return
     ids = plan_sglang_ids(plan, version, target, want)
     if ids is None:
         return
     ec = cfg.setdefault("eagle_config", {})
     ec["eagle_aux_hidden_state_layer_ids"] = ids
-    plan.changes.append(Change("config", f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} "
-                                         f"(SGLang's convention for the inputs of layers {want})",
-                               signals.AUX_LAYER_IDS_MISREAD))
+    plan.changes.append(Change(
+        ChangeKind.CONFIG, f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} (SGLang's "
+                           f"convention for the inputs of layers {want})",
+        signals.AUX_LAYER_IDS_MISREAD))
 
 
 def _refuse_settings(plan: Plan, fmt: Format, cfg: Mapping[str, Any], loader: Loader) -> None:

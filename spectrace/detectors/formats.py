@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..runtimes import SGLANG, VLLM, Runtime
+from ..runtimes import SGLANG, VLLM, Runtime, Word
 from .loaders import DraftClass, eagle_config
 
 LLAMA, MLA, QWEN3 = DraftClass.LLAMA, DraftClass.MLA, DraftClass.QWEN3
@@ -36,9 +36,21 @@ MODELOPT_FIELDS = frozenset({"use_input_layernorm_in_first_layer", "use_last_lay
 MLA_ARCHS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM",
              "DeepseekV3ForCausalLMEagle3")
 LLAMA_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3Deep")
-TITLES = {"specforge": "SpecForge (SGLang layout)", "speculators": "vllm-project/speculators",
-          "modelopt": "NVIDIA Model Optimizer", "eagle": "EAGLE original (SafeAILab)",
-          "mla": "MLA EAGLE-3 (Kimi-K2.x / DeepSeek)"}
+
+
+class FormatName(Word):
+    SPECFORGE = "specforge"
+    SPECULATORS = "speculators"
+    MODELOPT = "modelopt"
+    EAGLE = "eagle"
+    MLA = "mla"
+
+
+TITLES = {FormatName.SPECFORGE: "SpecForge (SGLang layout)",
+          FormatName.SPECULATORS: "vllm-project/speculators",
+          FormatName.MODELOPT: "NVIDIA Model Optimizer",
+          FormatName.EAGLE: "EAGLE original (SafeAILab)",
+          FormatName.MLA: "MLA EAGLE-3 (Kimi-K2.x / DeepSeek)"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,7 @@ class Format:
     """A recognised checkpoint: its format, draft class, and the settings it was trained
     with, read the way its trainer wrote them."""
 
-    name: str
+    name: FormatName
     draft: DraftClass
     evidence: str               # why this format
     flat: dict                  # the config with the layer's fields at the top level
@@ -99,14 +111,14 @@ def recognise(cfg: Mapping[str, Any], keys) -> Format | None:
         flat = {**tlc, **{k: cfg[k] for k in ("draft_vocab_size", "target_hidden_size",
                                               "norm_before_fc", "fc_norm", "norm_output")
                           if cfg.get(k) is not None}}
-        return Format("speculators", QWEN3 if tlc.get("model_type") == "qwen3" else LLAMA,
+        return Format(FormatName.SPECULATORS, QWEN3 if tlc.get("model_type") == "qwen3" else LLAMA,
                       "speculators_model_type is \"eagle3\"", flat,
                       _upper_norm(keys, "input_layernorm"), top_ids, VLLM if top_ids else None,
                       cfg.get("norm_before_residual"))
     ids, conv = (ec_ids, SGLANG) if ec_ids else (top_ids, VLLM) if top_ids else (None, None)
     if any(a in MLA_ARCHS for a in archs) or (
             "kv_lora_rank" in cfg and any("kv_a_proj_with_mqa" in k for k in keys)):
-        return Format("mla", MLA, f"architecture {archs[0] if archs else '(none)'} with "
+        return Format(FormatName.MLA, MLA, f"architecture {archs[0] if archs else '(none)'} with "
                       f"DeepSeek MLA attention fields", dict(cfg), "input_layernorm", ids, conv,
                       False)
     modelopt = (MODELOPT_FIELDS & set(ec) or "LlamaForCausalLMEagle3Deep" in archs
@@ -115,14 +127,14 @@ def recognise(cfg: Mapping[str, Any], keys) -> Format | None:
         why = ("eagle_config has Model Optimizer's fields "
                f"({', '.join(sorted(MODELOPT_FIELDS & set(ec)))})" if MODELOPT_FIELDS & set(ec)
                else "Model Optimizer's layer keys / architecture")
-        return Format("modelopt", LLAMA, why, dict(cfg), _upper_norm(keys, "input_layernorm"),
-                      ids, conv, False)
+        return Format(FormatName.MODELOPT, LLAMA, why, dict(cfg),
+                      _upper_norm(keys, "input_layernorm"), ids, conv, False)
     if set(archs) & set(LLAMA_ARCHS):
-        return Format("specforge", LLAMA, f"architecture {archs[0]}", dict(cfg),
+        return Format(FormatName.SPECFORGE, LLAMA, f"architecture {archs[0]}", dict(cfg),
                       _upper_norm(keys, "hidden_norm"), ids, conv, False)
     draft_keys = any(k.startswith(("midlayer.", "fc.")) for k in keys)
     if "LlamaForCausalLM" in archs and (draft_keys or "draft_vocab_size" in cfg):
-        return Format("eagle", LLAMA, "a LlamaForCausalLM config with EAGLE-3 draft keys "
+        return Format(FormatName.EAGLE, LLAMA, "a LlamaForCausalLM config with EAGLE-3 draft keys "
                       "(midlayer.*, fc.weight)", dict(cfg), _upper_norm(keys, "input_layernorm"),
                       ids, conv, False)
     return None

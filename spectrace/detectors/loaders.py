@@ -444,8 +444,17 @@ def shard_shape(param: str, shard: Any, shape: tuple[int, ...], cfg: Mapping[str
 
 
 # -- replaying load_weights --------------------------------------------------------------
+class RouteKind(Word):
+    """Where `load_weights` puts one checkpoint key."""
+    PARAM = "param"      # into a parameter (or a part of a stacked one)
+    D2T = "d2t"          # the vocabulary map
+    T2D = "t2d"          # read and thrown away (the target-to-draft mask)
+    IGNORED = "ignored"  # skipped on purpose (a module switched off)
+    DROPPED = "dropped"  # matches nothing
+
+
 class Route(NamedTuple):
-    kind: str                 # "param", "d2t", "t2d", "ignored" (skipped on purpose) or "dropped"
+    kind: RouteKind
     param: str | None = None
     shard: Any = None
 
@@ -456,6 +465,11 @@ _STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
 _VLLM_MLA_STACKED = ((".gate_up_proj", ".gate_proj", 0), (".gate_up_proj", ".up_proj", 1),
                      (".fused_qkv_a_proj", ".q_a_proj", 0),
                      (".fused_qkv_a_proj", ".kv_a_proj_with_mqa", 1))
+
+
+def _into(param: str, params: Mapping[str, Any], shard: Any = None) -> Route:
+    """Into `param` (part `shard`) when the loader builds it, else dropped."""
+    return Route(RouteKind.PARAM, param, shard) if param in params else Route(RouteKind.DROPPED)
 
 
 def route_key(key: str, params: Mapping[str, Any], loader: Loader,
@@ -470,16 +484,16 @@ def route_key(key: str, params: Mapping[str, Any], loader: Loader,
         if old in name:
             name = name.replace(old, new)
     if "d2t" in name:
-        return Route("d2t")
+        return Route(RouteKind.D2T)
     if "t2d" in name:
-        return Route("t2d")
+        return Route(RouteKind.T2D)
     for param_part, shard_part, shard in _STACKED:
         if shard_part in name:  # the first match decides, found or not
             name = name.replace(shard_part, param_part)
             full = name if name in params else f"model.{name}"
-            return Route("param", full, shard) if full in params else Route("dropped")
+            return _into(full, params, shard)
     full = name if name in params else f"model.{name}"
-    return Route("param", full) if full in params else Route("dropped")
+    return _into(full, params)
 
 
 def _route_sglang_mla(key: str, params: Mapping[str, Any]) -> Route:
@@ -487,20 +501,20 @@ def _route_sglang_mla(key: str, params: Mapping[str, Any]) -> Route:
     lm_head; gate/up stacked; q_a + kv_a_with_mqa fused once both arrived (see
     `simulate_load`); anything else unknown is skipped with a log warning."""
     if key == "d2t" or key.endswith(".d2t"):
-        return Route("d2t")
+        return Route(RouteKind.D2T)
     if key == "t2d" or key.endswith(".t2d"):
-        return Route("t2d")
+        return Route(RouteKind.T2D)
     name = re.sub(r"^layers\.0\.", "midlayer.", key)
     if not name.startswith("lm_head."):
         name = f"model.{name}"
     for param_part, shard_part, shard in _STACKED[3:]:
         if shard_part in name and name.replace(shard_part, param_part) in params:
-            return Route("param", name.replace(shard_part, param_part), shard)
+            return Route(RouteKind.PARAM, name.replace(shard_part, param_part), shard)
     for part, shard in (("kv_a_proj_with_mqa", "kv_a"), ("q_a_proj", "q_a")):
         if part in name:
             fused = name.replace(part, "fused_qkv_a_proj_with_mqa")
-            return Route("param", fused, shard) if fused in params else Route("dropped")
-    return Route("param", name) if name in params else Route("dropped")
+            return _into(fused, params, shard)
+    return _into(name, params)
 
 
 def _route_vllm(key: str, params: Mapping[str, Any], loader: Loader,
@@ -509,22 +523,22 @@ def _route_vllm(key: str, params: Mapping[str, Any], loader: Loader,
     unless lm_head; the mapper's substring `midlayer.` -> `layers.0.` and stacking;
     fc./input_norm. skipped when that module is off; anything else unknown raises."""
     if "t2d" in key:
-        return Route("t2d")
+        return Route(RouteKind.T2D)
     if "d2t" in key:
         name = key.replace("d2t", "draft_id_to_target_id")
-        return Route("d2t", name) if name in params else Route("dropped")
+        return Route(RouteKind.D2T, name) if name in params else Route(RouteKind.DROPPED)
     name = key if "lm_head" in key else "model." + key
     for old, new in loader.renames:
         name = name.replace(old, new)
     if "fc." in name and not uses_fc(cfg, loader) or (
             "input_norm." in name and not (loader.input_norm and norm_before_fc(cfg))):
-        return Route("ignored")
+        return Route(RouteKind.IGNORED)
     stacked = _VLLM_MLA_STACKED if loader.draft == DraftClass.MLA else _STACKED
     for param_part, shard_part, shard in stacked:
         if shard_part in name:
             full = name.replace(shard_part, param_part)
-            return Route("param", full, shard) if full in params else Route("dropped")
-    return Route("param", name) if name in params else Route("dropped")
+            return _into(full, params, shard)
+    return _into(name, params)
 
 
 def simulate_load(keys: Iterable[str], params: Mapping[str, Any], loader: Loader,
@@ -536,11 +550,11 @@ def simulate_load(keys: Iterable[str], params: Mapping[str, Any], loader: Loader
     unused, loaded, pending = [], {}, {}
     for key in keys:
         r = route_key(key, params, loader, cfg)
-        if r.kind in ("dropped", "ignored"):
+        if r.kind in (RouteKind.DROPPED, RouteKind.IGNORED):
             unused.append(key)
-        elif r.kind == "param" and r.shard in ("q_a", "kv_a"):
+        elif r.kind == RouteKind.PARAM and r.shard in ("q_a", "kv_a"):
             pending.setdefault(r.param, {})[r.shard] = key
-        elif r.kind == "param" or r.kind == "d2t" and r.param:
+        elif r.kind == RouteKind.PARAM or r.kind == RouteKind.D2T and r.param:
             loaded.setdefault(r.param, set()).add(r.shard)
     for param, halves in pending.items():
         if len(halves) == 2:

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from .. import messages
 from ..runtimes import SGLANG, VLLM, Runtime
-from .formats import Format, archs_of
+from .formats import Format, FormatName, archs_of
 from .loaders import DRAFT_ARCHS, DraftClass, Loader, resolve_loader
 
 @dataclass
@@ -24,7 +24,7 @@ class View:
 def runtime_view(fmt: Format, cfg: Mapping[str, Any], runtime: str, version: str) -> View:
     label = Runtime(runtime).label
     archs = archs_of(cfg)
-    if fmt.name == "speculators":
+    if fmt.name == FormatName.SPECULATORS:
         if runtime == SGLANG:
             return View(None, resolve_loader(runtime, version, fmt.draft),
                         messages.SGLANG_READS_NO_SPECULATORS.format(runtime=label))

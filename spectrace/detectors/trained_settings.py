@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import messages
 from ..runtimes import SGLANG, VLLM
-from .formats import Format
+from .formats import Format, FormatName
 from .loaders import DraftClass, Loader, eagle_config
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def settings(fmt: Format, view: Mapping[str, Any], loader: Loader) -> list[Setti
             trained="normalised" if nbr else "raw", served=served)))
     trained_no = bool(fmt.flat.get("norm_output"))
     if trained_no and not (loader.norm_output and view.get("norm_output")):
-        dropped = fmt.name == "speculators" and loader.runtime == VLLM
+        dropped = fmt.name == FormatName.SPECULATORS and loader.runtime == VLLM
         out.append(Setting("norm_output", True, False, messages.NORM_OUTPUT_IGNORED.format(
             loader=loader.name, dropped=messages.NORM_OUTPUT_DROPPED if dropped else "")))
     if fmt.draft == DraftClass.MLA and (view.get("norm_before_fc") or eagle_config(view).get(

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .. import signals
-from ..runtimes import SGLANG, VLLM, Runtime
-from .formats import Format, archs_of
+from ..runtimes import SGLANG, VLLM, Runtime, Word
+from .formats import Format, FormatName, archs_of
 from .inputs import Target
 from .layer_ids import sglang_ids_for
-from .loaders import DRAFT_ARCHS, Decoder, DraftClass, Loader, resolve_loader, route_key
+from .loaders import (DRAFT_ARCHS, Decoder, DraftClass, Loader, RouteKind, resolve_loader,
+                      route_key)
 
 # Structural key renames, tried in order on a key the loader would not load, until the
 # key loads. The same table gives the doctor's hints and `--fix`'s renames.
@@ -44,11 +45,18 @@ def upper_norm_rename(key: str, fmt: Format, loader: Loader) -> str | None:
     return f"{m[1]}{loader.upper_norm}{m[2]}" if m else None
 
 
+class ChangeKind(Word):
+    CONFIG = "config"  # a config.json field
+    RENAME = "rename"  # a tensor key
+    DROP = "drop"      # a key left out
+    D2T = "d2t"        # the vocabulary map rewritten as offsets
+
+
 @dataclass
 class Change:
     """One change `--fix` makes, and the finding code it answers."""
 
-    kind: str       # "config" | "rename" | "drop" | "d2t"
+    kind: ChangeKind
     text: str
     addresses: str
 
@@ -93,9 +101,9 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
     label = Runtime(runtime).label
 
     def change(text: str, code: str) -> None:
-        plan.changes.append(Change("config", text, code))
+        plan.changes.append(Change(ChangeKind.CONFIG, text, code))
 
-    if fmt.name == "speculators" and runtime == SGLANG:
+    if fmt.name == FormatName.SPECULATORS and runtime == SGLANG:
         if fmt.draft != DraftClass.LLAMA:
             plan.refusals.append(f"transformer_layer_config.model_type is "
                                  f"{fmt.flat.get('model_type')!r}: SGLang's EAGLE-3 draft is a "
@@ -117,7 +125,7 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
                 change(f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} (speculators' "
                        f"{fmt.ids} are inputs of layers; SGLang's ids for those layers)",
                        signals.CONFIG_UNSUPPORTED)
-    elif fmt.name != "speculators":
+    elif fmt.name != FormatName.SPECULATORS:
         loader = resolve_loader(runtime, version, fmt.draft)
         registered = DRAFT_ARCHS[runtime]
         archs = archs_of(cfg)
@@ -141,7 +149,7 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
     vocab = new.get("vocab_size")
     if new.get("draft_vocab_size") is None and lm and vocab and len(lm) == 2 and lm[0] < vocab:
         new["draft_vocab_size"] = int(lm[0])
-        plan.changes.append(Change("config", f"draft_vocab_size: {lm[0]} (the rows of "
+        plan.changes.append(Change(ChangeKind.CONFIG, f"draft_vocab_size: {lm[0]} (the rows of "
                                              f"lm_head.weight)", signals.SHAPE_MISMATCH))
     fc = fc_shape(shapes)
     ht = target.get("hidden_size")
@@ -149,7 +157,7 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
     if (fc and len(fc) == 2 and ht and hidden_in and int(hidden_in) != int(ht)
             and fc[1] % int(ht) == 0 and fc[1] % int(hidden_in)):
         new["target_hidden_size"] = int(ht)
-        plan.changes.append(Change("config", f"target_hidden_size: {ht} (fc.weight takes "
+        plan.changes.append(Change(ChangeKind.CONFIG, f"target_hidden_size: {ht} (fc.weight takes "
                                              f"{fc[1]} = {fc[1] // int(ht)} x {ht} inputs, the "
                                              f"target's hidden size)",
                                    signals.FC_CONFIG_WIDTH_MISMATCH))
@@ -167,13 +175,16 @@ def suggest_renames(fmt: Format, keys, params: Mapping[str, Any], loader: Loader
     keys = list(keys)
     present = set(keys)
     out: dict[str, str] = {}
+    def kind(key: str) -> RouteKind:
+        return route_key(key, params, loader, cfg).kind
+
     for key in keys:
         new = key
-        if route_key(key, params, loader, cfg).kind in ("dropped", "ignored"):
+        if kind(key) in (RouteKind.DROPPED, RouteKind.IGNORED):
             cand = key
             for pattern, repl in key_renames(loader):
                 cand = re.sub(pattern, repl, cand)
-                if cand != key and route_key(cand, params, loader, cfg).kind == "param":
+                if cand != key and kind(cand) == RouteKind.PARAM:
                     new = cand
                     break
         new = upper_norm_rename(new, fmt, loader) or new
