@@ -83,8 +83,8 @@ class Plan:
 
 def plan_sglang_ids(plan: Plan, version: str, target: Target, inputs: list[int]
                     ) -> list[int] | None:
-    """`sglang_ids_for` the target; when no list exists, the plan
-    refuses, once however many steps find it."""
+    """`sglang_ids_for` the target; when no list exists, the plan refuses, once however
+    many steps find it."""
     ids = sglang_ids_for(version, target.archs, target.layers, inputs)
     why = (f"the draft was trained on the inputs of target layers {inputs}, which no "
            f"eagle_aux_hidden_state_layer_ids make SGLang {version} capture for this target")
