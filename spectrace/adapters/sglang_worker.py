@@ -8,9 +8,9 @@ when the worker does.
 from __future__ import annotations
 
 from .. import signals, spans
-from ..export.resource import runtime_version
 from ..patching import WrapPoint
 from ..process import STATE, note_identity, recorder
+from ..runtimes import runtime_version
 from . import sglang_identity
 from .sglang_target import audit_pair
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from .. import signals
 from ..process import STATE, note_identity, recorder
 
-ENGINE_CORE = "engine_core"
-WORKER = "worker"
+ROLE_ENGINE_CORE = "engine_core"  # process roles (resource attribute spectrace.process_role)
+ROLE_WORKER = "worker"
 
 
 def _served_model(model_config) -> str | None:
@@ -56,7 +56,7 @@ def engine_recorder(vllm_config):
         dp, tp, pp = _sizes(vllm_config)
         note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp,
                       port_offset=dp * (1 + tp * pp), **_models(vllm_config))
-    return recorder(ENGINE_CORE)
+    return recorder(ROLE_ENGINE_CORE)
 
 
 def worker_recorder(vllm_config=None):
@@ -74,4 +74,4 @@ def worker_recorder(vllm_config=None):
         note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, **ranks,
                       port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
                       + ranks["pp_rank"] * tp, **_models(vllm_config))
-    return recorder(WORKER)
+    return recorder(ROLE_WORKER)

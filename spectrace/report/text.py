@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .. import signals
-from ..export.resource import RUNTIMES
+from ..runtimes import RUNTIMES
 
 # the dashboards' bands of mean acceptance length, worst first: (range, verdict)
 HEALTH_BANDS = (
