@@ -301,3 +301,15 @@ def test_html_and_watch_say_the_same(tmp_path):
     screen = console.export_text()
     assert "from 2 processes; 1 copy of a rank 0 left out" in screen
     assert "a copy: these request-steps" in screen
+
+
+def test_sglang_pipeline_stages_take_their_own_ports(monkeypatch):
+    """Prometheus ports above the base: SGLang's world rank, so the last stage's rank 0
+    (the one that counts) does not collide with the first stage's."""
+    for name in ("sglang.srt.runtime_context", "sglang.srt.distributed.parallel_state"):
+        monkeypatch.setitem(sys.modules, name, None)  # no parallel state to fall back on
+    offsets = [sglang_identity.port_offset({"server_args": args(tp_size=2, pp_size=2),
+                                            "tp_rank": tp, "pp_rank": pp})
+               for pp in range(2) for tp in range(2)]
+    assert offsets == [0, 1, 2, 3]
+    assert sglang_identity.port_offset({"server_args": args()}) is None

@@ -19,8 +19,8 @@ RESOURCE = (
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
     ("process.pid", "process_pid", "the worker process"),
     ("host.name", "host_name", "machine"),
-    (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: also the port "
-     "offset; a vLLM EngineCore has none)"),
+    (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: the port "
+     "offset is pp_rank x tp_size + tp_rank; a vLLM EngineCore has none)"),
     (S.RES_DP_RANK, "spectrace_dp_rank", "data-parallel rank, when known"),
     (S.RES_PP_RANK, "spectrace_pp_rank", "pipeline-parallel rank, when known"),
     (S.RES_COUNTED, "spectrace_counted", "`once`: this process's request-steps and draft "

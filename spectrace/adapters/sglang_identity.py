@@ -72,6 +72,17 @@ def models(named: dict) -> dict:
             "draft_model": args.speculative_draft_model_path}
 
 
+def port_offset(named: dict) -> int | None:
+    """The Prometheus port above the base: SGLang's own rank in its world,
+    `pp_rank * tp_size + tp_rank` (`runtime_context.spawn_world_rank`), so that the
+    stages of a pipeline do not take the same ports; None when a rank is not known."""
+    r = ranks(named)
+    tp_size = _int(getattr(_server_args(named), "tp_size", None))
+    if _int(r.get("tp_rank")) is None:
+        return None
+    return (_int(r.get("pp_rank")) or 0) * (tp_size or 1) + r["tp_rank"]
+
+
 def placement(named: dict) -> Placement:
     """Where this worker sits among the ranks that run the same requests: its rank in the
     attention group (attention-TP x attention-CP: 0 counts once) and its pipeline stage

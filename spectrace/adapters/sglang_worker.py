@@ -39,7 +39,8 @@ def _before_init(instance, args, kwargs):
     its attention group's rank 0), then start its telemetry."""
     named = sglang_identity.call_arguments(instance, args, kwargs)
     note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named),
-                  counted=counting.scope(sglang_identity.placement(named)))
+                  counted=counting.scope(sglang_identity.placement(named)),
+                  port_offset=sglang_identity.port_offset(named))
     recorder()
 
 
