@@ -1,8 +1,9 @@
-"""Counting each request-step once across ranks (fast: no runtime).
+"""Counting each request-step once across ranks (fast: no server).
 
 Which process counts (`spectrace.counting`), how an SGLang worker or a vLLM worker finds
-its place (its ranks as SGLang's parallel state or its server arguments give them; here
-plain objects with the same fields), the `counted` attribute on the Recorder's series, and
+its place (its ranks as SGLang's parallel state or its server arguments give them; plain
+objects with the same fields, and once SGLang's real `ParallelContext`), the `counted`
+attribute on the Recorder's series, and
 `spectrace report`'s totals over a tensor-parallel copy and data-parallel groups. The real
 multi-rank runs are in tests/test_prometheus_e2e.py (tensor parallelism 2, both runtimes).
 """
@@ -313,3 +314,24 @@ def test_sglang_pipeline_stages_take_their_own_ports(monkeypatch):
                for pp in range(2) for tp in range(2)]
     assert offsets == [0, 1, 2, 3]
     assert sglang_identity.port_offset({"server_args": args()}) is None
+
+
+def test_sglang_real_parallel_context():
+    """SGLang 0.5.23's own `ParallelContext` (no server: its ranks stated the way its
+    launcher publishes them): unset, spectrace falls back; set, it reads the attention
+    rank and the stage. Runs in a child interpreter so the state stays there."""
+    import subprocess
+
+    code = (
+        "from sglang.srt.runtime_context import get_parallel\n"
+        "from spectrace.adapters import sglang_identity as s\n"
+        "print(s._placement_from_context())\n"
+        "get_parallel().override_permanently(tp_rank=3, tp_size=4, attn_tp_rank=1,"
+        " attn_tp_size=2, attn_dp_rank=1, attn_dp_size=2, attn_cp_rank=0, attn_cp_size=1,"
+        " pp_rank=1, pp_size=2)\n"
+        "print(s.placement({}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[-3:] == [
+        "None", "Placement(peer_rank=1, pp_rank=1, pp_size=2)", ""]
