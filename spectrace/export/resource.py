@@ -34,6 +34,7 @@ def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
         signals.RES_RUNTIME: runtime,
         signals.RES_RUNTIME_VERSION: runtime_version(runtime),
         signals.RES_ROLE: role,
+        signals.RES_COUNTED: str(identity.get("counted") or signals.COUNTED_ONCE),
     }
     if runtime == signals.RUNTIME_SGLANG:  # the attribute existing queries select on
         attrs[signals.RES_SGLANG_VERSION] = attrs[signals.RES_RUNTIME_VERSION]
