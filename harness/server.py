@@ -48,6 +48,33 @@ def server_args(models: str, port: int, steps: int = 3, topk: int = 1,
     ]
 
 
+NO_NCCL = "/nonexistent/libnccl.so.2"  # a path no NCCL library loads from
+
+
+def tensor_parallel_env(tp_size: int) -> dict:
+    """What SGLang needs to run `tp_size` CPU ranks on this machine, none of it a patch:
+
+    - `SGLANG_CPU_OMP_THREADS_BIND`: SGLang asserts one NUMA node per rank unless the
+      cores of each rank are given (`utils/numa_utils.py`, `init_threads_binding`); the
+      cores this process may use, split into `tp_size` parts (shared when fewer).
+    - `SGLANG_NCCL_SO_PATH`: on the CPU SGLang still builds its PyNccl communicator for
+      every group wider than 1 (`distributed/parallel_state.py`, `use_pynccl` is off only
+      for NPU, XPU and mooncake); with torch's CUDA build `libnccl.so.2` loads, and
+      `PyNcclCommunicator.__init__` then enters `torch.cuda.device(<cpu device>)`
+      (`device_communicators/pynccl.py`, line 116), which raises "Expected a cuda device,
+      but got: cpu". Pointing SGLang's own variable at no library takes its documented
+      "missing NCCL library, e.g. in a non-GPU environment" path: the communicator is
+      disabled and the gloo CPU group does the collectives."""
+    if tp_size <= 1:
+        return {}
+    cores = sorted(os.sched_getaffinity(0))
+    parts = [cores[i * len(cores) // tp_size:(i + 1) * len(cores) // tp_size]
+             or [cores[i % len(cores)]] for i in range(tp_size)]
+    bind = "|".join(f"{part[0]}-{part[-1]}" if part == list(range(part[0], part[-1] + 1))
+                    and len(part) > 1 else ",".join(str(c) for c in part) for part in parts)
+    return {"SGLANG_CPU_OMP_THREADS_BIND": bind, "SGLANG_NCCL_SO_PATH": NO_NCCL}
+
+
 def cpu_env(extra: dict | None = None) -> dict:
     """The environment for a CPU server: the kernel stand-in and the CPU patches first on
     PYTHONPATH, also when `extra` brings a PYTHONPATH of its own (e.g. a copy of an
@@ -119,12 +146,16 @@ def start_server(models: str, log_path: str, env_extra: dict | None = None,
                  steps: int = 3, topk: int = 1, draft_tokens: int | None = None,
                  timeout: float = 240, python: str = sys.executable,
                  extra_args: list[str] | None = None, algorithm: str = "EAGLE3",
-                 background_job: bool = False) -> Server:
-    """`background_job`: start it with SIGINT ignored, as a shell script's `cmd &` does."""
+                 background_job: bool = False, tp_size: int = 1) -> Server:
+    """`background_job`: start it with SIGINT ignored, as a shell script's `cmd &` does.
+    `tp_size`: tensor-parallel ranks (`--tp-size`; `tensor_parallel_env`)."""
     port = free_port()
     cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens,
                                            algorithm=algorithm) + (extra_args or [])
-    return launch(cmd, cpu_env(env_extra), port, log_path, timeout,
+    env = {**tensor_parallel_env(tp_size), **(env_extra or {})}
+    if tp_size > 1:
+        cmd += ["--tp-size", str(tp_size)]
+    return launch(cmd, cpu_env(env), port, log_path, timeout,
                   background_job=background_job)
 
 

@@ -88,7 +88,7 @@ def _make_hook(adapter: str):
 
 
 def _warn_missing() -> None:
-    from .export.resource import runtime_of, runtime_version
+    from .runtimes import runtime_of, runtime_version
     for where in STATE.patcher.missing:
         if where not in _warned_missing:
             _warned_missing.add(where)

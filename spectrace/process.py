@@ -51,10 +51,18 @@ def recorder(role: str = "scheduler") -> Recorder | None:
             STATE.telemetry = setup(STATE.config, STATE.identity, role,
                                     tracer_provider=STATE.tracer_provider,
                                     meter_provider=STATE.meter_provider)
-            STATE.recorder = Recorder(STATE.config, STATE.telemetry)
+            STATE.recorder = Recorder(STATE.config, STATE.telemetry,
+                                      counted=counted(STATE.identity))
             from .export import final_flush
             final_flush.install(STATE.telemetry.flush_targets())
         return STATE.recorder
+
+
+def counted(identity: dict) -> str:
+    """Whether this process counts its request-steps once or is a copy (the adapters note
+    it with its ranks; a process that noted nothing counts as a single one)."""
+    from .signals import COUNTED_ONCE
+    return str(identity.get("counted") or COUNTED_ONCE)
 
 
 def note_identity(**attrs) -> None:

@@ -164,11 +164,19 @@ class AgreementTotals:
 
 
 class Recorder:
-    """Everything one instrumented process reports."""
+    """Everything one instrumented process reports. `counted`: whether this process counts
+    its request-steps and draft passes once or is a copy of its group's rank 0
+    (`spectrace.counting`); the points of every `counted_once` metric carry it."""
 
-    def __init__(self, cfg: Config, tel: ProcessTelemetry) -> None:
+    def __init__(self, cfg: Config, tel: ProcessTelemetry,
+                 counted: str = signals.COUNTED_ONCE) -> None:
+        if counted not in (signals.COUNTED_ONCE, signals.COUNTED_COPY):
+            raise ValueError(f"counted: expected {signals.COUNTED_ONCE!r} or "
+                             f"{signals.COUNTED_COPY!r}, got {counted!r}")
         self.cfg = cfg
         self.tel = tel
+        self.counted = counted
+        self._scope = {signals.ATTR_COUNTED: counted}
         self.acceptance = AcceptanceTotals()
         self.agreement = AgreementTotals()
         self.steps: dict[str, int] = {}
@@ -185,8 +193,10 @@ class Recorder:
         self._unused_keys = _counter(m, signals.EAGLE3_UNUSED_KEYS)
         self._unloaded = _counter(m, signals.EAGLE3_UNLOADED_PARAMS)
         self._findings = _counter(m, signals.FINDINGS)
-        for counter in (self._fc_bypass, self._width_mismatch, self._unused_keys, self._unloaded):
-            counter.add(0)  # exists from the start: a healthy deployment shows 0, not "No data"
+        for counter in (self._fc_bypass, self._width_mismatch):
+            counter.add(0, self._scope)  # exists from the start: healthy shows 0, not "No data"
+        for counter in (self._unused_keys, self._unloaded):
+            counter.add(0)
         for code, severity in signals.RUNTIME_FINDINGS.items():
             self._findings.add(0, {signals.ATTR_CODE: code, signals.ATTR_SEVERITY: severity})
         self._observe(signals.SPEC_STEPS, self._obs_steps)
@@ -214,9 +224,13 @@ class Recorder:
 
     # -- observable plumbing ------------------------------------------------------------
     def _observe(self, spec: signals.MetricSpec, fn) -> None:
+        scope = self._scope if spec.counted_once else None
+
         def callback(options: CallbackOptions):
             try:
-                return fn()
+                if scope is None:
+                    return fn()
+                return [Observation(o.value, {**(o.attributes or {}), **scope}) for o in fn()]
             except Exception as exc:  # noqa: BLE001
                 INTERNAL_ERRORS.record(f"observe:{spec.name}", exc)
                 return []
@@ -254,9 +268,9 @@ class Recorder:
         log its message once per process."""
         self._findings.add(1, {signals.ATTR_CODE: f.code, signals.ATTR_SEVERITY: f.severity})
         if f.code == signals.FC_BYPASS:
-            self._fc_bypass.add(1)
+            self._fc_bypass.add(1, self._scope)
         elif f.code == signals.WIDTH_MISMATCH:
-            self._width_mismatch.add(1)
+            self._width_mismatch.add(1, self._scope)
         with self._lock:
             n = self._finding_counts[f.code] = self._finding_counts.get(f.code, 0) + 1
             first = f.code not in self._warned

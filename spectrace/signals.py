@@ -20,6 +20,14 @@ class MetricSpec:
     unit: str
     description: str
     attributes: tuple[str, ...] = ()
+    # True: every rank of a group that runs the same requests records the same value
+    # (request-steps, draft passes); its points carry ATTR_COUNTED, and totals add only
+    # those counted `once` (spectrace.counting). False: a figure of each process.
+    counted_once: bool = False
+
+    def __post_init__(self) -> None:
+        if self.counted_once and ATTR_COUNTED not in self.attributes:
+            object.__setattr__(self, "attributes", self.attributes + (ATTR_COUNTED,))
 
     @property
     def prometheus_name(self) -> str:
@@ -54,6 +62,9 @@ ATTR_SIGNAL = "signal"              # spans | metrics | events
 ATTR_WORKER = "worker"              # WORKER_V1 | WORKER_V2 | WORKER_VLLM
 ATTR_TP_RANK = "tp_rank"
 ATTR_MODEL = "model"                # served model name / path basename
+ATTR_COUNTED = "counted"            # COUNTED_ONCE | COUNTED_COPY, on `counted_once` metrics
+COUNTED_ONCE = "once"               # the rank whose request-steps totals add
+COUNTED_COPY = "copy"               # another rank's request-steps: per rank, never added
 
 PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target
 PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped by design
@@ -87,6 +98,7 @@ RES_TP_RANK = "spectrace.tp_rank"
 RES_DP_RANK = "spectrace.dp_rank"
 RES_PP_RANK = "spectrace.pp_rank"
 RES_ROLE = "spectrace.process_role"
+RES_COUNTED = "spectrace.counted"        # COUNTED_ONCE | COUNTED_COPY, for the process
 RES_MODEL = "spectrace.model"            # the served model name (target)
 RES_DRAFT_MODEL = "spectrace.draft_model"  # the draft checkpoint path
 
@@ -140,37 +152,39 @@ DOCTOR_FINDINGS = (FC_CONFIG_WIDTH_MISMATCH, AUX_LAYER_IDS_OUT_OF_RANGE, AUX_LAY
 SPEC_STEPS = MetricSpec(
     "spectrace.spec.steps", COUNTER, "{step}",
     "Speculative decode steps (draft + verify rounds) seen by SGLang's eagle worker or "
-    "vLLM's EngineCore.", (ATTR_WORKER,))
+    "vLLM's EngineCore.", (ATTR_WORKER,), counted_once=True)
 SPEC_DRAFTS = MetricSpec(
     "spectrace.spec.drafts", COUNTER, "{draft}",
-    "Request-steps verified (one per request per speculative step).")
+    "Request-steps verified (one per request per speculative step).", counted_once=True)
 SPEC_DRAFT_TOKENS = MetricSpec(
     "spectrace.spec.draft_tokens", COUNTER, "{token}",
-    "Draft tokens proposed for verification (drafts x speculative steps).")
+    "Draft tokens proposed for verification (drafts x speculative steps).",
+    counted_once=True)
 SPEC_ACCEPTED_TOKENS = MetricSpec(
     "spectrace.spec.accepted_tokens", COUNTER, "{token}",
-    "Draft tokens accepted by the target (bonus token excluded).")
+    "Draft tokens accepted by the target (bonus token excluded).", counted_once=True)
 SPEC_ACCEPTED_PER_POSITION = MetricSpec(
     "spectrace.spec.accepted_tokens_per_position", COUNTER, "{token}",
-    "Draft tokens accepted at each 0-based draft position.", (ATTR_POSITION,))
+    "Draft tokens accepted at each 0-based draft position.", (ATTR_POSITION,),
+    counted_once=True)
 SPEC_ACCEPT_LENGTH = MetricSpec(
     "spectrace.spec.accept_length", COUNTER, "{draft}",
     "Accept-length distribution: request-steps whose accept length (accepted + bonus) "
-    "equals the `length` attribute.", (ATTR_LENGTH,))
+    "equals the `length` attribute.", (ATTR_LENGTH,), counted_once=True)
 SPEC_AGREEMENT_DRAFTS = MetricSpec(
     "spectrace.spec.agreement_drafts", COUNTER, "{draft}",
     "Request-steps whose draft tokens were compared with the target's predictions "
-    "(the denominator of token agreement; sampled).")
+    "(the denominator of token agreement; sampled).", counted_once=True)
 SPEC_AGREEMENT_PER_POSITION = MetricSpec(
     "spectrace.spec.token_agreement_per_position", COUNTER, "{token}",
     "Compared request-steps where the draft token at `position` equals the token the "
-    "target predicted there.", (ATTR_POSITION,))
+    "target predicted there.", (ATTR_POSITION,), counted_once=True)
 EAGLE3_PASSES = MetricSpec(
     "spectrace.eagle3.hidden_state_passes", COUNTER, "{pass}",
     "Draft passes whose incoming hidden states spectrace saw, by pass kind and width "
     "(SGLang: every pass run in Python; vLLM: the target-fed ones, at "
     "combine_hidden_states).",
-    (ATTR_PASS_KIND, ATTR_WIDTH))
+    (ATTR_PASS_KIND, ATTR_WIDTH), counted_once=True)
 EAGLE3_EXPECTED_WIDTH = MetricSpec(
     "spectrace.eagle3.expected_width", GAUGE, "1",
     "Widths the draft expects: `fc_in` (fc.in_features), `draft_hidden`, `target_hidden`, "
@@ -178,11 +192,12 @@ EAGLE3_EXPECTED_WIDTH = MetricSpec(
 EAGLE3_FC_BYPASS = MetricSpec(
     "spectrace.eagle3.fc_bypass", COUNTER, "{pass}",
     "Target-fed draft passes whose input width equals the draft hidden size: fc was "
-    "skipped and the draft saw one layer instead of the concatenated aux layers.")
+    "skipped and the draft saw one layer instead of the concatenated aux layers.",
+    counted_once=True)
 EAGLE3_WIDTH_MISMATCH = MetricSpec(
     "spectrace.eagle3.width_mismatch", COUNTER, "{pass}",
     "Target-fed draft passes whose input width matches neither fc's input nor the draft "
-    "hidden size (e.g. 2 of 3 aux layers).")
+    "hidden size (e.g. 2 of 3 aux layers).", counted_once=True)
 EAGLE3_UNUSED_KEYS = MetricSpec(
     "spectrace.eagle3.unused_checkpoint_keys", COUNTER, "{key}",
     "Draft checkpoint keys that the runtime's load_weights dropped (matched no parameter).")

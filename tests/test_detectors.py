@@ -37,11 +37,11 @@ def test_target_fed_pass_at_draft_width_is_fc_bypass():
 
 
 def test_messages_name_the_runtime_that_ran():
-    from spectrace.detectors import VLLM
+    from spectrace.runtimes import VLLM
     from spectrace.detectors.vocab import check_vocab_map
     f = check_width("target_fed", 128, EXP, VLLM)
     assert "vLLM skipped fc" in f.message and "set_aux_hidden_state_layers" in f.message
-    [v] = check_vocab_map(None, 256, 512, terms=VLLM)
+    [v] = check_vocab_map(None, 256, 512, runtime=VLLM)
     assert "vLLM maps draft id i" in v.message and "SGLang" not in v.message
 
 
@@ -121,3 +121,20 @@ def test_width_hook_reads_shapes_only(tmp_path):
         assert rec._finding_counts == {signals.FC_BYPASS: 1}
     finally:
         spectrace.uninstrument()
+
+
+def test_message_catalogue_covers_every_finding_code():
+    """spectrace.messages holds the words of every finding code signals lists, and only
+    those; each template names its facts (no positional or broken fields)."""
+    import string
+
+    from spectrace import messages
+    catalogue = [m for m in vars(messages).values() if isinstance(m, messages.Message)]
+    codes = set(signals.RUNTIME_FINDINGS) | set(signals.DOCTOR_FINDINGS)
+    assert {m.code for m in catalogue} == codes
+    for m in catalogue:
+        fields = {f for part in (m.text, m.fix) for _, f, _, _ in string.Formatter().parse(part)
+                  if f is not None}
+        assert all(f.isidentifier() for f in fields), (m.code, fields)
+        rendered = m.render(**{f: f"<{f}>" for f in fields} | {"layers": 1.5})
+        assert ("Fix: " in rendered) == bool(m.fix), m.code

@@ -2,7 +2,7 @@
 themselves:
 
 1. Every fact a `Loader` row (spectrace/detectors/loaders.py) or an aux-id rule
-   (spectrace/detectors/formats.py) relies on is found in the released wheel sources of
+   (spectrace/detectors/layer_ids.py) relies on is found in the released wheel sources of
    the versions it claims, and is absent where the row says it is absent. The release
    sources come from PyPI (tests/release_sources.py: SGLang's wheels, vLLM's source
    distributions), downloaded once: nothing is imported, no GPU needed.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from spectrace.detectors import formats, loaders
+from spectrace.detectors import layer_ids, loaders
 from tests.release_sources import source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,11 +154,11 @@ def test_loader_fact_in_the_wheel(fid, pkg, files, rx, version, present):
 
 
 def test_every_fact_the_doctor_relies_on_is_checked():
-    used = set(formats.ID_RULE_FACTS)
+    used = set(layer_ids.ID_RULE_FACTS)
     for rows in (loaders.SGLANG_ROWS, loaders.VLLM_ROWS, loaders.VLLM_MLA_ROWS):
         for first, last, fields in rows:
-            used |= set(fields["facts"])
-            assert fields["facts"], f"row {first}-{last} names no fact"
+            used |= set(fields.facts)
+            assert fields.facts, f"row {first}-{last} names no fact"
     assert used <= set(FACTS), sorted(used - set(FACTS))
 
 
@@ -170,7 +170,7 @@ def test_each_row_is_verified_by_a_wheel_inside_it():
             inside = [v for v in read if first <= _v(v) <= last]
             assert inside, (runtime, first, last)
             for v in inside:
-                assert loaders.resolve_loader(runtime, v, _["draft"]).assumed is None
+                assert loaders.resolve_loader(runtime, v, _.draft).assumed is None
 
 
 # -- the installed SGLang's real draft classes (marked `sglang`: torch and SGLang inside) ----------

@@ -1,6 +1,9 @@
 """A real Prometheus scrapes spectrace's endpoints in a real SGLang CPU run and a real vLLM
 CPU run (its EngineCore and worker); every PromQL expression of every dashboard panel,
-template variable and alert rule is evaluated against what arrived.
+template variable and alert rule is evaluated against what arrived. Then both runtimes
+again at tensor parallelism 2 (SGLang: two scheduler ranks; vLLM: its EngineCore and two
+workers), where the dashboards and `spectrace report` must count each request-step once:
+their totals equal the runtime's own (SGLang's meta_info sums, vLLM's counters).
 
 Why: the names change on the way (OTel -> Prometheus adds `_total`, underscores), and
 resource attributes land on `target_info` only; a query that matches nothing shows
@@ -175,59 +178,100 @@ def rule_queries() -> list[tuple[str, str]]:
 @dataclass
 class Run:
     mode: str
+    tp: int = 1
     panels: dict = field(default_factory=dict)     # name -> result list
     rules: dict = field(default_factory=dict)      # alert -> result list
     variables: dict = field(default_factory=dict)  # variable -> label values
     docs: dict = field(default_factory=dict)       # docs/metrics.md figure -> result list
     firing: set = field(default_factory=set)       # alert names firing
+    own: dict = field(default_factory=dict)        # the runtime's own totals
+    naive: dict = field(default_factory=dict)      # sums over every endpoint, copies too
+    report: dict = field(default_factory=dict)     # `spectrace report --json`
     logs: str = ""
 
 
-def _free_port_pair() -> int:
-    """A base port with the next one free too (vLLM: EngineCore and worker endpoints)."""
+def _free_ports(n: int) -> int:
+    """A base port with the next `n - 1` free too (one endpoint per rank or process)."""
     import socket
     while True:
         base = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", base + 1))
-                return base
-            except OSError:
-                continue
+        try:
+            for k in range(1, n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + k))
+            return base
+        except OSError:
+            continue
 
 
-def _start(runtime: str, models: str, workdir: str, env: dict):
+def endpoint_ports(runtime: str, base: int, tp: int) -> list[int]:
+    """SGLang: rank r on base + r; vLLM: the EngineCore on base, worker rank r on
+    base + 1 + r."""
+    return ([base + r for r in range(tp)] if runtime == "sglang"
+            else [base] + [base + 1 + r for r in range(tp)])
+
+
+def _start(runtime: str, models: str, workdir: str, env: dict, tp: int = 1):
     """(server, generate(prompt, n), the spectrace endpoints' ports) for either runtime."""
     log = os.path.join(workdir, "server.log")
     port = int(env["SPECTRACE_PROMETHEUS_PORT"])
     if runtime == "vllm":
         from conftest import vllm_python_or_skip
         from harness.vllm_server import start_vllm_server
-        server = start_vllm_server(vllm_python_or_skip(), models, log, env_extra=env)
-        return server, server.complete, [port, port + 1]  # EngineCore, worker rank 0
-    server = start_server(models, log, env_extra=env)
-    return server, server.generate, [port]
+        extra = ["--tensor-parallel-size", str(tp)] if tp > 1 else []
+        server = start_vllm_server(vllm_python_or_skip(), models, log, env_extra=env,
+                                   extra_args=extra, timeout=600)
+        return server, server.complete, endpoint_ports(runtime, port, tp)
+    server = start_server(models, log, env_extra=env, tp_size=tp, timeout=600)
+    return server, server.generate, endpoint_ports(runtime, port, tp)
 
 
-def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang") -> Run:
+def _own_totals(runtime: str, server, responses: list[dict]) -> dict:
+    """The runtime's own request-steps and accepted draft tokens: SGLang's meta_info sums
+    over every response, vLLM's `vllm:spec_decode_*` counters."""
+    if runtime == "sglang":
+        from tests.e2e import sglang_totals
+        drafts, accepted, _ = sglang_totals(responses)
+        return {"drafts": drafts, "accepted_tokens": accepted}
+    m = server.metrics()
+    return {"drafts": m["vllm:spec_decode_num_drafts_total"],
+            "accepted_tokens": m["vllm:spec_decode_num_accepted_tokens_total"]}
+
+
+def _settled_report(data_dir: str, drafts: float, timeout: float = 30) -> dict:
+    """`spectrace report --json` once its combined request-steps reach `drafts`."""
+    from conftest import run_report
+    deadline = time.time() + timeout
+    while True:
+        report = run_report(data_dir)
+        combined = report.get("combined") or {}
+        if combined.get("drafts", 0) >= drafts or time.time() > deadline:
+            time.sleep(2.5)  # one more export: the workers' latest counts too
+            return run_report(data_dir)
+        time.sleep(0.5)
+
+
+def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
+                tp: int = 1) -> Run:
     """Start Prometheus and the runtime, send requests, evaluate everything, stop both."""
-    sport = _free_port_pair()
-    ports = [sport] if runtime == "sglang" else [sport, sport + 1]
+    sport = _free_ports(len(endpoint_ports(runtime, 0, tp)))
+    ports = endpoint_ports(runtime, sport, tp)
     prom = Prometheus(workdir, ports)
     server = None
-    run = Run(mode, logs=f"server log {workdir}/server.log, {prom.log_path}")
+    run = Run(mode, tp, logs=f"server log {workdir}/server.log, {prom.log_path}")
+    data_dir = os.path.join(workdir, "spectrace-data")
     try:
         server, generate, ports = _start(runtime, models, workdir, {
             "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
             "SPECTRACE_PROMETHEUS_PORT": str(sport), "SPECTRACE_AGREEMENT_EVERY": "1",
-            "SPECTRACE_OUTPUT_DIR": os.path.join(workdir, "spectrace-data")})
+            "SPECTRACE_OUTPUT_DIR": data_dir}, tp)
         drafts = S.SPEC_DRAFTS.prometheus_name
         position = S.SPEC_ACCEPTED_PER_POSITION.prometheus_name
         prom.wait(lambda: len(prom.query(f'up{{job="spectrace"}} == 1')) == len(ports), 30,
                   f"{run.logs}: Prometheus never scraped every spectrace endpoint")
         # One warm-up request, so every series (positions, lengths) exists before the
         # measured window: a series' first sample is never counted by rate().
-        generate(PROMPT, 8)
+        responses = [generate(PROMPT, 8)]
         agreement = S.SPEC_AGREEMENT_PER_POSITION.prometheus_name
         prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
                   "per-position series")
@@ -237,7 +281,8 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang") -
         # the requests within one scrape interval).
         time.sleep(3.5)
         with ThreadPoolExecutor(3) as pool:  # three requests batched together
-            list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
+            responses += list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
+        run.own = _own_totals(runtime, server, responses)
         final = sum(_endpoint_value(p, drafts) for p in ports)
         prom.wait(lambda: prom.value(f"sum({drafts})") == final, 20, "final scrape")
         time.sleep(2.5)  # rule evaluation (every 1 s) after the final scrape
@@ -249,6 +294,9 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang") -
                          for n, m, label in variable_queries()}
         run.docs = {t: prom.query(e, at) for t, e, _ in metrics_doc.derived_queries()}
         run.firing = {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
+        run.naive = {spec.name: prom.value(f"sum({spec.prometheus_name})", at) for spec in (
+            S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS, S.SPEC_AGREEMENT_DRAFTS)}
+        run.report = _settled_report(data_dir, run.own["drafts"])
         return run
     finally:
         if server is not None:
@@ -264,14 +312,16 @@ def _endpoint_value(port: int, metric: str) -> float:
 
 @pytest.fixture(scope="module")
 def runs(tiny_models, tmp_path_factory):
-    """runs(runtime, mode) -> Run, each variant run once (its servers stopped at once)."""
+    """runs(runtime, mode, tp=1) -> Run, each variant run once (its servers stopped at
+    once)."""
     done: dict = {}
 
-    def get(runtime: str, mode: str) -> Run:
-        if (runtime, mode) not in done:
-            done[runtime, mode] = run_variant(mode, tiny_models(mode),
-                                              str(tmp_path_factory.mktemp("prom")), runtime)
-        return done[runtime, mode]
+    def get(runtime: str, mode: str, tp: int = 1) -> Run:
+        if (runtime, mode, tp) not in done:
+            done[runtime, mode, tp] = run_variant(mode, tiny_models(mode),
+                                                  str(tmp_path_factory.mktemp("prom")),
+                                                  runtime, tp)
+        return done[runtime, mode, tp]
     return get
 
 
@@ -399,6 +449,86 @@ def test_docs_queries_return_data(runs, runtime):
     assert [r["metric"].get("spectrace_tp_rank") for r in joined] == [
         {"sglang": "0", "vllm": None}[runtime]]  # vLLM: counted by the EngineCore
     assert float(joined[0]["value"][1]) == pytest.approx(2.0)
+
+
+# -- tensor parallelism 2: every rank scraped, each request-step counted once -------------
+def _value(result: list[dict]) -> float:
+    [r] = result
+    return float(r["value"][1])
+
+
+def _by_role(report: dict, role: str) -> list[dict]:
+    return sorted((p for p in report["processes"] if p["role"] == role),
+                  key=lambda p: (p["tp_rank"] is not None, p["tp_rank"]))
+
+
+@pytest.mark.sglang
+@needs_prometheus
+@RUNTIMES
+def test_tensor_parallel_report_counts_each_request_step_once(runs, runtime):
+    """At `--tp-size 2` / `--tensor-parallel-size 2`, `spectrace report`'s combined
+    request-steps and accepted tokens equal the runtime's own totals, not twice them;
+    worker-side figures (draft passes, agreement) come from one rank; each rank keeps its
+    own figures and says whether it is the one that counts."""
+    run = runs(runtime, "partial", tp=2)
+    own, report = run.own, run.report
+    c = report["combined"]
+    assert own["drafts"] > 0, run.logs
+    assert (c["drafts"], c["accepted_tokens"]) == (own["drafts"], own["accepted_tokens"]), (
+        own, run.logs)
+    assert c["mean_acceptance_length"] == 2.0
+    ranks = _by_role(report, "scheduler" if runtime == "sglang" else "worker")
+    assert [(p["tp_rank"], p["counted"]) for p in ranks] == [(0, "once"), (1, "copy")]
+    assert c["copies"] == [ranks[1]["process"]]
+    # the per-rank view: each rank drafted on the same passes (SGLang: and verified the
+    # same request-steps), and the totals hold one rank's worth
+    assert ranks[0]["agreement_drafts"] == ranks[1]["agreement_drafts"] > 0
+    assert c["agreement_drafts"] == ranks[0]["agreement_drafts"]
+    assert [x["count"] for x in c["hidden_state_passes"]] == [
+        x["count"] for x in ranks[0]["hidden_state_passes"]]
+    if runtime == "sglang":
+        assert ranks[0]["drafts"] == ranks[1]["drafts"] == own["drafts"]
+    else:
+        [engine] = _by_role(report, "engine_core")
+        assert engine["counted"] == "once" and engine["drafts"] == own["drafts"]
+        assert ranks[0]["drafts"] == ranks[1]["drafts"] == 0  # vLLM counts in its EngineCore
+
+
+@pytest.mark.sglang
+@needs_prometheus
+@RUNTIMES
+def test_tensor_parallel_dashboards_count_each_request_step_once(runs, runtime):
+    """A real Prometheus scraping every rank and process: the dashboard's totals equal the
+    runtime's own, its ratios hold, its per-rank panels show each rank, and an alert
+    evaluates once per counting process, while a plain sum over every endpoint would
+    count the copies too."""
+    run = runs(runtime, "partial", tp=2)
+    own = run.own
+    assert _value(_panel(run, "Request-steps verified")) == own["drafts"], run.logs
+    assert _value(_panel(run, "Accepted draft tokens")) == own["accepted_tokens"]
+    assert _value(run.docs["Request-steps verified since start"]) == own["drafts"]
+    assert _value(run.docs["Accepted draft tokens since start"]) == own["accepted_tokens"]
+    assert _by(_panel(run, "Mean acceptance length"), "") == pytest.approx({"": 2.0})
+    assert _by(_panel(run, "Acceptance rate"), "") == pytest.approx({"": 1 / 3})
+    pos = _by(_panel(run, "Per-position acceptance"), "position")
+    assert pos == pytest.approx({"0": 1.0, "1": 0.0, "2": 0.0})
+    assert _by(_panel(run, "Accept-length distribution"), "length") == pytest.approx(
+        {"1": 0.0, "2": 1.0, "3": 0.0, "4": 0.0})
+    # one counting process (per data-parallel group): the acceptance alert's query has
+    # one value, not one per rank (a vLLM worker's own ratio is 0/0: NaN, never fires)
+    collapse = _by(run.rules["SpectraceAcceptanceCollapse"], "instance")
+    assert list(collapse.values()) == pytest.approx([2.0]), run.rules
+    assert len(run.rules["SpectraceAcceptanceCollapse"]) == {"sglang": 1, "vllm": 2}[runtime]
+    assert run.firing == set()
+    # the per-rank view: every endpoint was scraped; SGLang's ranks each show their line
+    per_rank = _by(_panel(run, "Mean acceptance length over time"), "instance")
+    assert list(per_rank.values()) == pytest.approx([2.0] * {"sglang": 2, "vllm": 1}[runtime])
+    assert len(run.variables["instance"]) == {"sglang": 2, "vllm": 3}[runtime]
+    # what the copies hold: without the `counted` matcher, sums double what they count
+    agreement = S.SPEC_AGREEMENT_DRAFTS.name
+    once_agreement = run.report["combined"]["agreement_drafts"]
+    assert run.naive[agreement] == 2 * once_agreement > 0
+    assert run.naive[S.SPEC_DRAFTS.name] == {"sglang": 2, "vllm": 1}[runtime] * own["drafts"]
 
 
 # -- spectrace's endpoint itself (in process, no SGLang) ----------------------------------

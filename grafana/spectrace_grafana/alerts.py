@@ -1,5 +1,10 @@
 """Prometheus alert rules. Each expression is `(query) OP threshold`, so the query alone
-can be evaluated to see the value an alert compares (the end-to-end test does that)."""
+can be evaluated to see the value an alert compares (the end-to-end test does that).
+
+Rules on request-steps and draft passes (acceptance, fc bypass, width mismatch) fire once
+per counting process (`counted!="copy"`: one per data-parallel group, not one per
+tensor-parallel rank); rules on what each process loads or raises (weights, vocabulary
+map, internal errors) fire per process that has the problem."""
 from __future__ import annotations
 
 from spectrace import signals as S
@@ -65,11 +70,28 @@ def rules() -> dict:
 
 # -- promtool unit tests of the rules (synthetic series; `promtool test rules`) ------------
 INSTANCE = {"job": "sglang", "instance": "10.0.0.1:9464"}
+COPY = {"job": "sglang", "instance": "10.0.0.1:9465"}  # tensor-parallel rank 1 of INSTANCE
 
 
 def _series(spec: S.MetricSpec, values: str, **labels) -> dict:
     matchers = ", ".join(f'{k}="{v}"' for k, v in {**INSTANCE, **labels}.items())
     return {"series": f"{spec.prometheus_name}{{{matchers}}}", "values": values}
+
+
+def _with_copy(series: list[dict]) -> list[dict]:
+    """`series` as rank 0 (`counted="once"`) plus the same values from its tensor-parallel
+    copy (`counted="copy"`, on the next port) for every `counted_once` metric."""
+    once_names = {m.prometheus_name for m in S.ALL_METRICS if m.counted_once}
+    out = []
+    for x in series:
+        if x["series"].split("{", 1)[0] not in once_names:
+            out.append(x)
+            continue
+        out.append({**x, "series": x["series"][:-1] + f', {S.ATTR_COUNTED}="once"}}'})
+        out.append({**x, "series": x["series"][:-1].replace(INSTANCE["instance"],
+                                                            COPY["instance"])
+                    + f', {S.ATTR_COUNTED}="copy"}}'})
+    return out
 
 
 def _render(text: str, labels: dict, value: float) -> str:
@@ -89,18 +111,19 @@ def _expect(rule: dict, value: float, **labels) -> dict:
 
 def rule_tests() -> dict:
     """A broken deployment fires fc bypass, dropped weights and vocabulary-map alerts and
-    acceptance collapse; a healthy one (the same counters at 0) fires nothing."""
+    acceptance collapse, once for a rank 0 and its tensor-parallel copy; a healthy one
+    (the same counters at 0) fires nothing."""
     by_name = {r["alert"]: r for r in rules()["groups"][0]["rules"]}
     vocab = S.VOCAB_D2T_ABSOLUTE
     broken = {
         "interval": "1m",
-        "input_series": [
+        "input_series": _with_copy([
             _series(S.SPEC_DRAFTS, "0+100x30"), _series(S.SPEC_ACCEPTED_TOKENS, "0+5x30"),
             _series(S.SPEC_ACCEPTED_PER_POSITION, "0+5x30", position="0"),
             _series(S.EAGLE3_FC_BYPASS, "0 40 80"), _series(S.EAGLE3_WIDTH_MISMATCH, "0x30"),
             _series(S.EAGLE3_UNUSED_KEYS, "0 12"), _series(S.EAGLE3_UNLOADED_PARAMS, "0 3"),
             _series(S.FINDINGS, "1x30", code=vocab, severity="error"),
-            _series(S.INTERNAL_ERRORS, "0x30")],
+            _series(S.INTERNAL_ERRORS, "0x30")]),
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "SpectraceFcBypass",
              "exp_alerts": [_expect(by_name["SpectraceFcBypass"], 80)]},

@@ -4,6 +4,7 @@ from __future__ import annotations
 from spectrace import signals as S
 
 from . import promql as Q
+from . import overview
 from .overview import HEALTHY_ACCEPT_LENGTH
 
 BY = Q.SCRAPE_LABELS
@@ -18,10 +19,13 @@ RESOURCE = (
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
     ("process.pid", "process_pid", "the worker process"),
     ("host.name", "host_name", "machine"),
-    (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: also the port "
-     "offset; a vLLM EngineCore has none)"),
+    (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: the port "
+     "offset is pp_rank x tp_size + tp_rank; a vLLM EngineCore has none)"),
     (S.RES_DP_RANK, "spectrace_dp_rank", "data-parallel rank, when known"),
     (S.RES_PP_RANK, "spectrace_pp_rank", "pipeline-parallel rank, when known"),
+    (S.RES_COUNTED, "spectrace_counted", "`once`: this process's request-steps and draft "
+     "passes are the ones totals add; `copy`: a tensor-parallel rank (or an earlier "
+     "pipeline stage) that sees the same request-steps as its group's rank 0"),
     (S.RES_ROLE, "spectrace_process_role", "`scheduler` for SGLang's eagle worker; "
      "`engine_core` (accept counts, steps) or `worker` (widths, load, audit, agreement) "
      "for vLLM"),
@@ -32,8 +36,13 @@ RESOURCE = (
 
 
 def derived_queries() -> list[tuple[str, str, str]]:
-    """(figure, PromQL, meaning): the derived figures, per scrape endpoint (rank)."""
+    """(figure, PromQL, meaning): the derived figures, per counting endpoint, and the
+    totals and per-rank views."""
     return [
+        ("Request-steps verified since start", Q.stotal(S.SPEC_DRAFTS),
+         "every request-step once, over all processes (restarts start again at 0)"),
+        ("Accepted draft tokens since start", Q.stotal(S.SPEC_ACCEPTED_TOKENS),
+         "accepted draft tokens, each once, over all processes"),
         ("Acceptance rate", Q.acceptance_rate("5m", BY),
          "accepted draft tokens / proposed draft tokens (0-1)"),
         ("Mean acceptance length", Q.mean_acceptance_length("5m", BY),
@@ -49,10 +58,21 @@ def derived_queries() -> list[tuple[str, str, str]]:
         ("Dropped weights", Q.dropped_weights(BY),
          "unused checkpoint keys + unloaded draft parameters since process start"),
         ("Mean acceptance length with the TP rank",
-         f"({Q.mean_acceptance_length('5m', BY)}) * on (job, instance) "
+         f"({Q.mean_acceptance_length('5m', BY, copies=True)}) * on (job, instance) "
          "group_left (spectrace_tp_rank) target_info",
-         "resource attributes arrive only on `target_info`; join them in by job/instance"),
+         "per rank, tensor-parallel copies included: resource attributes arrive only on "
+         "`target_info`; join them in by job/instance"),
     ]
+
+
+def panel_scopes() -> list[tuple[str, str]]:
+    """(panel title, how it counts) of every overview panel, from its description."""
+    words = ((overview.ONCE, "once: each request-step once, copies left out"),
+             (overview.PER_RANK, "per rank: a line per process, copies included"),
+             (overview.PER_PROCESS, "per process (one bar each, or the process with most)"),
+             ("Per process.", "per process"))
+    return [(p["title"], next(w for text, w in words if text in p["description"]))
+            for p in overview.panels()]
 
 
 def _row(cells) -> str:
@@ -83,6 +103,50 @@ def render() -> str:
                            attrs, m.description]))
     lines += [
         "",
+        "## Counting once across ranks",
+        "",
+        "Ranks that run the same requests at the same pipeline stage see the same "
+        "request-steps and run the draft on the same passes: SGLang's tensor-parallel ranks "
+        "of one attention group (attention-TP x attention-CP), vLLM's tensor-parallel "
+        "workers of one engine. So each request-step is counted once, by one process per "
+        "group: SGLang's attention-TP rank 0 (attention-CP rank 0) on the last pipeline "
+        "stage (only it verifies and drafts); vLLM's EngineCore for steps and accept counts "
+        "(one per data-parallel rank) and its tensor-parallel rank 0 worker on the last "
+        "stage for draft passes and agreement. Its series of the metrics marked *once* "
+        f"below carry `{S.ATTR_COUNTED}=\"{S.COUNTED_ONCE}\"`; every other rank's carry "
+        f"`{S.ATTR_COUNTED}=\"{S.COUNTED_COPY}\"`: its own per-rank view, never added. "
+        "Data-parallel groups (SGLang's DP attention and DP replicas, vLLM's DP engines) "
+        "serve different requests: each has its own counting process, and totals add "
+        f"them. Every total is therefore `sum(metric{{{Q.ONCE}}})` (an older spectrace's "
+        "series, without the label, match too); the per-rank view is the same metric "
+        "without the matcher, by `instance`. Metrics marked *per process* (weights, "
+        "findings, errors) belong to each process: every rank loads its own draft and "
+        "raises its own findings, so their panels show each process or the one with most, "
+        "never a sum that multiplies with the ranks. spectrace reads who is rank 0 from "
+        "the runtime's own parallel state (SGLang: `get_parallel()` or the older "
+        "`dp_attention` / `get_pp_group()` helpers, else its server arguments; vLLM: its "
+        "tensor and pipeline groups), and notes it as the resource attribute "
+        f"`{S.RES_COUNTED}`, which `spectrace report` reads the same way. Why a label "
+        "rather than rank 0 exporting alone: every rank's own figures stay available (a "
+        "rank whose draft sees other widths, or falls behind, shows), plain per-instance "
+        "queries keep working, and the rule is decided once, in the process that knows "
+        "its place, instead of in every query.",
+        "",
+        "| metric | counted |",
+        "|---|---|",
+    ]
+    lines += [_row([f"`{m.prometheus_name}`", "once" if m.counted_once else "per process"])
+              for m in S.ALL_METRICS]
+    lines += [
+        "",
+        "What each panel of the overview dashboard shows:",
+        "",
+        "| panel | counted |",
+        "|---|---|",
+    ]
+    lines += [_row([title, scope]) for title, scope in panel_scopes()]
+    lines += [
+        "",
         "Counters without attributes (drafts, draft and accepted tokens, fc bypass, width "
         "mismatch, unused keys, unloaded parameters, internal errors) exist from the "
         "worker's start at 0, so a healthy deployment shows 0, not \"No data\". A series "
@@ -97,7 +161,7 @@ def render() -> str:
         "(the scrape target; with one endpoint per rank, `instance` identifies the rank). "
         "vLLM reports from two kinds of process: its EngineCore exports steps and accept "
         "counts, its workers everything about the models (widths, fc bypass, weights, the "
-        "aux audit, token agreement); the panels sum over instances, so both show. "
+        "aux audit, token agreement); the totals add over instances, so both show. "
         "Resource attributes are exported once per process, on `target_info`:",
         "",
         "| resource attribute | label on `target_info` | meaning |",

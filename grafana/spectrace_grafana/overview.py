@@ -73,78 +73,100 @@ def _bars(title, desc, targets, grid, **kw) -> dict:
     return _panel("bargauge", title, desc, targets, grid, options=opts, **kw)
 
 
+ONCE = ("Each request-step counted once: tensor-parallel copies (counted=\"copy\") "
+        "are left out, data-parallel groups add up.")
+PER_RANK = ("Per rank: one line per process, tensor-parallel copies included (they repeat "
+            "their rank 0's line); not a total.")
+PER_PROCESS = "Per process: each rank loads its own draft and raises its own findings."
+
+
 def panels() -> list[dict]:
     pos0 = Q.per_position_acceptance(RANGE, (), F, f'{S.ATTR_POSITION}="0"')
     out = [
         _stat("Mean acceptance length", "Tokens per verify step over the selected range, "
               "bonus token included (1 + accepted/drafts). 1.0 means speculation gains "
               "nothing; broken deployments show 1.00-1.12; chain drafting with 3-4 steps "
-              "typically gives 2-3.5.", Q.mean_acceptance_length(RANGE, (), F),
-              (0, 0, 4, 5), steps=ACCEPT_LENGTH_STEPS, decimals=2),
-        _stat("Acceptance rate", "Accepted draft tokens / proposed draft tokens.",
-              Q.acceptance_rate(RANGE, (), F), (4, 0, 4, 5), unit="percentunit",
+              "typically gives 2-3.5. " + ONCE, Q.mean_acceptance_length(RANGE, (), F),
+              (0, 0, 3, 5), steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _stat("Acceptance rate", "Accepted draft tokens / proposed draft tokens. " + ONCE,
+              Q.acceptance_rate(RANGE, (), F), (3, 0, 3, 5), unit="percentunit",
               decimals=1),
         _stat("Position-0 acceptance", "Share of steps whose first draft token was "
               f"accepted. Below {S.POSITION0_RED_BELOW} points at a broken draft input (fc "
-              "bypass, aux layers, d2t).", pos0, (8, 0, 4, 5), unit="percentunit", steps=POSITION0_STEPS,
-              decimals=1),
-        _stat("Accepted tokens / s", "Draft tokens accepted per second (bonus excluded).",
-              Q.srate(S.SPEC_ACCEPTED_TOKENS, RANGE, (), F), (12, 0, 4, 5), unit="short",
-              decimals=1),
+              "bypass, aux layers, d2t). " + ONCE, pos0, (6, 0, 3, 5), unit="percentunit",
+              steps=POSITION0_STEPS, decimals=1),
+        _stat("Accepted tokens / s", "Draft tokens accepted per second (bonus excluded). "
+              + ONCE, Q.srate(S.SPEC_ACCEPTED_TOKENS, RANGE, (), F), (9, 0, 3, 5),
+              unit="short", decimals=1),
+        _stat("Request-steps verified", "Request-steps verified since the processes "
+              "started (one per request per speculative step; restarts start again at 0). "
+              + ONCE, Q.stotal(S.SPEC_DRAFTS, (), F), (12, 0, 3, 5), unit="short",
+              decimals=0),
+        _stat("Accepted draft tokens", "Draft tokens accepted since the processes started "
+              "(bonus excluded). " + ONCE, Q.stotal(S.SPEC_ACCEPTED_TOKENS, (), F),
+              (15, 0, 3, 5), unit="short", decimals=0),
         _stat("fc bypass passes", "Target-fed draft passes that skipped fc since process "
-              "start; any value above 0 is a misconfiguration.",
-              Q.stotal(S.EAGLE3_FC_BYPASS, (), F), (16, 0, 4, 5), steps=ZERO_IS_GOOD),
+              "start; any value above 0 is a misconfiguration. " + ONCE,
+              Q.stotal(S.EAGLE3_FC_BYPASS, (), F), (18, 0, 3, 5), steps=ZERO_IS_GOOD),
         _stat("Dropped weights", "Checkpoint keys the runtime dropped + draft parameters "
-              "that no key loaded.", Q.dropped_weights((), F), (20, 0, 4, 5), steps=ZERO_IS_GOOD),
+              "that no key loaded, in the process that dropped most. " + PER_PROCESS,
+              f"max({Q.dropped_weights(BY, F)})", (21, 0, 3, 5), steps=ZERO_IS_GOOD),
         _series("Mean acceptance length over time", "1 + rate(accepted)/rate(drafts) per "
-                f"endpoint; {HEALTHY_ACCEPT_LENGTH}.",
-                [_target(Q.mean_acceptance_length(RATE, BY, F), "{{instance}}")],
+                f"endpoint; {HEALTHY_ACCEPT_LENGTH}. " + PER_RANK,
+                [_target(Q.mean_acceptance_length(RATE, BY, F, copies=True), "{{instance}}")],
                 (0, 5, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
         _series("Per-position acceptance", "rate(accepted per position)/rate(drafts): "
-                "healthy chains decay, e.g. 0.77/0.55/0.38/0.29.",
-                [_target(Q.per_position_acceptance(RATE, BY, F),
+                "healthy chains decay, e.g. 0.77/0.55/0.38/0.29. " + PER_RANK,
+                [_target(Q.per_position_acceptance(RATE, BY, F, copies=True),
                          "{{instance}} pos {{position}}")], (12, 5, 12, 8),
                 unit="percentunit"),
         _bars("Accept-length distribution", "Share of request-steps by accept length over "
-              "the selected range (1 = only the bonus token).",
+              "the selected range (1 = only the bonus token). " + ONCE,
               [_target(Q.accept_length_share(RANGE, (), F), "length {{length}}")],
               (0, 13, 8, 8), unit="percentunit", steps=[{"color": "blue", "value": None}]),
         _series("Draft/target agreement per position", "Compared steps where the draft "
-                "token equals the target's own prediction at that position (sampled).",
-                [_target(Q.agreement_per_position(RATE, BY, F),
+                "token equals the target's own prediction at that position (sampled). "
+                + PER_RANK,
+                [_target(Q.agreement_per_position(RATE, BY, F, copies=True),
                          "{{instance}} pos {{position}}")], (8, 13, 8, 8),
                 unit="percentunit"),
         _series("Tokens per second", "Accepted draft tokens/s, and target tokens/s through "
-                "speculative steps (accepted + bonus).",
-                [_target(Q.srate(S.SPEC_ACCEPTED_TOKENS, RATE, BY, F),
+                "speculative steps (accepted + bonus). " + PER_RANK,
+                [_target(Q.srate(S.SPEC_ACCEPTED_TOKENS, RATE, BY, F, copies=True),
                          "{{instance}} accepted"),
-                 _target(Q.target_tokens_per_second(RATE, BY, F), "{{instance}} emitted")],
+                 _target(Q.target_tokens_per_second(RATE, BY, F, copies=True),
+                         "{{instance}} emitted")],
                 (16, 13, 8, 8), steps=[{"color": "green", "value": None}]),
         _series("fc-bypass and width-mismatch events", "Target-fed draft passes whose "
-                "input width shows the draft did not get the concatenated aux layers.",
-                [_target(Q.srate(S.EAGLE3_FC_BYPASS, RATE, BY, F, fn="increase"),
-                         "{{instance}} fc bypass"),
-                 _target(Q.srate(S.EAGLE3_WIDTH_MISMATCH, RATE, BY, F, fn="increase"),
-                         "{{instance}} width mismatch")], (0, 21, 12, 8)),
+                "input width shows the draft did not get the concatenated aux layers. "
+                + PER_RANK,
+                [_target(Q.srate(S.EAGLE3_FC_BYPASS, RATE, BY, F, fn="increase",
+                                 copies=True), "{{instance}} fc bypass"),
+                 _target(Q.srate(S.EAGLE3_WIDTH_MISMATCH, RATE, BY, F, fn="increase",
+                                 copies=True), "{{instance}} width mismatch")],
+                (0, 21, 12, 8)),
         _bars("Draft input widths", "Draft passes by kind and hidden-state width (per s), "
-              "next to the widths the draft expects (fc_in = 3 x target hidden).",
+              "next to the widths the draft expects (fc_in = 3 x target hidden). " + ONCE,
               [_target(Q.srate(S.EAGLE3_PASSES, RANGE, (S.ATTR_PASS_KIND, S.ATTR_WIDTH), F),
                        "{{pass_kind}} width {{width}}"),
                _target(f"max by (kind) ({Q.sel(S.EAGLE3_EXPECTED_WIDTH, F)})",
                        "expected {{kind}}")], (12, 21, 12, 8),
               steps=[{"color": "blue", "value": None}]),
         _bars("Findings by code (weights, vocabulary map, fc bypass, aux)", "Findings "
-              "raised since process start, by code and severity; docs/doctor.md explains "
-              "each code.", [_target(Q.stotal(S.FINDINGS, (S.ATTR_CODE, S.ATTR_SEVERITY), F),
-                                     "{{code}} ({{severity}})")], (0, 29, 8, 8),
+              "raised since process start, by code and severity, in the process that "
+              "raised most; docs/doctor.md explains each code. " + PER_PROCESS,
+              [_target(f"max by ({S.ATTR_CODE}, {S.ATTR_SEVERITY}) "
+                       f"({Q.stotal(S.FINDINGS, BY + (S.ATTR_CODE, S.ATTR_SEVERITY), F)})",
+                       "{{code}} ({{severity}})")], (0, 29, 8, 8),
               steps=ZERO_IS_GOOD),
         _bars("Dropped weights by endpoint", "Unused checkpoint keys and unloaded draft "
-              "parameters since process start.",
+              "parameters since process start. " + PER_PROCESS,
               [_target(Q.stotal(S.EAGLE3_UNUSED_KEYS, BY, F), "{{instance}} unused keys"),
                _target(Q.stotal(S.EAGLE3_UNLOADED_PARAMS, BY, F),
                        "{{instance}} unloaded params")], (8, 29, 8, 8), steps=ZERO_IS_GOOD),
         _bars("spectrace internal errors", "Exceptions caught inside spectrace hooks since "
-              "process start (the runtime ran normally); report them with the log line.",
+              "process start (the runtime ran normally); report them with the log line. "
+              "Per process.",
               [_target(Q.stotal(S.INTERNAL_ERRORS, BY + (S.ATTR_HOOK,), F),
                        "{{instance}} {{hook}}")], (16, 29, 8, 8), steps=ZERO_IS_GOOD),
     ]

@@ -4,6 +4,12 @@ Names are the ones that really arrive in Prometheus (`signals.*.prometheus_name`
 Resource attributes (tp_rank, service name, ...) arrive only on `target_info`, so series
 are told apart by the scrape labels `job` and `instance` (one endpoint per rank; for vLLM
 one for the EngineCore and one per worker).
+
+Counting once: the series of a `counted_once` metric (request-steps, accepted tokens,
+draft passes, agreement) carry `counted="once"` on the one rank per group that counts
+them and `counted="copy"` on the tensor-parallel ranks that see the same request-steps.
+Every selector of such a metric matches `counted!="copy"` (series of an older spectrace,
+without the label, count as before) unless it asks for `copies=True`, the per-rank view.
 """
 from __future__ import annotations
 
@@ -19,9 +25,14 @@ def name(spec: S.MetricSpec) -> str:
     return spec.prometheus_name
 
 
-def sel(spec: S.MetricSpec, flt: str = "", extra: str = "") -> str:
-    """A series selector: `name{flt, extra}` (braces only when there are matchers)."""
-    matchers = ", ".join(m for m in (flt, extra) if m)
+ONCE = f'{S.ATTR_COUNTED}!="{S.COUNTED_COPY}"'
+
+
+def sel(spec: S.MetricSpec, flt: str = "", extra: str = "", copies: bool = False) -> str:
+    """A series selector: `name{flt, extra}` (braces only when there are matchers), with
+    `ONCE` for a `counted_once` metric unless `copies` (the per-rank view)."""
+    once = ONCE if spec.counted_once and not copies else ""
+    matchers = ", ".join(m for m in (flt, extra, once) if m)
     return f"{name(spec)}{{{matchers}}}" if matchers else name(spec)
 
 
@@ -29,47 +40,47 @@ def _sum(by: tuple[str, ...], inner: str) -> str:
     return f"sum by ({', '.join(by)}) ({inner})" if by else f"sum({inner})"
 
 
-def srate(spec, window: str, by=(), flt="", extra="", fn="rate") -> str:
+def srate(spec, window: str, by=(), flt="", extra="", fn="rate", copies=False) -> str:
     """`sum by (...) (rate(metric{...}[window]))`."""
-    return _sum(tuple(by), f"{fn}({sel(spec, flt, extra)}[{window}])")
+    return _sum(tuple(by), f"{fn}({sel(spec, flt, extra, copies)}[{window}])")
 
 
-def stotal(spec, by=(), flt="", extra="") -> str:
+def stotal(spec, by=(), flt="", extra="", copies=False) -> str:
     """`sum by (...) (metric{...})`: totals since process start. Used for counters whose
     series appear only at their first event (findings), where increase() would miss it."""
-    return _sum(tuple(by), sel(spec, flt, extra))
+    return _sum(tuple(by), sel(spec, flt, extra, copies))
 
 
-def acceptance_rate(window: str, by=(), flt="") -> str:
+def acceptance_rate(window: str, by=(), flt="", copies=False) -> str:
     """Accepted draft tokens / proposed draft tokens (0..1)."""
-    return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt)}"
-            f" / {srate(S.SPEC_DRAFT_TOKENS, window, by, flt)}")
+    return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt, copies=copies)}"
+            f" / {srate(S.SPEC_DRAFT_TOKENS, window, by, flt, copies=copies)}")
 
 
-def mean_acceptance_length(window: str, by=(), flt="") -> str:
+def mean_acceptance_length(window: str, by=(), flt="", copies=False) -> str:
     """Tokens emitted per verify step, bonus token included: 1.0 means no gain."""
-    return (f"1 + {srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt)}"
-            f" / {srate(S.SPEC_DRAFTS, window, by, flt)}")
+    return (f"1 + {srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt, copies=copies)}"
+            f" / {srate(S.SPEC_DRAFTS, window, by, flt, copies=copies)}")
 
 
 def _per_label_over_drafts(num: S.MetricSpec, den: S.MetricSpec, label: str, window: str,
-                           by=(), flt="", extra="", fn="rate") -> str:
-    return (f"{srate(num, window, tuple(by) + (label,), flt, extra, fn)}"
+                           by=(), flt="", extra="", fn="rate", copies=False) -> str:
+    return (f"{srate(num, window, tuple(by) + (label,), flt, extra, fn, copies)}"
             f" / ignoring({label}) group_left"
-            f" {srate(den, window, by, flt, fn=fn)}")
+            f" {srate(den, window, by, flt, fn=fn, copies=copies)}")
 
 
-def per_position_acceptance(window: str, by=(), flt="", extra="") -> str:
+def per_position_acceptance(window: str, by=(), flt="", extra="", copies=False) -> str:
     """Share of request-steps whose draft token at `position` was accepted."""
     return _per_label_over_drafts(S.SPEC_ACCEPTED_PER_POSITION, S.SPEC_DRAFTS,
-                                  S.ATTR_POSITION, window, by, flt, extra)
+                                  S.ATTR_POSITION, window, by, flt, extra, copies=copies)
 
 
-def agreement_per_position(window: str, by=(), flt="") -> str:
+def agreement_per_position(window: str, by=(), flt="", copies=False) -> str:
     """Share of compared request-steps whose draft token at `position` equals the target's
     own prediction there (sampled every SPECTRACE_AGREEMENT_EVERY steps)."""
     return _per_label_over_drafts(S.SPEC_AGREEMENT_PER_POSITION, S.SPEC_AGREEMENT_DRAFTS,
-                                  S.ATTR_POSITION, window, by, flt)
+                                  S.ATTR_POSITION, window, by, flt, copies=copies)
 
 
 def accept_length_share(window: str, by=(), flt="") -> str:
@@ -78,12 +89,13 @@ def accept_length_share(window: str, by=(), flt="") -> str:
                                   window, by, flt, fn="increase")
 
 
-def target_tokens_per_second(window: str, by=(), flt="") -> str:
+def target_tokens_per_second(window: str, by=(), flt="", copies=False) -> str:
     """Tokens the target emits per second through speculative steps (accepted + bonus)."""
-    return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt)}"
-            f" + {srate(S.SPEC_DRAFTS, window, by, flt)}")
+    return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt, copies=copies)}"
+            f" + {srate(S.SPEC_DRAFTS, window, by, flt, copies=copies)}")
 
 
 def dropped_weights(by=(), flt="") -> str:
-    """Checkpoint keys the runtime dropped plus draft parameters nothing loaded."""
+    """Checkpoint keys the runtime dropped plus draft parameters nothing loaded (each
+    process loads its own copy of the draft: a figure per process)."""
     return f"{stotal(S.EAGLE3_UNUSED_KEYS, by, flt)} + {stotal(S.EAGLE3_UNLOADED_PARAMS, by, flt)}"

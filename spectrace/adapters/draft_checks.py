@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Callable, Hashable
 
 from .. import signals
-from ..detectors import Terms
 from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
 from ..detectors.widths import ExpectedWidths, check_width
 from ..findings import Finding
 from ..process import STATE
+from ..runtimes import Runtime
 from ..safety import StrictModeError
 
 STATE_ATTR = "_spectrace_draft"
@@ -60,12 +60,12 @@ def capturing() -> bool:
     return torch.cuda.is_current_stream_capturing()
 
 
-def check_pass(rec, st: DraftState, key: Hashable, kind: str, width: int, terms: Terms,
+def check_pass(rec, st: DraftState, key: Hashable, kind: str, width: int, runtime: Runtime,
                span_attributes: dict | None = None) -> None:
     """A pass not seen healthy before: count it, check its width, report what is wrong
     (and stop at an fc bypass in strict mode)."""
     rec.count_pass(kind, width)
-    finding = None if st.expected is None else check_width(kind, width, st.expected, terms)
+    finding = None if st.expected is None else check_width(kind, width, st.expected, runtime)
     if finding is None:
         st.healthy[key] = (kind, width)
         return

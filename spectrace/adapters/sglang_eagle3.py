@@ -16,13 +16,12 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
-from ..detectors import SGLANG
 from ..detectors.vocab import check_vocab_map
 from ..detectors.weights import idle_parameters
 from ..detectors.widths import ExpectedWidths, pass_kind
-from ..export.resource import runtime_version
 from ..patching import WrapPoint
 from ..process import STATE, recorder
+from ..runtimes import SGLANG, runtime_version
 from .draft_checks import capturing, check_pass, count_if_healthy, draft_state, report_load
 from .load_observer import load_weights_wrapper
 

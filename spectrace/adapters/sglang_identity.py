@@ -1,9 +1,12 @@
-"""Who an SGLang eagle worker is: its tp / dp / pp ranks and the models it serves, read
-from its constructor's arguments (or SGLang's own parallel state). They become resource
-attributes of the process."""
+"""Who an SGLang eagle worker is: its tp / dp / pp ranks, where it sits among the ranks
+that count the same request-steps (`counting`), and the models it serves, read from its
+constructor's arguments or SGLang's own parallel state. They become resource attributes
+of the process."""
 from __future__ import annotations
 
 import inspect
+
+from ..counting import Placement
 
 
 def call_arguments(instance, args, kwargs) -> dict:
@@ -53,11 +56,111 @@ def _ranks_from_sglang() -> dict:
         return {}
 
 
+def _server_args(named: dict):
+    """The `server_args` a worker receives (the argument with a draft model path)."""
+    return next((v for v in named.values() if hasattr(v, "speculative_draft_model_path")),
+                None)
+
+
 def models(named: dict) -> dict:
     """The served model name and draft path, from the `server_args` a worker receives."""
-    for value in named.values():
-        if hasattr(value, "speculative_draft_model_path"):
-            return {"model": getattr(value, "served_model_name", None)
-                    or getattr(value, "model_path", None),
-                    "draft_model": value.speculative_draft_model_path}
-    return {}
+    args = _server_args(named)
+    if args is None:
+        return {}
+    return {"model": getattr(args, "served_model_name", None)
+            or getattr(args, "model_path", None),
+            "draft_model": args.speculative_draft_model_path}
+
+
+def port_offset(named: dict) -> int | None:
+    """The Prometheus port above the base: SGLang's own rank in its world,
+    `pp_rank * tp_size + tp_rank` (`runtime_context.spawn_world_rank`), so that the
+    stages of a pipeline do not take the same ports; None when a rank is not known."""
+    r = ranks(named)
+    tp_size = _int(getattr(_server_args(named), "tp_size", None))
+    if _int(r.get("tp_rank")) is None:
+        return None
+    return (_int(r.get("pp_rank")) or 0) * (tp_size or 1) + r["tp_rank"]
+
+
+def placement(named: dict) -> Placement:
+    """Where this worker sits among the ranks that run the same requests: its rank in the
+    attention group (attention-TP x attention-CP: 0 counts once) and its pipeline stage
+    (only the last verifies). From SGLang's parallel state (`get_parallel()`, 0.5.16+;
+    `dp_attention.get_attention_*_rank` and `get_pp_group()` before), else from the
+    `server_args` and ranks the constructor was given."""
+    for read in (_placement_from_context, _placement_from_groups):
+        try:
+            place = read()
+        except Exception:  # noqa: BLE001 - not this release's API, or not initialised
+            continue
+        if place is not None:
+            return place
+    return placement_from_args(named)
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def peer_rank(attn_tp_rank, attn_tp_size, attn_cp_rank) -> int | None:
+    """The rank among the attention-TP x attention-CP ranks of one attention group."""
+    tp_rank, tp_size = _int(attn_tp_rank), _int(attn_tp_size)
+    if tp_rank is None:
+        return None
+    cp_rank = _int(attn_cp_rank) or 0
+    return cp_rank * (tp_size or 1) + tp_rank
+
+
+def _read(obj, name):
+    try:
+        return getattr(obj, name)
+    except Exception:  # noqa: BLE001 - ParallelContext raises for unset fields
+        return None
+
+
+def _placement_from_context() -> Placement | None:
+    from sglang.srt.runtime_context import get_parallel
+    par = get_parallel()
+    peer = peer_rank(_read(par, "attn_tp_rank"), _read(par, "attn_tp_size"),
+                     _read(par, "attn_cp_rank"))
+    if peer is None:
+        return None
+    return Placement(peer, _int(_read(par, "pp_rank")), _int(_read(par, "pp_size")))
+
+
+def _placement_from_groups() -> Placement | None:
+    from sglang.srt.layers import dp_attention as dpa
+    cp = getattr(dpa, "get_attention_cp_rank", None)
+    peer = peer_rank(dpa.get_attention_tp_rank(), dpa.get_attention_tp_size(),
+                     cp() if cp is not None else 0)
+    if peer is None:
+        return None
+    try:
+        from sglang.srt.distributed.parallel_state import get_pp_group
+        pp = get_pp_group()
+        return Placement(peer, _int(pp.rank_in_group), _int(pp.world_size))
+    except Exception:  # noqa: BLE001 - no pipeline group: one stage
+        return Placement(peer)
+
+
+def placement_from_args(named: dict) -> Placement:
+    """From the constructor's `tp_rank` / `pp_rank` and its `server_args`: the attention
+    group is `tp_size / attn_dp_size / attn_cp_size` ranks wide (`attn_dp_size`, 0.5.2x),
+    or `tp_size / dp_size` with `enable_dp_attention` (older), else all `tp_size`."""
+    r = ranks(named)
+    args = _server_args(named)
+    tp_rank = _int(r.get("tp_rank"))
+    tp_size = _int(getattr(args, "tp_size", None))
+    if tp_rank is None or tp_size is None:
+        return Placement(tp_rank, _int(r.get("pp_rank")), _int(getattr(args, "pp_size", None)))
+    attn_dp = _int(getattr(args, "attn_dp_size", None))
+    attn_cp = _int(getattr(args, "attn_cp_size", None)) or 1
+    if attn_dp is None:
+        dp = _int(getattr(args, "dp_size", None)) or 1
+        attn_dp = dp if getattr(args, "enable_dp_attention", False) is True else 1
+    attn_tp = max(tp_size // max(attn_dp, 1) // attn_cp, 1)
+    attn_tp_rank = tp_rank % attn_tp
+    attn_cp_rank = (tp_rank // attn_tp) % attn_cp
+    return Placement(peer_rank(attn_tp_rank, attn_tp, attn_cp_rank), _int(r.get("pp_rank")),
+                     _int(getattr(args, "pp_size", None)))

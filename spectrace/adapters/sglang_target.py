@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from ..detectors.aux import SGLANG_TARGETS, CaptureState, audit_aux_capture
 from ..detectors.loaders import parse_version
-from ..export.resource import runtime_version
 from ..findings import Finding
+from ..runtimes import runtime_version
 from .sglang_eagle3 import expected_widths, is_eagle3_draft
 
 

@@ -7,10 +7,10 @@ when the worker does.
 """
 from __future__ import annotations
 
-from .. import signals, spans
-from ..export.resource import runtime_version
+from .. import counting, signals, spans
 from ..patching import WrapPoint
 from ..process import STATE, note_identity, recorder
+from ..runtimes import runtime_version
 from . import sglang_identity
 from .sglang_target import audit_pair
 
@@ -35,9 +35,12 @@ def worker_state(worker) -> WorkerState:
 
 def _before_init(instance, args, kwargs):
     """On entry to the worker's constructor (the draft model loads inside it): fix the
-    process's identity, then start its telemetry."""
+    process's identity (with whether it counts its request-steps once or is a copy of
+    its attention group's rank 0), then start its telemetry."""
     named = sglang_identity.call_arguments(instance, args, kwargs)
-    note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named))
+    note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named),
+                  counted=counting.scope(sglang_identity.placement(named)),
+                  port_offset=sglang_identity.port_offset(named))
     recorder()
 
 

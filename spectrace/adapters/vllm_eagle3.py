@@ -21,13 +21,12 @@ from __future__ import annotations
 import sys
 
 from .. import signals
-from ..detectors import VLLM
 from ..detectors.vocab import check_vocab_map
 from ..detectors.weights import idle_parameters
 from ..detectors.widths import ExpectedWidths
-from ..export.resource import runtime_version
 from ..patching import WrapPoint
 from ..process import STATE
+from ..runtimes import VLLM, runtime_version
 from .draft_checks import capturing, check_pass, count_if_healthy, draft_state, report_load
 from .load_observer import load_weights_wrapper
 from .vllm_identity import worker_recorder
@@ -108,7 +107,7 @@ def vocab_findings(model, loaded: dict) -> list:
     offsets = None
     if d2t is not None and "draft_id_to_target_id" in loaded:
         offsets = d2t.detach().to("cpu").tolist()  # load time, small: not the decode path
-    return check_vocab_map(offsets, draft_vocab, target_vocab, terms=VLLM)
+    return check_vocab_map(offsets, draft_vocab, target_vocab, runtime=VLLM)
 
 
 # -- wrap points ----------------------------------------------------------------------------

@@ -27,10 +27,10 @@ from __future__ import annotations
 import time
 
 from .. import signals, spans
-from ..export.resource import runtime_version
 from ..patching import WrapPoint
 from ..process import STATE
 from ..recorder import PositionCounts
+from ..runtimes import runtime_version
 from .vllm_identity import engine_recorder
 
 WORKER = signals.WORKER_VLLM

@@ -4,17 +4,20 @@ and the draft, and the Prometheus port it takes.
 
 vLLM runs speculative decoding in two kinds of process: the EngineCore counts accepted
 tokens in its scheduler, and each worker runs the target and the draft. Each exports its
-own signals. Ports above `SPECTRACE_PROMETHEUS_PORT`, per data-parallel replica of
-`1 + world` processes: the EngineCore takes the first, worker rank r (tp + pp * tp_size)
-the `1 + r`-th.
+own signals. The EngineCore counts each request-step once (one EngineCore per
+data-parallel rank); the workers of one engine run the draft on the same passes, so only
+tensor-parallel rank 0 of the last pipeline stage counts its worker-side figures once,
+the others are copies (`counting`). Ports above `SPECTRACE_PROMETHEUS_PORT`, per
+data-parallel replica of `1 + world` processes: the EngineCore takes the first, worker
+rank r (tp + pp * tp_size) the `1 + r`-th.
 """
 from __future__ import annotations
 
-from .. import signals
+from .. import counting, signals
 from ..process import STATE, note_identity, recorder
 
-ENGINE_CORE = "engine_core"
-WORKER = "worker"
+ROLE_ENGINE_CORE = "engine_core"  # process roles (resource attribute spectrace.process_role)
+ROLE_WORKER = "worker"
 
 
 def _served_model(model_config) -> str | None:
@@ -54,9 +57,9 @@ def engine_recorder(vllm_config):
     """The EngineCore's Recorder, its identity noted first."""
     if STATE.recorder is None:
         dp, tp, pp = _sizes(vllm_config)
-        note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp,
+        note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, counted=counting.ONCE,
                       port_offset=dp * (1 + tp * pp), **_models(vllm_config))
-    return recorder(ENGINE_CORE)
+    return recorder(ROLE_ENGINE_CORE)
 
 
 def worker_recorder(vllm_config=None):
@@ -72,6 +75,8 @@ def worker_recorder(vllm_config=None):
         dp, tp, pp = _sizes(vllm_config)
         ranks = _worker_ranks()
         note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, **ranks,
+                      counted=counting.scope(counting.Placement(
+                          ranks["tp_rank"], ranks["pp_rank"], pp)),
                       port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
                       + ranks["pp_rank"] * tp, **_models(vllm_config))
-    return recorder(WORKER)
+    return recorder(ROLE_WORKER)

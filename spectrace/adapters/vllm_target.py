@@ -12,9 +12,10 @@ target captures nothing.
 """
 from __future__ import annotations
 
-from ..detectors import VLLM, aux
+from ..detectors import aux
 from ..detectors.aux import CaptureState, audit_aux_capture
 from ..findings import Finding
+from ..runtimes import VLLM
 from .vllm_eagle3 import expected_widths, is_eagle3_draft
 
 
@@ -53,7 +54,7 @@ def capture_state(target, method: str | None = None) -> CaptureState:
     return CaptureState(on=bool(stored), stored=stored, num_layers=num_layers, rule=aux.KEPT,
                         family=f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__qualname__}",
                         captured=len(reachable), notes=notes, off_cause=_off_cause(method),
-                        terms=VLLM)
+                        runtime=VLLM)
 
 
 def draft_layer_ids(draft_config) -> list[int] | None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .. import signals
+from .. import messages, signals
 from ..findings import ERROR, WARNING, Finding
-from . import SGLANG, Terms
+from ..runtimes import SGLANG, Runtime
 
 # How a family turns the ids SGLang passes into `layers_to_capture`.
 PLUS_ONE = "plus_one"                              # every id + 1 (Llama, Qwen, most)
@@ -119,8 +119,8 @@ class CaptureState:
     (None: a family spectrace has no rule for, whose ids are then not judged); `captured`:
     how many layers' states really reach the draft (None: as many as `stored` lists);
     `family`: the class that keeps the state, for messages; `off_cause`: why capture is
-    off and how to fix it, when the adapter knows (else SGLang's causes); `terms`: the
-    runtime's words."""
+    off and how to fix it, when the adapter knows (else SGLang's causes); `runtime`: whose
+    words the messages use."""
 
     on: bool
     stored: list[int] | None
@@ -130,7 +130,7 @@ class CaptureState:
     captured: int | None = None
     notes: list[str] = field(default_factory=list)
     off_cause: str | None = None
-    terms: Terms = SGLANG
+    runtime: Runtime = SGLANG
 
 
 def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_in: int,
@@ -151,42 +151,31 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
         if state.off_cause is not None:
             cause = state.off_cause
         elif algorithm is not None and algorithm.upper() != "EAGLE3":
-            cause = (f"SGLang switches capture on only for --speculative-algorithm EAGLE3, "
-                     f"and this server runs {algorithm} (NEXTN is an alias of EAGLE), which "
-                     f"also replaces the draft's own lm_head and d2t map with the target's. "
-                     f"Fix: launch with --speculative-algorithm EAGLE3.")
+            cause = messages.CAUSE_NOT_EAGLE3.render(algorithm=algorithm)
         else:
-            cause = ("Fix: set eagle_config.use_aux_hidden_state to true (or remove it) in "
-                     "the draft's config.json.")
-        return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR, (
-            f"aux hidden-state capture is off in the target ({state.family}), but the "
-            f"EAGLE-3 draft's fc expects {expected_layers} concatenated layers ({fc_in} wide). "
-            f"The draft gets one layer, {state.terms.runtime} skips fc (fc bypass) and "
-            f"acceptance length falls to about 1.0. {cause}"), details)]
+            cause = messages.CAUSE_FLAG_OFF.render()
+        return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR, messages.CAPTURE_OFF_IN_TARGET.render(
+            family=state.family, expected_layers=expected_layers, fc_in=fc_in,
+            runtime=state.runtime.label, cause=cause), details)]
     findings: list[Finding] = []
     stored = sorted(set(state.stored or []))
     captured = state.captured if state.captured is not None else len(stored)
     if captured != expected_layers:
-        why = "; ".join(state.notes) or (
-            f"it stores {state.terms.capture_attr} {list(state.stored or [])}")
-        findings.append(Finding(signals.AUX_COUNT_MISMATCH, ERROR, (
-            f"the target ({state.family}) captures {captured} aux layers ({why}), but the "
-            f"draft's fc expects {expected_layers} ({fc_in} / {target_hidden}): every "
-            f"target-fed draft pass gets the wrong width. Fix "
-            f"eagle_config.eagle_aux_hidden_state_layer_ids (distinct ids, each below the "
-            f"target's {state.num_layers} layers) or the draft's fc."),
-            {**details, "captured_layers": captured}))
+        why = "; ".join(state.notes) or messages.TARGET_STORES.format(
+            capture_attr=state.runtime.capture_attr, stored=list(state.stored or []))
+        message = messages.TARGET_CAPTURE_COUNT.render(
+            family=state.family, captured=captured, why=why, expected_layers=expected_layers,
+            fc_in=fc_in, target_hidden=target_hidden, num_layers=state.num_layers)
+        findings.append(Finding(signals.AUX_COUNT_MISMATCH, ERROR, message,
+                                {**details, "captured_layers": captured}))
     if state.rule is not None and state.stored is not None:
         expected = sorted(set(stored_ids(state.rule, draft_ids, state.num_layers)))
         if stored != expected:
-            asked = (f"eagle_aux_hidden_state_layer_ids {draft_ids}" if draft_ids is not None
-                     else "no eagle_aux_hidden_state_layer_ids (the defaults "
-                          f"{default_ids(state.num_layers)})")
-            findings.append(Finding(signals.AUX_ID_MISMATCH, WARNING, (
-                f"the draft was configured with {asked}, which {state.family} stores as "
-                f"{state.terms.capture_attr} {expected} ({state.rule.replace('_', ' ')}), but the "
-                f"target captures {stored}: the draft sees other layers than it was trained "
-                f"on. Check which layer ids the serving stack passes to "
-                f"{state.terms.capture_method}."),
+            asked = (messages.ASKED_IDS.format(ids=draft_ids) if draft_ids is not None else
+                     messages.ASKED_DEFAULT.format(defaults=default_ids(state.num_layers)))
+            findings.append(Finding(signals.AUX_ID_MISMATCH, WARNING, messages.TARGET_IDS.render(
+                asked=asked, family=state.family, capture_attr=state.runtime.capture_attr,
+                expected=expected, rule=state.rule.replace("_", " "), stored=stored,
+                capture_method=state.runtime.capture_method),
                 {**details, "expected_layers_to_capture": expected}))
     return findings

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
-from .. import signals
+from .. import messages, signals
 from ..findings import ERROR, Finding
-from . import SGLANG, Terms
+from ..runtimes import SGLANG, Runtime
 
 MAX_EXAMPLES = 5
 
@@ -38,7 +38,7 @@ def looks_absolute(d2t: Sequence[int], target_vocab_size: int) -> bool:
 
 def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: int | None,
                     target_vocab_size: int | None, hot_ids: Sequence[int] | None = None,
-                    terms: Terms = SGLANG) -> list[Finding]:
+                    runtime: Runtime = SGLANG) -> list[Finding]:
     """Findings for a draft-to-target map given as offsets (`d2t`), or None when absent.
 
     `draft_vocab_size` is the draft config's `draft_vocab_size` (None: same as target);
@@ -46,12 +46,12 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     object with `.tolist()` (a tensor or array). `hot_ids`: the target ids the checkpoint's
     `t2d` marks, when it has one; it settles the absolute-or-offsets question both ways
     (an offset map whose hot ids are exactly these is not called absolute; its range and
-    duplicates are still checked). `terms`: the runtime whose loader the words describe.
+    duplicates are still checked). `runtime`: whose loader the words describe.
     """
     if d2t_offsets is None:
         if (draft_vocab_size is not None and target_vocab_size is not None
                 and draft_vocab_size < target_vocab_size):
-            return [_missing(draft_vocab_size, target_vocab_size, terms.runtime)]
+            return [_missing(draft_vocab_size, target_vocab_size, runtime.label)]
         return []
     if hasattr(d2t_offsets, "tolist"):
         d2t_offsets = d2t_offsets.tolist()
@@ -61,15 +61,15 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
     hot = [i + d for i, d in enumerate(d2t)]
     reading = t2d_reading(d2t, hot_ids)
     if reading == "absolute" and target_vocab_size is not None:
-        return [_absolute(d2t, target_vocab_size, terms.runtime, confirmed=True)]
+        return [_absolute(d2t, target_vocab_size, runtime.label, confirmed=True)]
     if (reading != "offsets" and target_vocab_size is not None
             and looks_absolute(d2t, target_vocab_size)):
-        return [_absolute(d2t, target_vocab_size, terms.runtime)]
+        return [_absolute(d2t, target_vocab_size, runtime.label)]
     findings = []
     if target_vocab_size is not None:
         bad = [i for i, h in enumerate(hot) if h < 0 or h >= target_vocab_size]
         if bad:
-            findings.append(_out_of_range(d2t, hot, bad, target_vocab_size, terms.runtime))
+            findings.append(_out_of_range(d2t, hot, bad, target_vocab_size, runtime.label))
     counts = Counter(hot)
     dup_ids = sorted(h for h, c in counts.items() if c > 1)
     if dup_ids:
@@ -78,13 +78,8 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
 
 
 def _missing(draft_vocab: int, target_vocab: int, runtime: str) -> Finding:
-    return Finding(signals.VOCAB_D2T_MISSING, ERROR, (
-        f"the draft vocabulary ({draft_vocab} tokens) is smaller than the target's "
-        f"({target_vocab}) but the checkpoint has no `d2t` map, so {runtime} maps draft id i "
-        f"to target id i; unless the draft vocabulary "
-        f"is exactly the first {draft_vocab} target ids, the draft proposes wrong tokens and "
-        f"acceptance collapses. Fix: save the `d2t` tensor your training pipeline produced "
-        f"(int64, length {draft_vocab}, d2t[i] = target_id - i) into the checkpoint."),
+    return Finding(signals.VOCAB_D2T_MISSING, ERROR, messages.D2T_MISSING.render(
+        draft_vocab=draft_vocab, target_vocab=target_vocab, runtime=runtime),
         {"draft_vocab_size": draft_vocab, "target_vocab_size": target_vocab})
 
 
@@ -122,15 +117,11 @@ def _absolute(d2t: list[int], target_vocab: int, runtime: str,
               confirmed: bool = False) -> Finding:
     out = sum(1 for i, d in enumerate(d2t) if not 0 <= i + d < target_vocab)
     is_arange = d2t == list(range(len(d2t)))
-    what = "arange(draft_vocab)" if is_arange else "a list of distinct target ids"
-    return Finding(signals.VOCAB_D2T_ABSOLUTE, ERROR, (
-        f"`d2t` holds absolute target ids ({what}: values {d2t[:3]}...) instead of offsets"
-        f"{' (t2d marks exactly these ids)' if confirmed else ''}. "
-        f"{runtime} adds the draft id (hot id = i + d2t[i]), so draft id i proposes target id "
-        f"{'2i' if is_arange else 'i + id'}: wrong tokens, near-zero acceptance"
-        f"{f', and {out} ids fall outside the target vocabulary' if out else ''}. Fix: store "
-        f"offsets, d2t[i] = target_id[i] - i (all zeros when the draft vocabulary is the first "
-        f"{len(d2t)} target ids)."),
+    what, proposes = messages.D2T_ABSOLUTE_ARANGE if is_arange else messages.D2T_ABSOLUTE_IDS
+    return Finding(signals.VOCAB_D2T_ABSOLUTE, ERROR, messages.D2T_ABSOLUTE.render(
+        what=what, first=d2t[:3], confirmed=messages.D2T_ABSOLUTE_CONFIRMED if confirmed else "",
+        runtime=runtime, proposes=proposes,
+        outside=messages.D2T_ABSOLUTE_OUTSIDE.format(count=out) if out else "", length=len(d2t)),
         {"first_values": d2t[:MAX_EXAMPLES], "looks_like_arange": is_arange,
          "hot_ids_out_of_range": out, "target_vocab_size": target_vocab,
          "confirmed_by_t2d": confirmed})
@@ -139,23 +130,16 @@ def _absolute(d2t: list[int], target_vocab: int, runtime: str,
 def _out_of_range(d2t: list[int], hot: list[int], bad: list[int], target_vocab: int,
                   runtime: str) -> Finding:
     ex = [{"draft_id": i, "d2t": d2t[i], "target_id": hot[i]} for i in bad[:MAX_EXAMPLES]]
-    return Finding(signals.VOCAB_D2T_OUT_OF_RANGE, ERROR, (
-        f"{len(bad)} draft ids map outside the target vocabulary [0, {target_vocab}) "
-        f"(e.g. draft id {bad[0]} -> i + d2t[i] = {hot[bad[0]]}). {runtime} indexes the target "
-        f"with these ids: proposals of those tokens are garbage or fail with an index error "
-        f"on the GPU. Fix: rebuild `d2t` against this target's tokenizer "
-        f"(d2t[i] = target_id[i] - i, 0 <= target_id < {target_vocab})."),
+    return Finding(signals.VOCAB_D2T_OUT_OF_RANGE, ERROR, messages.D2T_OUT_OF_RANGE.render(
+        count=len(bad), target_vocab=target_vocab, draft_id=bad[0], target_id=hot[bad[0]],
+        runtime=runtime),
         {"count": len(bad), "examples": ex, "target_vocab_size": target_vocab})
 
 
 def _duplicates(hot: list[int], dup_ids: list[int], counts: Counter) -> Finding:
     first = dup_ids[0]
     sources = [i for i, h in enumerate(hot) if h == first][:MAX_EXAMPLES]
-    return Finding(signals.VOCAB_D2T_DUPLICATES, ERROR, (
-        f"{len(dup_ids)} target ids are the image of more than one draft id (e.g. draft ids "
-        f"{sources} all map to target id {first}). The draft splits probability over copies "
-        f"of one token, proposes it twice in a tree, and some target tokens it was trained "
-        f"on become unreachable: acceptance drops. Fix: `d2t` must be injective; rebuild it "
-        f"from the sorted list of distinct hot target ids (d2t[i] = hot[i] - i)."),
+    return Finding(signals.VOCAB_D2T_DUPLICATES, ERROR, messages.D2T_DUPLICATES.render(
+        count=len(dup_ids), sources=sources, target_id=first),
         {"count": len(dup_ids),
          "examples": [{"target_id": h, "times": counts[h]} for h in dup_ids[:MAX_EXAMPLES]]})

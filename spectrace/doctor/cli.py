@@ -12,9 +12,9 @@ import json
 import sys
 
 from ..findings import ERROR, WARNING
-from . import UnusableInput
 from .check import DoctorReport, judge_checkpoint, read_checkpoint, read_target, \
     resolve_runtime
+from .errors import UnusableInput
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 

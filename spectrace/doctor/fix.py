@@ -2,7 +2,7 @@
 the layout the chosen runtime reads, then check the copy.
 
 Never in place: OUT_DIR must not be the draft directory or inside it, and must be empty
-(or absent). The plan (`detectors.checkpoint.plan_fix`) comes from the same tables the
+(or absent). The plan (`detectors.fix_plan.plan_fix`) comes from the same tables the
 doctor judges with, so the copy changes exactly what the doctor reports; what it cannot
 fix safely (wrong fc width, weights that do not exist, a setting the runtime lacks) is a
 refusal and nothing is written.
@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..detectors.checkpoint import plan_fix
-from ..detectors.formats import Plan
-from . import UnusableInput
+from ..detectors.fix_plan import plan_fix
+from ..detectors.translation import Plan
 from .check import PICKLE_SUFFIXES, Checkpoint, DoctorReport, judge_checkpoint, read_checkpoint
+from .errors import UnusableInput
 from .safetensors_header import INT_FORMATS, SafetensorsHeader
 
 CHUNK = 8 << 20  # bytes per read/write while copying tensor data

@@ -182,8 +182,9 @@ def _span_processors(cfg: Config, files: _Files) -> list:
 
 
 def port_offset(identity: dict) -> int:
-    """This process's Prometheus port above the base: its TP rank (SGLang schedulers), or
-    the offset the adapter chose (vLLM: EngineCore 0, worker of rank r 1 + r)."""
+    """This process's Prometheus port above the base: the offset the adapter chose (SGLang:
+    its rank in the world, pp_rank * tp_size + tp_rank; vLLM: EngineCore 0, worker of rank
+    r 1 + r), else its TP rank."""
     offset = identity.get("port_offset")
     return int(offset) if offset is not None else int(identity.get("tp_rank") or 0)
 

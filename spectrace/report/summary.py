@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import signals
 from ..detectors.widths import ExpectedWidths, check_width, expected_width
+from ..counting import counts_once
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
 from .reader import iter_jsonl
 
@@ -185,30 +186,41 @@ def _read_events(path: str, stats: dict) -> dict[str, dict]:
     return findings
 
 
+# The `_raw_totals` figures: raw key -> (metric, the attribute it is kept by, or None for
+# one number). `combine` adds a `counted_once` metric's figures over the processes that
+# count once only (`spectrace.counting`), the others over every process.
+SUMMED = {
+    "steps": (signals.SPEC_STEPS, None),
+    "drafts": (signals.SPEC_DRAFTS, None),
+    "draft_tokens": (signals.SPEC_DRAFT_TOKENS, None),
+    "accepted_tokens": (signals.SPEC_ACCEPTED_TOKENS, None),
+    "per_position": (signals.SPEC_ACCEPTED_PER_POSITION, signals.ATTR_POSITION),
+    "agreement_drafts": (signals.SPEC_AGREEMENT_DRAFTS, None),
+    "agreement_positions": (signals.SPEC_AGREEMENT_PER_POSITION, signals.ATTR_POSITION),
+    "lengths": (signals.SPEC_ACCEPT_LENGTH, signals.ATTR_LENGTH),
+    "finding_counts": (signals.FINDINGS, signals.ATTR_CODE),
+    "fc_bypass": (signals.EAGLE3_FC_BYPASS, None),
+    "width_mismatch": (signals.EAGLE3_WIDTH_MISMATCH, None),
+    "internal_errors": (signals.INTERNAL_ERRORS, None),
+    "telemetry_dropped": (signals.TELEMETRY_DROPPED, None),
+}
+PASSES_COUNTED_ONCE = signals.EAGLE3_PASSES.counted_once
+
+
 def _raw_totals(metrics: dict) -> dict[str, Any]:
     """What one snapshot holds, by figure: the sums that processes can be added up by."""
-    return {
-        "steps": _total(metrics, signals.SPEC_STEPS),
-        "drafts": _total(metrics, signals.SPEC_DRAFTS),
-        "draft_tokens": _total(metrics, signals.SPEC_DRAFT_TOKENS),
-        "accepted_tokens": _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
-        "per_position": _by_attr(metrics, signals.SPEC_ACCEPTED_PER_POSITION,
-                                 signals.ATTR_POSITION),
-        "agreement_drafts": _total(metrics, signals.SPEC_AGREEMENT_DRAFTS),
-        "agreement_positions": _by_attr(metrics, signals.SPEC_AGREEMENT_PER_POSITION,
-                                        signals.ATTR_POSITION),
-        "lengths": _by_attr(metrics, signals.SPEC_ACCEPT_LENGTH, signals.ATTR_LENGTH),
-        "passes": [{"pass_kind": _key(p["attributes"].get(signals.ATTR_PASS_KIND)),
-                    "width": _key(p["attributes"].get(signals.ATTR_WIDTH)), "count": p["value"]}
-                   for p in _points(metrics, signals.EAGLE3_PASSES) if p["attributes"]],
-        "expected_widths": {str(k): v for k, v in _by_attr(
-            metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
-        "finding_counts": _by_attr(metrics, signals.FINDINGS, signals.ATTR_CODE),
-        "fc_bypass": _total(metrics, signals.EAGLE3_FC_BYPASS),
-        "width_mismatch": _total(metrics, signals.EAGLE3_WIDTH_MISMATCH),
-        "internal_errors": _total(metrics, signals.INTERNAL_ERRORS),
-        "telemetry_dropped": _total(metrics, signals.TELEMETRY_DROPPED),
-    }
+    raw: dict[str, Any] = {
+        key: _total(metrics, spec) if attr is None else _by_attr(metrics, spec, attr)
+        for key, (spec, attr) in SUMMED.items()}
+    raw["passes"] = [{"pass_kind": _key(p["attributes"].get(signals.ATTR_PASS_KIND)),
+                      "width": _key(p["attributes"].get(signals.ATTR_WIDTH)),
+                      "count": p["value"]}
+                     for p in _points(metrics, signals.EAGLE3_PASSES)
+                     if p["attributes"].get(signals.ATTR_PASS_KIND) is not None
+                     or p["attributes"].get(signals.ATTR_WIDTH) is not None]
+    raw["expected_widths"] = {str(k): v for k, v in _by_attr(
+        metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()}
+    return raw
 
 
 def _judged_passes(passes: list[dict], expected: dict) -> list[dict]:
@@ -292,12 +304,18 @@ def summarize_process(path: str) -> dict[str, Any]:
     findings = _read_events(os.path.join(path, EVENTS_FILE), stats)
     n_spans = sum(1 for _ in iter_jsonl(os.path.join(path, SPANS_FILE), stats))
     raw = _raw_totals(metrics)
+    counted = resource.get(signals.RES_COUNTED)
     return {
         "process": os.path.basename(os.path.normpath(path)),
         "pid": resource.get("process.pid"),
         "role": resource.get(signals.RES_ROLE),
         "tp_rank": resource.get(signals.RES_TP_RANK),
         "dp_rank": resource.get(signals.RES_DP_RANK),
+        "pp_rank": resource.get(signals.RES_PP_RANK),
+        # `copy`: its request-steps and draft passes are its group's rank 0's (left out of
+        # the totals); `once` (or nothing, from an older spectrace: a single process)
+        "counted": counted if counted in (signals.COUNTED_ONCE, signals.COUNTED_COPY)
+        else signals.COUNTED_ONCE,
         "model": resource.get(signals.RES_MODEL),
         "draft_model": resource.get(signals.RES_DRAFT_MODEL),
         "runtime": resource.get(signals.RES_RUNTIME) or (
@@ -316,30 +334,30 @@ def summarize_process(path: str) -> dict[str, Any]:
     }
 
 
-# the `_raw_totals` figures `combine` adds up: single numbers, and dicts summed key by key
-SUMMED_TOTALS = ("steps", "drafts", "draft_tokens", "accepted_tokens", "agreement_drafts",
-                 "fc_bypass", "width_mismatch", "internal_errors", "telemetry_dropped")
-SUMMED_BY_KEY = ("per_position", "agreement_positions", "lengths", "finding_counts")
-
-
 def combine(procs: list[dict]) -> dict[str, Any]:
-    """All readable processes together: counters summed (with tensor parallelism every
-    rank counts the same request-steps, so counts are a multiple while the ratios hold),
-    the timeline as the sum of each process's latest totals at every time any of them
-    wrote."""
+    """All readable processes together. Request-steps and draft passes (`counted_once`
+    metrics) are added over the processes that count them once: a tensor-parallel copy
+    sees the same ones as its group's rank 0 and is left out, while data-parallel groups
+    (different requests) add up. Findings, internal errors and dropped telemetry belong to
+    each process and are added over all of them. The timeline is the sum of the counting
+    processes' latest totals at every time any of them wrote."""
     procs = [p for p in procs if "_raw" in p]
-    raw: dict[str, Any] = {k: 0 for k in SUMMED_TOTALS} | {k: {} for k in SUMMED_BY_KEY}
+    once = [p for p in procs if counts_once(p.get("counted"))]
+    raw: dict[str, Any] = {k: (0 if attr is None else {}) for k, (_, attr) in SUMMED.items()}
     raw["passes"], raw["expected_widths"] = [], {}
     passes: dict = {}
     findings: dict[str, dict] = {}
     for p in procs:
-        r = p["_raw"]
-        for k in SUMMED_TOTALS:
-            raw[k] = _finite_sum((raw[k], r[k]))
-        for k in SUMMED_BY_KEY:
+        r, counting = p["_raw"], counts_once(p.get("counted"))
+        for k, (spec, attr) in SUMMED.items():
+            if spec.counted_once and not counting:
+                continue
+            if attr is None:
+                raw[k] = _finite_sum((raw[k], r[k]))
+                continue
             for key, v in r[k].items():
                 raw[k][key] = _finite_sum((raw[k].get(key, 0), v))
-        for x in r["passes"]:
+        for x in r["passes"] if counting or not PASSES_COUNTED_ONCE else ():
             key = (x["pass_kind"], x["width"])
             passes[key] = _finite_sum((passes.get(key, 0), x["count"]))
         for k, v in r["expected_widths"].items():
@@ -351,7 +369,9 @@ def combine(procs: list[dict]) -> dict[str, Any]:
             c["times"] = sorted(c["times"] + f["times"])[:MAX_POINTS]
     raw["passes"] = [{"pass_kind": k, "width": w, "count": n} for (k, w), n in passes.items()]
     return {"processes": [p["process"] for p in procs],
-            **_figures(raw, findings, _merge_points([p["_points"] for p in procs]))}
+            "counted_once": [p["process"] for p in once],
+            "copies": [p["process"] for p in procs if not counts_once(p.get("counted"))],
+            **_figures(raw, findings, _merge_points([p["_points"] for p in once]))}
 
 
 def _merge_points(series: list[list[tuple]]) -> list[tuple]:

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .. import signals
-from ..export.resource import RUNTIMES
+from ..runtimes import RUNTIMES
 
 # the dashboards' bands of mean acceptance length, worst first: (range, verdict)
 HEALTH_BANDS = (
@@ -45,8 +45,9 @@ def process_identity(p: dict[str, Any], models: bool = False) -> str:
     def v(x) -> str:
         return "-" if x is None else str(x)
     parts = [f"pid {v(p.get('pid'))}", f"role {v(p.get('role'))}"]
-    if p.get("tp_rank") is not None:
-        parts.append(f"tp rank {p['tp_rank']}")
+    for key, word in (("tp_rank", "tp rank"), ("dp_rank", "dp rank"), ("pp_rank", "pp rank")):
+        if p.get(key) is not None and (key == "tp_rank" or p[key]):
+            parts.append(f"{word} {p[key]}")
     if models:
         parts.append(f"model {v(p.get('model'))}, draft {v(p.get('draft_model'))}")
     return ", ".join(parts + [runtime_label(p)])
@@ -70,9 +71,31 @@ def finding_severity(f: dict) -> str:
     return f["severity"] or "see metrics"
 
 
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def combined_title(c: dict[str, Any]) -> str:
+    """What the figures of all processes together are: which are counted once (and from
+    how many processes), which are summed over every process."""
+    n, k, copies = len(c["processes"]), len(c["counted_once"]), len(c["copies"])
+    left_out = (f"; {_plural(copies, 'copy', 'copies')} of a rank 0 left out" if copies
+                else "")
+    return (f"all {n} processes together: request-steps, draft passes and agreement "
+            f"counted once (from {_plural(k, 'process', 'processes')}{left_out}); "
+            f"findings and errors summed over processes")
+
+
+COPY_LINE = ("  a copy: these request-steps and draft passes are its group's rank 0's "
+             "(the same requests); shown per rank, left out of the totals")
+
+
 def figure_lines(p: dict[str, Any]) -> list[str]:
     """The figures of one process, or of all together (`summary.combine`)."""
     lines = []
+    combined = "counted_once" in p
+    if p.get("counted") == signals.COUNTED_COPY:
+        lines.append(COPY_LINE)
     if p.get("model"):
         lines.append(f"  model {p['model']}, draft {p.get('draft_model')}")
     if p["drafts"]:
@@ -100,10 +123,11 @@ def figure_lines(p: dict[str, Any]) -> list[str]:
             for x in p["hidden_state_passes"]) + "; expected "
             + expected_widths_text(p["expected_widths"]))
     lines.append(f"  fc bypass events: {_int(p['fc_bypass'])}, width mismatches: "
-                 f"{_int(p['width_mismatch'])}, spectrace internal errors: "
-                 f"{_int(p['internal_errors'])}")
+                 f"{_int(p['width_mismatch'])}, spectrace internal errors"
+                 f"{' (all processes)' if combined else ''}: {_int(p['internal_errors'])}")
     if p["findings"]:
-        lines.append("  findings:")
+        lines.append("  findings (raised in each process, summed):" if combined
+                     else "  findings:")
         for f in p["findings"]:
             lines.append(f"  - {f['code']} ({finding_severity(f)}, x{_int(finding_count(f))}): "
                          f"{f['message'] or ''}")
@@ -132,7 +156,6 @@ def render_text(report: dict[str, Any]) -> str:
     combined = report.get("combined")
     if combined and len(combined["processes"]) > 1:
         lines.append("")
-        lines.append(f"all {len(combined['processes'])} processes together (counts summed; "
-                     f"with tensor parallelism every rank counts the same request-steps)")
+        lines.append(combined_title(combined))
         lines.extend(figure_lines(combined))
     return "\n".join(lines)

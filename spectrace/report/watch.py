@@ -13,7 +13,7 @@ import sys
 import time
 
 from .summary import ReportError, build_report, files_state, read_process
-from .text import HEALTH_BANDS, figure_lines, health_band, process_title
+from .text import HEALTH_BANDS, combined_title, figure_lines, health_band, process_title
 
 EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
               "pip install 'spectrace[cli]'")
@@ -70,8 +70,7 @@ def render(report: dict, interval: float):
              for p in report["processes"]]
     combined = report.get("combined")
     if combined and len(combined["processes"]) > 1:
-        views.append((f"all {len(combined['processes'])} processes together (counts summed)",
-                      combined))
+        views.append((combined_title(combined), combined))
     for title, p in views:
         if "error" in p:
             parts.append(Panel(Text(f"unreadable ({p['error']})", style="red"), title=title,

@@ -1,0 +1,178 @@
+"""A checkpoint's fc width and aux layers against its target and loader.
+
+One cause gives one finding: a draft config whose hidden size differs from the target's,
+or an fc width that is not a whole number of target layers, is `fc.width_mismatch`; a
+multiple that disagrees with the layers the target captures is `aux.count_mismatch`; one
+that agrees with them but not with what this loader builds is `fc.width_mismatch`. Ids the
+target cannot capture are `aux.layer_ids_out_of_range`, capture switched off
+`aux.capture_disabled`; only when none of these holds are the ids' meanings compared
+(`aux.layer_ids_misread`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .. import messages, signals
+from ..findings import ERROR, WARNING, Finding
+from ..runtimes import VLLM
+from .formats import Format
+from .inputs import Target
+from .layer_ids import capturable, captured_inputs, id_inputs, keeps_ids, misread_ids, \
+    runtime_ids
+from .loaders import AuxCount, Geometry, Loader, eagle_config, geometry, route_key
+
+
+@dataclass(frozen=True)
+class FcAux:
+    """What the fc and aux checks compare, read once from the config, tensors and target."""
+
+    loader: Loader
+    geometry: Geometry
+    target_hidden: int
+    target_layers: int
+    target_archs: tuple[str, ...]
+    ids: list[int] | None       # the aux layer ids the target is given (first reading)
+    inputs: list[int]           # the layer inputs it captures for them
+    use_aux_flag: Any           # eagle_config.use_aux_hidden_state (True when absent)
+    capture_on: bool            # the flag is on, or this loader ignores it
+    fc_in: int | None           # fc.weight's input width (None: no 2-D fc.weight)
+    details: dict[str, Any]     # the details every fc-width finding carries
+
+    def id_inputs(self) -> list[int]:
+        return id_inputs(self.loader.runtime, self.loader.version, self.target_archs,
+                         self.target_layers, self.ids)
+
+
+def read_fc_aux(cfg: Mapping[str, Any], shapes: Mapping[str, tuple], params: Mapping[str, Any],
+                target: Target, loader: Loader) -> FcAux:
+    g = geometry(cfg, loader)
+    ids = runtime_ids(cfg, loader)[0][1]
+    inputs = captured_inputs(loader.runtime, loader.version, target.archs, target.layers, ids)
+    flag = eagle_config(cfg).get("use_aux_hidden_state", True)
+    fc_key = next((k for k in shapes
+                   if route_key(k, params, loader, cfg).param == "model.fc.weight"), None)
+    fc = tuple(shapes[fc_key]) if fc_key else None
+    w = fc[1] if fc and len(fc) == 2 else None
+    details = {"fc_in": w, "target_hidden_size": target.hidden, "draft_hidden_in": g.hidden_in,
+               "num_aux": g.num_aux, "aux_layer_ids": ids, "captured_inputs": inputs,
+               "runtime": loader.runtime, "version": loader.version}
+    return FcAux(loader, g, target.hidden, target.layers, target.archs, ids, inputs, flag,
+                 bool(flag) or not loader.honors_use_aux_flag, w, details)
+
+
+def check_fc_and_aux(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, tuple],
+                     params: Mapping[str, Any], target: Target, loader: Loader
+                     ) -> list[Finding]:
+    """fc's input width against (aux layers the target sends) x (target hidden size), and
+    the aux layers against the target (see the module docstring)."""
+    a = read_fc_aux(cfg, shapes, params, target, loader)
+    out, fc_layers = _fc_width(a, cfg)
+    out += _ids_out_of_range(a)
+    out += _capture_disabled(a, fc_layers)
+    if a.capture_on and not any(f.code.startswith("aux.") for f in out):
+        out += check_id_meaning(fmt, cfg, target, loader)
+    return out
+
+
+def _fc_width(a: FcAux, cfg: Mapping[str, Any]) -> tuple[list[Finding], int]:
+    """(the fc-width finding, if any; the aux layers fc takes: its width over the target's
+    hidden size, else what the loader builds)."""
+    g, ht, w = a.geometry, a.target_hidden, a.fc_in
+    if g.hidden_in != ht:
+        return [_hidden_in_mismatch(a, cfg)], g.num_aux
+    if w is None:
+        return [], g.num_aux
+    if w % ht:
+        return [_not_whole_layers(a)], g.num_aux
+    k = w // ht
+    # out-of-range ids are reported on their own (one cause, one finding)
+    sent = len(a.inputs) if a.ids is None else len(set(a.id_inputs()))
+    if a.capture_on and k != sent:
+        return [_count_mismatch(a, k, sent)], k
+    if k != g.num_aux:
+        return [_loader_width(a, k)], k
+    return [], k
+
+
+def _hidden_in_mismatch(a: FcAux, cfg: Mapping[str, Any]) -> Finding:
+    g = a.geometry
+    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, messages.HIDDEN_IN_MISMATCH.render(
+        field="target_hidden_size" if cfg.get("target_hidden_size") else "hidden_size",
+        hidden_in=g.hidden_in, target_hidden=a.target_hidden, loader=a.loader.name,
+        num_aux=g.num_aux, fc_built=g.hidden_in * g.num_aux), a.details)
+
+
+def _not_whole_layers(a: FcAux) -> Finding:
+    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, messages.FC_NOT_WHOLE_LAYERS.render(
+        fc_in=a.fc_in, target_hidden=a.target_hidden, loader=a.loader.name), a.details)
+
+
+def _count_mismatch(a: FcAux, k: int, sent: int) -> Finding:
+    what = (messages.SENT_FOR_IDS.format(ids=a.ids, sent=sent) if a.ids else
+            messages.SENT_BY_DEFAULT.format(inputs=a.inputs, sent=sent, layers=a.target_layers))
+    return Finding(signals.AUX_COUNT_MISMATCH, ERROR, messages.FC_COUNT_MISMATCH.render(
+        what=what, fc_layers=k, fc_in=a.fc_in, target_hidden=a.target_hidden, sent=sent),
+        {**a.details, "fc_layers": k, "target_sends": sent})
+
+
+def _loader_width(a: FcAux, k: int) -> Finding:
+    message = (messages.FC_LOADER_WIDTH if a.loader.aux_count == AuxCount.THREE else
+               messages.FC_CONFIG_WIDTH)
+    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, message.render(
+        fc_layers=k, target_hidden=a.target_hidden, fc_in=a.fc_in, loader=a.loader.name,
+        num_aux=a.geometry.num_aux, fc_built=a.geometry.num_aux * a.target_hidden),
+        {**a.details, "fc_layers": k})
+
+
+def _ids_out_of_range(a: FcAux) -> list[Finding]:
+    if a.ids is None:
+        return []
+    n = a.target_layers
+    lo, hi = capturable(a.loader.runtime, a.target_archs, n)
+    bad = [i for i, x in zip(a.ids, a.id_inputs()) if not lo <= x <= hi]
+    if not bad:
+        return []
+    return [Finding(signals.AUX_LAYER_IDS_OUT_OF_RANGE, ERROR, messages.IDS_OUT_OF_RANGE.render(
+        ids=a.ids, layers=n, loader=a.loader.name, rule=_id_rule(a.loader, a.target_archs),
+        lo=lo, hi=hi, bad=bad),
+        {"aux_layer_ids": a.ids, "out_of_range": bad, "target_num_layers": n,
+         "capturable_inputs": [lo, hi]})]
+
+
+def _id_rule(loader: Loader, archs) -> str:
+    if loader.runtime == VLLM:
+        return messages.ID_RULE_VLLM
+    return messages.ID_RULE_KEPT if keeps_ids(archs) else messages.ID_RULE_PLUS_ONE
+
+
+def _capture_disabled(a: FcAux, fc_layers: int) -> list[Finding]:
+    if a.use_aux_flag or fc_layers <= 1:
+        return []
+    honored = a.loader.honors_use_aux_flag
+    message = messages.CAPTURE_FLAG_OFF if honored else messages.CAPTURE_FLAG_IGNORED
+    return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR if honored else WARNING, message.render(
+        fc_layers=fc_layers, loader=a.loader.name),
+        {"use_aux_hidden_state": a.use_aux_flag, "fc_layers": fc_layers,
+         "honored_by_version": honored, "runtime": a.loader.runtime,
+         "version": a.loader.version})]
+
+
+def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader: Loader
+                     ) -> list[Finding]:
+    """`aux.layer_ids_misread`: the layers the runtime captures are not the layers the
+    draft was trained on, because the ids are read in another convention than they were
+    written in, or ignored in favour of a default that differs."""
+    want, wrong = misread_ids(fmt, cfg, target, loader)
+    if not wrong:
+        return []
+    how = "; ".join(messages.MISREAD_READING.format(
+        when=f"{when}: " if when else "", got=got,
+        reading=f"ids {ids}" if ids is not None else "the default") for when, ids, got in wrong)
+    return [Finding(signals.AUX_LAYER_IDS_MISREAD, ERROR, messages.IDS_MISREAD.render(
+        trained=want, ids=fmt.ids, loader=loader.name, how=how,
+        convention=messages.ID_CONVENTION.get(fmt.id_convention or "",
+                                              messages.ID_CONVENTION_NONE),
+        fix=messages.MISREAD_FIX[loader.runtime]),
+        {"trained_inputs": want, "runtime_inputs": [g for _, _, g in wrong],
+         "ids": fmt.ids, "id_convention": fmt.id_convention})]

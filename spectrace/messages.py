@@ -1,0 +1,324 @@
+"""The words of every finding, in one place: for each kind of finding its code, what is
+wrong (and what it does to speculation), and the fix, as `str.format` templates over named
+facts. The detectors fill them for `spectrace doctor` and for the run-time hooks alike,
+so both say the same thing the same way.
+
+A `Message` renders as "TEXT Fix: FIX" (just TEXT when it has no fix); the smaller
+templates below it are the parts some messages choose between.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import signals
+
+
+@dataclass(frozen=True)
+class Message:
+    code: str
+    text: str      # what is wrong and what it does, with {named} facts
+    fix: str = ""  # how to fix it (rendered after "Fix: ")
+
+    def render(self, **facts) -> str:
+        text = self.text.format(**facts)
+        if not self.fix:
+            return text
+        fix = f"Fix: {self.fix.format(**facts)}"
+        return f"{text} {fix}" if text else fix
+
+
+# -- hidden-state widths at run time (detectors.widths) ----------------------------------------
+FC_BYPASS = Message(
+    signals.FC_BYPASS,
+    "fc bypass: a target-fed draft pass received hidden states {width} wide, the draft's own "
+    "hidden size, so {runtime} skipped fc and the draft saw one layer instead of {num_aux} "
+    "concatenated aux layers ({fc_in} wide); its proposals are near random and acceptance "
+    "length falls to about 1.0. Cause: the target is not capturing aux hidden states.",
+    "check the draft's eagle_config.use_aux_hidden_state (must be true), "
+    "eagle_config.eagle_aux_hidden_state_layer_ids, and that the target model class "
+    "implements {capture_method}.")
+WIDTH_MISMATCH = Message(
+    signals.WIDTH_MISMATCH,
+    "hidden-state width mismatch: a target-fed draft pass received {width} wide hidden states "
+    "(about {layers:g} target layers), but fc expects {fc_in} ({num_aux} x {target_hidden}). "
+    "The draft runs on features it was not trained on. Check that the target captures exactly "
+    "the layers in eagle_config.eagle_aux_hidden_state_layer_ids (no duplicates dropped) and "
+    "that transfer buffers are sized for {fc_in}.")
+
+# -- the target's aux capture at run time (detectors.aux) ---------------------------------------
+CAPTURE_OFF_IN_TARGET = Message(
+    signals.AUX_CAPTURE_DISABLED,
+    "aux hidden-state capture is off in the target ({family}), but the EAGLE-3 draft's fc "
+    "expects {expected_layers} concatenated layers ({fc_in} wide). The draft gets one layer, "
+    "{runtime} skips fc (fc bypass) and acceptance length falls to about 1.0. {cause}")
+CAUSE_NOT_EAGLE3 = Message(
+    signals.AUX_CAPTURE_DISABLED,
+    "SGLang switches capture on only for --speculative-algorithm EAGLE3, and this server runs "
+    "{algorithm} (NEXTN is an alias of EAGLE), which also replaces the draft's own lm_head and "
+    "d2t map with the target's.",
+    "launch with --speculative-algorithm EAGLE3.")
+CAUSE_FLAG_OFF = Message(
+    signals.AUX_CAPTURE_DISABLED, "",
+    "set eagle_config.use_aux_hidden_state to true (or remove it) in the draft's config.json.")
+TARGET_CAPTURE_COUNT = Message(
+    signals.AUX_COUNT_MISMATCH,
+    "the target ({family}) captures {captured} aux layers ({why}), but the draft's fc expects "
+    "{expected_layers} ({fc_in} / {target_hidden}): every target-fed draft pass gets the wrong "
+    "width. Fix eagle_config.eagle_aux_hidden_state_layer_ids (distinct ids, each below the "
+    "target's {num_layers} layers) or the draft's fc.")
+TARGET_STORES = "it stores {capture_attr} {stored}"
+TARGET_IDS = Message(
+    signals.AUX_ID_MISMATCH,
+    "the draft was configured with {asked}, which {family} stores as {capture_attr} {expected} "
+    "({rule}), but the target captures {stored}: the draft sees other layers than it was "
+    "trained on. Check which layer ids the serving stack passes to {capture_method}.")
+ASKED_IDS = "eagle_aux_hidden_state_layer_ids {ids}"
+ASKED_DEFAULT = "no eagle_aux_hidden_state_layer_ids (the defaults {defaults})"
+
+# -- the vocabulary map (detectors.vocab; checkpoint) -------------------------------------------
+D2T_MISSING = Message(
+    signals.VOCAB_D2T_MISSING,
+    "the draft vocabulary ({draft_vocab} tokens) is smaller than the target's "
+    "({target_vocab}) but the checkpoint has no `d2t` map, so {runtime} maps draft id i to "
+    "target id i; unless the draft vocabulary is exactly the first {draft_vocab} target ids, "
+    "the draft proposes wrong tokens and acceptance collapses.",
+    "save the `d2t` tensor your training pipeline produced (int64, length {draft_vocab}, "
+    "d2t[i] = target_id - i) into the checkpoint.")
+D2T_ABSOLUTE = Message(
+    signals.VOCAB_D2T_ABSOLUTE,
+    "`d2t` holds absolute target ids ({what}: values {first}...) instead of offsets"
+    "{confirmed}. {runtime} adds the draft id (hot id = i + d2t[i]), so draft id i proposes "
+    "target id {proposes}: wrong tokens, near-zero acceptance{outside}.",
+    "store offsets, d2t[i] = target_id[i] - i (all zeros when the draft vocabulary is the "
+    "first {length} target ids).")
+D2T_ABSOLUTE_ARANGE = ("arange(draft_vocab)", "2i")           # (what, proposes)
+D2T_ABSOLUTE_IDS = ("a list of distinct target ids", "i + id")
+D2T_ABSOLUTE_CONFIRMED = " (t2d marks exactly these ids)"
+D2T_ABSOLUTE_OUTSIDE = ", and {count} ids fall outside the target vocabulary"
+D2T_OUT_OF_RANGE = Message(
+    signals.VOCAB_D2T_OUT_OF_RANGE,
+    "{count} draft ids map outside the target vocabulary [0, {target_vocab}) (e.g. draft id "
+    "{draft_id} -> i + d2t[i] = {target_id}). {runtime} indexes the target with these ids: "
+    "proposals of those tokens are garbage or fail with an index error on the GPU.",
+    "rebuild `d2t` against this target's tokenizer (d2t[i] = target_id[i] - i, "
+    "0 <= target_id < {target_vocab}).")
+D2T_DUPLICATES = Message(
+    signals.VOCAB_D2T_DUPLICATES,
+    "{count} target ids are the image of more than one draft id (e.g. draft ids {sources} all "
+    "map to target id {target_id}). The draft splits probability over copies of one token, "
+    "proposes it twice in a tree, and some target tokens it was trained on become "
+    "unreachable: acceptance drops.",
+    "`d2t` must be injective; rebuild it from the sorted list of distinct hot target ids "
+    "(d2t[i] = hot[i] - i).")
+D2T_DTYPE = Message(
+    signals.VOCAB_D2T_DTYPE,
+    "`{key}` has dtype {dtype}; the runtime adds it to an int64 arange and indexes with the "
+    "result, which fails (or rounds ids) unless it holds integers.",
+    "save d2t as int64 (d2t[i] = target_id - i).")
+
+# -- weights (detectors.weights; checkpoint) ------------------------------------------------------
+UNUSED_KEYS = Message(
+    signals.WEIGHTS_UNUSED_KEYS,
+    "{subject} {count}{of} draft checkpoint key(s) that match no parameter, {dropped} "
+    "({names}): {consequence}. {advice}")
+UNKNOWN_KEY_WORDS = {"silent": "without a word", "logged": "with only a log warning",
+                     "raises": "and refuses to load them (an exception at start-up)"}
+UNUSED_RAISES = "the server does not start until they are renamed or removed"
+UNUSED_LEAVE_EMPTY = ("the parameters they were meant for keep uninitialised values, so the "
+                      "draft proposes noise and acceptance collapses")
+UNUSED_NETWORK = ("{count} of them hold weights of the draft network ({names}) that this "
+                  "runtime does not build, so it runs a different network than the one "
+                  "trained and acceptance drops")
+UNUSED_HARMLESS = ("they are ignored; harmless if they are leftovers, but check that no weight "
+                   "you trained is among them")
+UNUSED_ADVICE = ("Rename them to the names this runtime reads, or remove them if they are not "
+                 "part of the draft; `spectrace doctor` lists the expected names.")
+UNUSED_RENAMED = "{loader} reads them under other names ({shown}{more}); `--fix` renames them."
+UNUSED_MIDLAYER = (
+    "{loader} names the decoder `midlayer`, so `layers.0.*` keys match nothing. Rename "
+    "`layers.0.` to `midlayer.` (`--fix` does; SGLang >= 0.5.12 reads both names) or deploy on "
+    "SGLang >= 0.5.12.")
+UNUSED_NOT_BUILT = ("The draft was trained with {what}; {how}. It is built by {where}: deploy "
+                    "there{tail}")
+NOT_BUILT_NOT_PASSED = "the config sets `{field}` but {loader} does not pass it on from a " \
+                       "speculators config"
+NOT_BUILT_NO_MODULE = "the config sets `{field}` but {loader} does not build that module"
+NOT_BUILT_NOT_SET = "the config does not switch it on (`{field}: true`)"
+NOT_BUILT_TAIL_SET = "."
+NOT_BUILT_TAIL_NOT_SET = ", or set it in config.json if the runtime has it."
+UNUSED_NO_PARAMETER = (
+    "{loader}'s {arch} has no parameter for them: the draft was trained as a different "
+    "network, and `--fix` cannot add what the runtime does not build.")
+MISSING_PARAMS = Message(
+    signals.WEIGHTS_MISSING_PARAMS,
+    "{count} draft parameter(s) get no weight from the checkpoint under {subject} ({names}). "
+    "The runtime allocates them uninitialised and does not complain, so the draft proposes "
+    "noise and acceptance collapses.",
+    "add the tensors under the names this version reads ({expected}).")
+MISSING_PARAMS_UNNAMED = Message(
+    signals.WEIGHTS_MISSING_PARAMS, MISSING_PARAMS.text,
+    "check the checkpoint's key names against this runtime's draft class (`spectrace doctor` "
+    "lists the expected names).")
+
+# -- a checkpoint's config (detectors.checkpoint) -------------------------------------------------
+CONFIG_TRANSLATABLE = Message(
+    signals.CONFIG_UNSUPPORTED, "{problem}.",
+    "`spectrace doctor --fix OUT_DIR` writes the config in the form this runtime reads (the "
+    "findings below are for that translation).")
+CONFIG_UNTRANSLATABLE = Message(
+    signals.CONFIG_UNSUPPORTED,
+    "{problem}. No translation makes this draft loadable here: {refusals}.")
+CONFIG_NO_DRAFT_CLASS = "deploy it on a runtime version that has its draft class"
+CONFIG_NO_Q_LORA = Message(
+    signals.CONFIG_UNSUPPORTED,
+    "the MLA draft's config has no q_lora_rank, and {loader} raises 'Eagle3 MLA layer requires "
+    "q_lora_rank in the draft config' when it builds the draft.",
+    "set q_lora_rank to the rank the draft was trained with (the rows of q_a_proj.weight).")
+LAYERS_ONE_ONLY = Message(
+    signals.CONFIG_LAYERS_UNSUPPORTED,
+    "the draft has num_hidden_layers = {layers}, but {loader} builds a single `midlayer` and "
+    "raises 'EAGLE3 currently only supports 1 layer' at load.",
+    "deploy on SGLang >= 0.5.12 (multi-layer drafts, `layers.N.*` keys) or train a one-layer "
+    "draft.")
+LAYERS_ONE_ONLY_MLA = Message(
+    signals.CONFIG_LAYERS_UNSUPPORTED, LAYERS_ONE_ONLY.text,
+    "train a one-layer draft (the MLA draft has one layer in every version).")
+SETTING_UNSAID = Message(
+    signals.CONFIG_SETTING_IGNORED,
+    "`{setting}`: {why}. {loader} therefore runs a different network than the one trained, "
+    "silently, and acceptance drops.",
+    "state it explicitly in config.json (what the draft was trained with).")
+SETTING_IGNORED = Message(
+    signals.CONFIG_SETTING_IGNORED, SETTING_UNSAID.text,
+    "deploy on a runtime that has this setting, or retrain without it; `--fix` cannot change "
+    "what the weights compute.")
+
+# -- a checkpoint's tensor shapes (detectors.checkpoint) ------------------------------------------
+SHAPE_MISMATCH = Message(
+    signals.SHAPE_MISMATCH,
+    "tensor `{key}` has shape {shape} but the draft config implies {expected} ({why}). "
+    "{effect}",
+    "make config.json describe the trained model (or re-export the tensor to match).")
+SHAPE_D2T_EFFECT = ("The runtime indexes this map with every draft id, so a short map fails on "
+                    "the GPU and a long one hides which ids the lm_head really has.")
+SHAPE_PARAM_EFFECT = ("The runtime's weight loader rejects it at load time, or the draft "
+                      "computes with a layer of the wrong size.")
+VOCAB_SIZE_MISMATCH = Message(
+    signals.SHAPE_MISMATCH,
+    "the draft config says vocab_size = {draft_vocab} but the target's is {target_vocab}. The "
+    "runtime shares the target's embeddings with the draft, so the draft's view of the "
+    "vocabulary disagrees with the tokens it is fed.",
+    "set the draft's vocab_size to {target_vocab}.")
+
+# -- a checkpoint's fc width and aux layers (detectors.checkpoint_aux) ----------------------------
+HIDDEN_IN_MISMATCH = Message(
+    signals.FC_CONFIG_WIDTH_MISMATCH,
+    "the draft config's {field} = {hidden_in} but the target's hidden_size is {target_hidden}: "
+    "{loader} builds fc for {num_aux} x {hidden_in} = {fc_built} inputs while the target sends "
+    "{num_aux} x {target_hidden}, so loading or the first target-fed draft pass fails (or fc "
+    "is skipped when the widths happen to match the draft's hidden size).",
+    "set target_hidden_size = {target_hidden} in the draft's config.json, or pair the draft "
+    "with the target it was trained on.")
+FC_NOT_WHOLE_LAYERS = Message(
+    signals.FC_CONFIG_WIDTH_MISMATCH,
+    "fc takes {fc_in} inputs, which is not a whole number of target layers of width "
+    "{target_hidden}: the draft was trained for another target (or fc was exported wrongly), "
+    "and {loader} fails to load it or to run the first target-fed draft pass.",
+    "use the target this draft was trained on, or retrain fc for (aux layers) x "
+    "{target_hidden}.")
+FC_COUNT_MISMATCH = Message(
+    signals.AUX_COUNT_MISMATCH,
+    "{what}, but fc takes {fc_layers} layers ({fc_in} = {fc_layers} x {target_hidden}). The "
+    "target sends {sent} x {target_hidden} wide hidden states, so the first target-fed draft "
+    "pass fails, or worse, runs on features the draft was not trained on.",
+    "list exactly the {fc_layers} layer ids the draft was trained with.")
+SENT_FOR_IDS = "the target is given aux layer ids {ids} and captures {sent} layers"
+SENT_BY_DEFAULT = ("no aux layer ids are given, so the target captures its default layers (the "
+                   "inputs of {inputs}: {sent} distinct for {layers} layers)")
+FC_LOADER_WIDTH = Message(
+    signals.FC_CONFIG_WIDTH_MISMATCH,
+    "fc takes {fc_layers} x {target_hidden} = {fc_in} inputs, but {loader} always builds fc "
+    "for 3 aux layers, i.e. {fc_built}: loading the checkpoint fails.",
+    "deploy on a version that sizes fc from the config (SGLang >= 0.5.12, vLLM >= 0.22).")
+FC_CONFIG_WIDTH = Message(
+    signals.FC_CONFIG_WIDTH_MISMATCH,
+    "fc takes {fc_layers} x {target_hidden} = {fc_in} inputs, but {loader} builds fc for "
+    "{num_aux} aux layers (from the config), i.e. {fc_built}: loading the checkpoint fails.",
+    "set num_aux_hidden_states = {fc_layers} (or list {fc_layers} layer ids) in config.json.")
+IDS_OUT_OF_RANGE = Message(
+    signals.AUX_LAYER_IDS_OUT_OF_RANGE,
+    "aux layer ids {ids}, but the target has {layers} layers: {loader} {rule}, and can capture "
+    "the inputs of layers {lo}..{hi}, so {bad} are never captured. The target sends fewer aux "
+    "layers than fc expects: the draft pass fails, or fc is silently skipped when the width "
+    "equals the draft's hidden size.",
+    "use the ids the draft was trained with, or pair the draft with the deeper target it was "
+    "trained for.")
+ID_RULE_VLLM = "captures the input of layer id (the state after id layers)"
+ID_RULE_KEPT = ("captures the input of layer id for a DeepSeek-family target (of id + 1 when "
+                "the first id is 1, and before 0.5.16)")
+ID_RULE_PLUS_ONE = "captures the input of layer id + 1 (the output of layer id)"
+CAPTURE_FLAG_OFF = Message(
+    signals.AUX_CAPTURE_DISABLED,
+    "eagle_config.use_aux_hidden_state is false, but fc expects {fc_layers} concatenated "
+    "target layers. The target then sends only its last hidden state; when its width equals "
+    "the draft's hidden size the draft silently skips fc, sees features it was not trained on, "
+    "and acceptance falls to about 1.0 with no error anywhere.",
+    "set eagle_config.use_aux_hidden_state to true (or remove it).")
+CAPTURE_FLAG_IGNORED = Message(
+    signals.AUX_CAPTURE_DISABLED,
+    "eagle_config.use_aux_hidden_state is false, but fc expects {fc_layers} concatenated "
+    "target layers. {loader} ignores this flag, but other versions would disable aux capture "
+    "and the draft would silently skip fc.",
+    CAPTURE_FLAG_OFF.fix)
+IDS_MISREAD = Message(
+    signals.AUX_LAYER_IDS_MISREAD,
+    "the draft was trained on the inputs of target layers {trained} (its ids {ids} are in "
+    "{convention}), but under {loader} {how}: the draft sees other layers than it was trained "
+    "on, and acceptance drops with no error.",
+    "{fix} (`--fix` does).")
+ID_CONVENTION = {
+    signals.RUNTIME_SGLANG: "SGLang's convention (eagle_config, as SGLang's "
+                            "set_eagle3_layers_to_capture reads them for this target)",
+    signals.RUNTIME_VLLM: "vLLM's convention (top level: the input of layer id)",
+}
+ID_CONVENTION_NONE = "no id list (the inputs of layers 2, n//2, n-3)"
+MISREAD_READING = "{when}{reading} capture the inputs of layers {got}"
+MISREAD_FIX = {
+    signals.RUNTIME_SGLANG: "write them in eagle_config in SGLang's convention",
+    signals.RUNTIME_VLLM: "write them at the top level as `eagle_aux_hidden_state_layer_ids` in "
+                          "vLLM's convention",
+}
+
+# -- why a runtime cannot read a config (detectors.runtime_view; the {problem} above) ------------
+SGLANG_READS_NO_SPECULATORS = (
+    "{runtime} reads config.json with transformers' AutoConfig, which needs a top-level "
+    "model_type, and no SGLang version reads the speculators format (`speculators_config`, "
+    "`transformer_layer_config`): the server fails at start-up")
+NO_DRAFT_CLASS = ("{runtime} {version} has no EAGLE-3 draft class for this {draft} draft "
+                  "(architecture {archs})")
+BUILDS_TARGET_CLASS = (
+    "{runtime} {version} builds the target model class LlamaForCausalLM from it, so none of "
+    "the draft's keys (midlayer.*, fc, d2t) load and the draft is noise")
+NO_CLASS_FOR_ARCH = "{runtime} {version} registers no draft class for architecture {archs}"
+SPECULATORS_NO_LAYER_CONFIG = ("the speculators config has no transformer_layer_config object, "
+                               "which vLLM takes as the draft's model config")
+SPECULATORS_MODEL_TYPE = "vLLM {version} raises 'Unsupported model_type {model_type} for " \
+                         "Eagle3 speculator'"
+
+# -- settings trained with vs read (detectors.trained_settings; the {why} above) ------------------
+NBR_UNSAID_VLLM = (
+    "the speculators config does not say; vLLM reads a missing value as true (residual = "
+    "hidden_norm(fc output)), while `speculators convert` and the config class default to "
+    "false, and training defaults to true")
+NBR_UNSAID_SGLANG = (
+    "the speculators config does not say whether the residual is the normalised fc output "
+    "(speculators' training default) or the raw one (the only choice SGLang has)")
+NBR_DIFFERS = ("the draft adds the {trained} fc output as the residual; {served}and no rename "
+               "or re-weighting makes them equal (RMSNorm is not linear)")
+NBR_SERVED_SGLANG = "no SGLang version has this option (llama_eagle3 always adds the raw one), "
+NBR_SERVED = "{loader} adds the {served} one, "
+NORM_OUTPUT_IGNORED = ("the draft was trained to feed the post-norm state back to the next "
+                       "draft step (EAGLE 3.1); {loader} feeds back the pre-norm state{dropped}")
+NORM_OUTPUT_DROPPED = " (its speculators translation drops the field)"
+MLA_NO_INPUT_NORM = ("the MLA draft of {loader} has no input_norm: the concatenated aux states "
+                     "reach fc without the norm the draft was trained with")
