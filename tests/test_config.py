@@ -196,6 +196,7 @@ def test_autostart_in_a_real_process_logs_and_runs_uninstrumented():
     assert "file, otlp, prometheus, console" in out.stderr
 
 
+@pytest.mark.sglang
 @pytest.mark.parametrize("port,wrapped", [("http", False), ("9464", True)])
 def test_autostart_with_sglang_import(tmp_path, port, wrapped):
     """The real door: SGLang's draft-model module imported in auto mode. With a bad setting

@@ -316,6 +316,7 @@ def test_sglang_pipeline_stages_take_their_own_ports(monkeypatch):
     assert sglang_identity.port_offset({"server_args": args()}) is None
 
 
+@pytest.mark.sglang
 def test_sglang_real_parallel_context():
     """SGLang 0.5.23's own `ParallelContext` (no server: its ranks stated the way its
     launcher publishes them): unset, spectrace falls back; set, it reads the attention

@@ -202,6 +202,7 @@ def test_provisioning_and_compose_point_at_real_files():
     assert col["service"]["pipelines"]["metrics"]["exporters"] == ["prometheus"]
 
 
+@pytest.mark.prometheus
 @pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"), reason="apt-get install -y prometheus (promtool)")
 def test_promtool_accepts_rules_and_config(tmp_path):
     out = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True)
@@ -215,6 +216,7 @@ def test_promtool_accepts_rules_and_config(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.prometheus
 @pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"), reason="apt-get install -y prometheus (promtool)")
 def test_promtool_rule_unit_tests():
     """Synthetic series: a broken deployment fires fc bypass, dropped weights, vocabulary

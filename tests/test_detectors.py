@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from spectrace import signals
 from spectrace.detectors import aux
@@ -93,10 +92,12 @@ def test_unknown_family_ids_are_not_judged():
     assert audit_aux_capture(state([7, 9, 11], rule=None), [0, 1, 2], 384, 128) == []
 
 
+@pytest.mark.sglang
 def test_width_hook_reads_shapes_only(tmp_path):
     """The real draft-forward hook on meta-device tensors, which have shapes but no data:
     any read of tensor data would raise. The model and ForwardBatch are minimal stand-ins
     (SGLang's need a distributed runtime); the ForwardMode enum is SGLang's own."""
+    import torch
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     import spectrace

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-torch = pytest.importorskip("torch")
+import torch
 from safetensors.torch import save_file  # noqa: E402
 
 from harness.tiny_models import DV, H, L, V, draft_config, draft_state_dict, make_tiny_models  # noqa: E402,E501
@@ -25,6 +25,7 @@ from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
 from spectrace.doctor.safetensors_header import parse_header, read_int_tensor  # noqa: E402
 from spectrace.findings import ERROR, WARNING  # noqa: E402
 
+pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V,
           "hidden_size": H, "num_hidden_layers": L, "intermediate_size": 2 * H,

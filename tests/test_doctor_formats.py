@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from harness import checkpoint_formats as cf, tiny_mla  # noqa: E402
 from harness.tiny_models import DV, H, V  # noqa: E402
@@ -29,6 +29,7 @@ from spectrace.doctor.check import read_checkpoint, read_target, resolve_runtime
 from spectrace.doctor.fix import CopyProgress, fix_checkpoint  # noqa: E402
 from spectrace.findings import ERROR  # noqa: E402
 
+pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V,
          "hidden_size": H, "num_hidden_layers": 4, "intermediate_size": 2 * H,

@@ -144,6 +144,7 @@ def fact_rows():
             yield pytest.param(fid, pkg, files, rx, v, False, id=f"{fid}-{v}-absent")
 
 
+@pytest.mark.sources
 @pytest.mark.parametrize("fid,pkg,files,rx,version,present", list(fact_rows()))
 def test_loader_fact_in_the_wheel(fid, pkg, files, rx, version, present):
     found = any(s is not None and re.search(rx, s)
@@ -172,21 +173,20 @@ def test_each_row_is_verified_by_a_wheel_inside_it():
                 assert loaders.resolve_loader(runtime, v, _.draft).assumed is None
 
 
-# -- the installed SGLang's real draft classes ----------------------------------------------------
-torch = pytest.importorskip("torch")
-from harness import checkpoint_formats as cf  # noqa: E402
-from harness.server import cpu_env  # noqa: E402
-
-DT = {torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL", torch.float32: "F32"}
-
-
+# -- the installed SGLang's real draft classes (marked `sglang`: torch and SGLang inside) ----------
 def _keys(sd: dict) -> list:
-    return [[k, list(v.shape), DT[v.dtype]] for k, v in sd.items()]
+    import torch
+    dt = {torch.bfloat16: "BF16", torch.int64: "I64", torch.bool: "BOOL", torch.float32: "F32"}
+    return [[k, list(v.shape), dt[v.dtype]] for k, v in sd.items()]
 
 
 def _cases(tmp: Path) -> list[tuple[str, dict, dict]]:
     """(name, draft class, config, state dict) for formats and key faults."""
     import copy
+
+    import torch
+
+    from harness import checkpoint_formats as cf
     out = []
     for name in ("specforge", "modelopt", "modelopt-0.41", "eagle", "mla"):
         cfg, sd = cf.WRITERS[name]("random")
@@ -232,6 +232,8 @@ def _cases(tmp: Path) -> list[tuple[str, dict, dict]]:
 
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory):
+    from harness import checkpoint_formats as cf
+    from harness.server import cpu_env
     tmp = tmp_path_factory.mktemp("probe")
     cases = _cases(tmp)
     # SGLang's own config reader: a speculators config, and the --fix translation of it
@@ -261,6 +263,7 @@ def probed(tmp_path_factory):
     return cases, results
 
 
+@pytest.mark.sglang
 def test_sglang_real_classes_match_the_loader_model(probed):
     cases, results = probed
     v = installed("sglang")
@@ -287,6 +290,7 @@ def test_sglang_real_classes_match_the_loader_model(probed):
         "fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight", "input_norm.weight"]
 
 
+@pytest.mark.sglang
 def test_sglang_refuses_a_speculators_config_and_reads_the_fixed_copy(probed):
     _, results = probed
     spec, fixed = results[-2], results[-1]

@@ -13,6 +13,11 @@ import spectrace
 from spectrace.launcher import build_env
 
 
+def program(name: str) -> str:
+    """A child-process script in tests/programs/."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", name)
+
+
 def _clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if not k.startswith("SPECTRACE_")}
 
@@ -69,6 +74,7 @@ def test_sglang_plugin_does_nothing_when_spectrace_enabled_is_unset(monkeypatch)
     assert not spectrace.is_instrumented()
 
 
+@pytest.mark.sglang
 def test_opentelemetry_instrumentor_entry_point():
     cls = _entry_point("opentelemetry_instrumentor", "spectrace").load()
     inst = cls()
@@ -93,30 +99,8 @@ def test_startup_hook_follows_spectrace_enabled(value, active):
 def test_host_configured_providers_are_used(tmp_path):
     """A host that set global OpenTelemetry providers keeps them: spectrace's spans and
     metrics go there (in-memory readers stand in for the host's exporters)."""
-    code = f"""
-import json
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-reader, spans = InMemoryMetricReader(), InMemorySpanExporter()
-metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
-tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans)); trace.set_tracer_provider(tp)
-import spectrace
-from spectrace.process import recorder
-from spectrace.findings import Finding
-spectrace.instrument(output_dir={str(tmp_path)!r})
-rec = recorder()
-rec.acceptance.add([1, 1, 0], 3)
-rec.finding(Finding("eagle3.fc_bypass", "error", "test finding"))
-names = sorted({{m.name for rm in reader.get_metrics_data().resource_metrics
-                for sm in rm.scope_metrics for m in sm.metrics}})
-print(json.dumps({{"metrics": names, "spans": [s.name for s in spans.get_finished_spans()]}}))
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=_clean_env(), timeout=60)
+    out = subprocess.run([sys.executable, program("host_providers.py"), str(tmp_path)],
+                         capture_output=True, text=True, env=_clean_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     import json
     res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -126,31 +110,10 @@ print(json.dumps({{"metrics": names, "spans": [s.name for s in spans.get_finishe
 
 
 # -- the OpenTelemetry instrumentor, by the contrib convention -------------------------------
-OTEL_INSTRUMENT_SCRIPT = r"""
-import json, importlib
-import sglang.srt.models.llama_eagle3 as e3
-import sglang.srt.speculative.eagle_worker_v2 as w2
-import spectrace
-from spectrace.otel_instrumentor import SpectraceInstrumentor
-POINTS = [(e3.LlamaModel, "forward"), (e3.LlamaForCausalLMEagle3, "load_weights"),
-          (w2.EAGLEWorkerV2, "verify"), (w2.EAGLEWorkerV2, "on_verify_complete_cpu")]
-def wrapped():
-    return [type(vars(c)[a]).__name__ == "FunctionWrapper" for c, a in POINTS]
-out = {"auto": wrapped(), "active": spectrace.is_instrumented()}
-SpectraceInstrumentor().uninstrument()         # through the instrumentor
-out["after_instrumentor_uninstrument"] = wrapped()
-spectrace.instrument()
-out["reinstrumented"] = wrapped()
-SpectraceInstrumentor().uninstrument()         # undoes spectrace.instrument() too
-out["after_mixed"] = wrapped()
-SpectraceInstrumentor().instrument()
-spectrace.uninstrument()                       # and the other way round
-out["after_api_uninstrument"] = wrapped()
-out["still_active"] = spectrace.is_instrumented()
-print(json.dumps(out))
-"""
+OTEL_INSTRUMENT_SCRIPT = program("otel_instrument_child.py")
 
 
+@pytest.mark.sglang
 def test_opentelemetry_instrument_command_uses_the_entry_point(tmp_path):
     """`opentelemetry-instrument python ...` with spectrace installed instruments SGLang's
     real classes through the `opentelemetry_instrumentor` entry point; either API's
@@ -161,7 +124,7 @@ def test_opentelemetry_instrument_command_uses_the_entry_point(tmp_path):
     env = {k: v for k, v in env.items() if not k.startswith("SPECTRACE_")}
     env.update(SPECTRACE_OUTPUT_DIR=str(tmp_path), OTEL_TRACES_EXPORTER="none",
                OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
-    out = subprocess.run([exe, sys.executable, "-c", OTEL_INSTRUMENT_SCRIPT],
+    out = subprocess.run([exe, sys.executable, OTEL_INSTRUMENT_SCRIPT],
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     import json
@@ -173,6 +136,7 @@ def test_opentelemetry_instrument_command_uses_the_entry_point(tmp_path):
     assert not any(res["after_api_uninstrument"]) and not res["still_active"]
 
 
+@pytest.mark.sglang
 def test_instrumentor_declares_the_runtimes_it_instruments():
     import tomllib
 
@@ -194,37 +158,13 @@ def test_instrumentor_declares_the_runtimes_it_instruments():
     assert get_dist_dependency_conflicts(dist) is None
 
 
-PROVIDERS_SCRIPT = r"""
-import json
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from spectrace.otel_instrumentor import SpectraceInstrumentor
-from spectrace.process import recorder
-from spectrace.findings import Finding
-reader, spans = InMemoryMetricReader(), InMemorySpanExporter()
-mp = MeterProvider(metric_readers=[reader])
-tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans))
-SpectraceInstrumentor().instrument(tracer_provider=tp, meter_provider=mp, output_dir=OUT)
-rec = recorder()
-rec.acceptance.add([2, 0], 3)
-rec.finding(Finding("eagle3.fc_bypass", "error", "test finding"))
-points = {m.name: [p.value for p in m.data.data_points]
-          for rm in reader.get_metrics_data().resource_metrics
-          for sm in rm.scope_metrics for m in sm.metrics}
-print(json.dumps({"accepted": points.get("spectrace.spec.accepted_tokens"),
-                  "spans": [s.name for s in spans.get_finished_spans()],
-                  "global_untouched": type(trace.get_tracer_provider()).__name__}))
-SpectraceInstrumentor().uninstrument()
-"""
+PROVIDERS_SCRIPT = program("instrumentor_providers.py")
 
 
+@pytest.mark.sglang
 def test_instrumentor_uses_the_providers_it_is_given(tmp_path):
-    code = f"OUT = {str(tmp_path)!r}\n" + PROVIDERS_SCRIPT
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, PROVIDERS_SCRIPT, str(tmp_path)],
+                         capture_output=True, text=True,
                          env=_clean_env(), timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     import json

@@ -11,60 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-CHILD = textwrap.dedent("""
-    import json, os, signal, sys, threading, time
-    sys.path.insert(0, {root!r})
-    from spectrace import config
-    from spectrace.export import final_flush
-    from spectrace.process import STATE, recorder
-    MODE = {mode!r}
-    STATE.config = config.from_env({{}}, output_dir={out!r}, metric_interval_s=2)
-    if MODE == "sigint-ignored":
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if MODE == "host-handler":
-        def host(signum, frame):
-            print("host handler", signum, flush=True)
-            sys.exit(3)
-        signal.signal(signal.SIGTERM, host)
-
-    class Stuck:
-        def force_flush(self, timeout_millis=0):
-            time.sleep(30)
-
-    def start():
-        rec = recorder()
-        rec.acceptance.prepare(3)
-        rec.acceptance.add([1, 2, 0], 3)   # 3 request-steps, 3 accepted tokens
-        if MODE == "stuck-exporter":
-            final_flush.install([Stuck()] + STATE.telemetry.flush_targets())
-
-    if MODE == "thread":
-        t = threading.Thread(target=start)
-        t.start()
-        t.join()
-    else:
-        start()
-    try:
-        print(json.dumps({{"ready": time.time(), "sigterm_default":
-                           signal.getsignal(signal.SIGTERM) == signal.SIG_DFL}}), flush=True)
-        if MODE == "thread":
-            sys.exit(0)
-        while final_flush._STATE.last_flush_s is None:
-            time.sleep(0.01)
-        print(json.dumps({{"flushed_in": final_flush._STATE.last_flush_s}}), flush=True)
-        while True:
-            time.sleep(0.01)
-    except KeyboardInterrupt:
-        print("KeyboardInterrupt", flush=True)
-        raise
-""")
+CHILD = os.path.join(ROOT, "tests", "programs", "final_flush_child.py")
 
 
 def default_signals() -> None:
@@ -76,8 +29,7 @@ def default_signals() -> None:
 
 def run_child(tmp_path, mode: str):
     out = tmp_path / "data"
-    proc = subprocess.Popen([sys.executable, "-c", CHILD.format(root=ROOT, mode=mode,
-                                                                out=str(out))],
+    proc = subprocess.Popen([sys.executable, CHILD, mode, str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=default_signals,
                             env={k: v for k, v in os.environ.items()

@@ -27,9 +27,9 @@ sys.path.insert(0, ROOT)
 from harness.chromium import Browser, find_chromium  # noqa: E402
 
 CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CI"),  # in CI a missing browser is a failure
-    reason="Debian package 'chromium' not installed (scripts/test.sh installs it)")
+    reason="Debian package 'chromium' not installed (scripts/test.sh installs it)")]
 
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_AGREEMENT_EVERY": "2"}
 PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8]]

@@ -14,95 +14,48 @@ from harness.server import cpu_env, server_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-WRAP_POINTS = """
-import importlib
-POINTS = [
-    ("sglang.srt.models.llama_eagle3", "LlamaModel", "forward"),
-    ("sglang.srt.models.llama_eagle3", "LlamaForCausalLMEagle3", "load_weights"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "__init__"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "forward_batch_generation"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "verify"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "on_verify_complete_cpu"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker", "draft"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker", "_draft_extend_for_decode"),
-]
-def current():
-    return [vars(getattr(importlib.import_module(m), c))[a] for m, c, a in POINTS]
-def wrapped(objs):
-    return [hasattr(o, "__wrapped__") and type(o).__name__ == "FunctionWrapper" for o in objs]
-"""
+PROBE = os.path.join(ROOT, "tests", "programs", "instrument_probe.py")
 
 
-def run_script(body: str, env: dict | None = None, timeout: int = 300) -> dict:
-    code = WRAP_POINTS + textwrap.dedent(body)
+def run_probe(scenario: str, env: dict | None = None, timeout: int = 300) -> dict:
+    """tests/programs/instrument_probe.py SCENARIO in a fresh interpreter."""
     e = cpu_env({k: v for k, v in os.environ.items() if not k.startswith("SPECTRACE_")})
     e = {k: v for k, v in e.items() if not k.startswith("SPECTRACE_")}
     e.update(env or {})
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, PROBE, scenario], capture_output=True, text=True,
                          env=e, timeout=timeout, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.sglang
 def test_instrument_after_import_then_uninstrument_restores_the_originals():
-    res = run_script("""
-        import json, os
-        originals = current()              # SGLang imported before instrument()
-        import spectrace
-        spectrace.instrument()
-        first = current()
-        spectrace.instrument()             # idempotent: nothing changes
-        second = current()
-        env_on = os.environ.get("SPECTRACE_ENABLED")
-        spectrace.uninstrument()
-        restored = current()
-        print(json.dumps({
-            "wrapped": wrapped(first),
-            "second_same": [a is b for a, b in zip(first, second)],
-            "restored": [a is b for a, b in zip(originals, restored)],
-            "env_on": env_on, "env_after": os.environ.get("SPECTRACE_ENABLED"),
-        }))
-    """)
+    res = run_probe("after-import")
     assert all(res["wrapped"])
     assert all(res["second_same"])
     assert all(res["restored"])
     assert res["env_on"] == "1" and res["env_after"] is None
 
 
+@pytest.mark.sglang
 def test_instrument_before_import_wraps_on_import_and_reinstrument_works():
-    res = run_script("""
-        import json
-        import spectrace
-        spectrace.instrument()             # SGLang not imported yet: post-import hooks
-        objs = current()
-        spectrace.uninstrument()
-        after_un = wrapped(current())
-        spectrace.instrument()
-        again = wrapped(current())
-        spectrace.uninstrument()
-        print(json.dumps({"wrapped": wrapped(objs), "after_un": after_un, "again": again}))
-    """)
+    res = run_probe("before-import")
     assert all(res["wrapped"])
     assert not any(res["after_un"])
     assert all(res["again"])
 
 
+@pytest.mark.sglang
 def test_env_alone_instruments_via_the_installed_startup_hook():
     """No code change: SPECTRACE_ENABLED=1 and the .pth hook installed with spectrace."""
-    res = run_script("""
-        import json, spectrace
-        print(json.dumps({"wrapped": wrapped(current()),
-                          "active": spectrace.is_instrumented()}))
-    """, env={"SPECTRACE_ENABLED": "1"})
+    res = run_probe("as-started", env={"SPECTRACE_ENABLED": "1"})
     assert all(res["wrapped"]) and res["active"]
 
 
+@pytest.mark.sglang
 def test_bad_setting_in_auto_mode_leaves_process_uninstrumented():
-    res = run_script("""
-        import json, spectrace
-        print(json.dumps({"wrapped": wrapped(current()),
-                          "active": spectrace.is_instrumented()}))
-    """, env={"SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,carrier-pigeon"})
+    res = run_probe("as-started", env={"SPECTRACE_ENABLED": "1",
+                                       "SPECTRACE_EXPORTERS": "file,carrier-pigeon"})
     assert not any(res["wrapped"]) and not res["active"]
 
 

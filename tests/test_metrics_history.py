@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 from hypothesis import given, settings
@@ -189,19 +188,7 @@ def test_an_earlier_reader_reads_a_compacted_file(tmp_path):
     assert last["metrics"][signals.SPEC_DRAFTS.name][0]["value"] == 299
 
 
-WRITER = textwrap.dedent("""
-    import sys, time
-    sys.path.insert(0, {root!r})
-    from spectrace.export.files import JsonlWriter
-    w = JsonlWriter({path!r}, "metrics", max_bytes=4 << 20)
-    pad = "p" * 200_000
-    k = 0
-    while True:
-        w.write({{"time": time.time(), "metrics": {{"spectrace.spec.drafts":
-                 [{{"attributes": {{}}, "value": k}}], "pad": [{{"attributes": {{"x": pad}},
-                 "value": 0}}]}}}})
-        k += 1
-""")
+WRITER = os.path.join(ROOT, "tests", "programs", "metrics_writer.py")
 
 
 def test_sigkill_during_compaction_leaves_a_readable_file(tmp_path):
@@ -214,7 +201,7 @@ def test_sigkill_during_compaction_leaves_a_readable_file(tmp_path):
     for attempt in range(20):
         for name in os.listdir(os.path.dirname(path)):
             os.unlink(os.path.join(os.path.dirname(path), name))
-        proc = subprocess.Popen([sys.executable, "-c", WRITER.format(root=ROOT, path=path)])
+        proc = subprocess.Popen([sys.executable, WRITER, path])
         tmp = os.path.join(os.path.dirname(path), f".{METRICS_FILE}.{proc.pid}.tmp")
         killed = False
         deadline = time.monotonic() + 60

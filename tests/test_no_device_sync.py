@@ -32,6 +32,8 @@ from benchmarks import hookbench as hb
 from spectrace import signals
 from spectrace.safety import INTERNAL_ERRORS
 
+pytestmark = pytest.mark.torch
+
 BS = 8
 
 SYNCING_OPS = {"aten._local_scalar_dense.default", "aten.is_nonzero.default",
@@ -292,6 +294,7 @@ def test_tree_top1_path_agreement_stays_on_the_device(fake_cuda):
     assert FakeEvent.log.count("record") == 1 and "synchronize" not in calls
 
 
+@pytest.mark.vllm  # and SGLang: both runtimes' real signatures
 def test_stand_ins_have_the_runtimes_parameter_lists():
     """The stand-ins' methods take the parameters of the installed SGLang 0.5.23 and of
     vLLM 0.32.0 (in the vLLM environment), so the hooks see what they would see there."""

@@ -115,6 +115,7 @@ def test_raising_hook_lets_the_calls_own_exception_through():
         wrapped(7)
 
 
+@pytest.mark.sglang
 def test_failing_load_bookkeeping_leaves_the_runtimes_load_alone():
     """The load observer's bookkeeping runs inside the runtime's own weight load: when it
     fails (here an unhashable shard id), every loader still runs once with its own
@@ -134,6 +135,7 @@ def test_failing_load_bookkeeping_leaves_the_runtimes_load_alone():
     assert INTERNAL_ERRORS.counts["test.load"] - before == 1
 
 
+@pytest.mark.sglang
 def test_load_observer_that_fails_to_install_puts_every_loader_back():
     import torch
     param = torch.nn.Parameter(torch.zeros(2))
@@ -158,69 +160,15 @@ def test_internal_errors_are_exported(tmp_path, telemetry):
                for p in points)
 
 
-SGLANG_HOOK_SCRIPT = r"""
-import json, logging, types
-import torch
-from torch import nn
-import sglang.srt.models.llama_eagle3 as m
-from sglang.srt.model_executor.forward_batch_info import ForwardMode
-from spectrace.adapters import sglang_eagle3
-from spectrace.patching import Patcher
-from spectrace.safety import INTERNAL_ERRORS
-
-records = []
-class H(logging.Handler):
-    def emit(self, r): records.append(r.getMessage())
-logging.getLogger("spectrace").addHandler(H())
-
-patcher = Patcher()
-original = m.LlamaModel.__dict__["forward"]
-patcher.apply(m, sglang_eagle3.LLAMA_EAGLE3)  # spectrace's real adapter on SGLang's real class
-assert type(m.LlamaModel.__dict__["forward"]).__name__ == "FunctionWrapper"
-
-# Stand-in instance (LlamaModel's constructor needs SGLang's distributed groups): built
-# without __init__, with real torch modules where SGLang's forward reads them. It has no
-# `config`, so spectrace's hook raises AttributeError inside expected_widths().
-model = m.LlamaModel.__new__(m.LlamaModel)
-nn.Module.__init__(model)
-model.embed_tokens = nn.Embedding(16, 8)
-model.is_mrope_enabled = False
-model.input_norm = None
-model.fc_norm = None
-model.fc = nn.Linear(24, 8)
-model.layers = nn.ModuleList()
-fc_calls = []
-model.fc.register_forward_hook(lambda *a: fc_calls.append(1))
-
-def batch(rows, width):
-    return types.SimpleNamespace(
-        mm_input_embeds=None, forward_mode=ForwardMode.DECODE,
-        contains_mm_inputs=lambda: False,
-        spec_info=types.SimpleNamespace(hidden_states=torch.zeros(rows, width)))
-
-ids = torch.zeros(0, dtype=torch.long)
-out1 = model.forward(ids, ids, batch(0, 24))                 # idle batch: SGLang returns early
-out2 = model.forward(ids, ids, forward_batch=batch(0, 24))
-ref = original(model, ids, ids, batch(0, 24))                # the unwrapped SGLang function
-own_exc = None
-try:
-    model.forward(ids, ids, batch(0, 7))                     # SGLang's own error (bad width)
-except Exception as exc:
-    own_exc = type(exc).__name__
-patcher.restore_all()
-print(json.dumps({
-    "shapes": [list(out1[0].shape), list(out2[0].shape), list(ref[0].shape)],
-    "fc_calls": len(fc_calls), "errors": INTERNAL_ERRORS.counts.get("eagle3.forward", 0),
-    "logged": sum("eagle3.forward" in r for r in records), "own_exc": own_exc,
-    "restored": m.LlamaModel.__dict__["forward"] is original}))
-"""
+SGLANG_HOOK_SCRIPT = os.path.join(ROOT, "tests", "programs", "sglang_hook_raises.py")
 
 
+@pytest.mark.sglang
 def test_raising_adapter_hook_on_real_sglang_llamamodel_forward():
     """spectrace's real `eagle3.forward` hook, installed by the real adapter on SGLang's real
     `LlamaModel.forward`, raises (stand-in model instance without `config`, labelled in the
     script): SGLang's forward still runs once per call and returns its own result."""
-    out = subprocess.run([sys.executable, "-c", SGLANG_HOOK_SCRIPT], capture_output=True,
+    out = subprocess.run([sys.executable, SGLANG_HOOK_SCRIPT], capture_output=True,
                          text=True, timeout=300, cwd=ROOT, env=cpu_env(
                              {"PYTHONPATH": os.pathsep.join((ROOT, STANDIN))}))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -261,6 +209,7 @@ class SilentServer:
         self.sock.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,protocol", [("silent", "grpc"), ("silent", "http/protobuf"),
                                            ("refused", "grpc")])
 def test_stuck_otlp_never_blocks_the_caller(mode, protocol, monkeypatch, telemetry):
@@ -512,6 +461,7 @@ def test_sglang_missing_instrument_still_works():
     assert "ok True" in out.stdout and "import error as usual" in out.stdout
 
 
+@pytest.mark.sglang
 def test_release_lacking_a_wrap_point_installs_the_rest():
     """SGLang's real module with `load_weights` removed, as in a release without it."""
     code = ("import logging; logging.basicConfig()\n"
@@ -539,24 +489,7 @@ def test_missing_classes_and_unwrappable_points_unit():
 
 
 # -- several instrumented processes at once -------------------------------------------------
-WRITER_SCRIPT = r"""
-import json, os, sys
-from spectrace import config
-from spectrace.export.files import JsonlWriter
-from spectrace.recorder import Recorder
-from spectrace.findings import Finding
-from spectrace.export.providers import setup
-out, rank, shared = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-cfg = config.from_env({}, output_dir=out, exporters=["file", "prometheus"],
-                      prometheus_port=int(sys.argv[4]), metric_interval_s=0.1)
-tel = setup(cfg, {"tp_rank": rank}, "scheduler")
-w = JsonlWriter(shared)
-for i in range(400):
-    tel.events.write({"rank": rank, "i": i, "pad": "x" * (i * 97 % 70000)})
-    w.write({"rank": rank, "i": i, "pad": "y" * (i * 131 % 90000)})
-print(json.dumps({"dir": tel.directory, "port": tel.prometheus_port}))
-tel.shutdown()
-"""
+WRITER_SCRIPT = os.path.join(ROOT, "tests", "programs", "several_writers.py")
 
 
 def test_several_processes_distinct_files_ports_and_whole_lines(tmp_path):
@@ -564,7 +497,7 @@ def test_several_processes_distinct_files_ports_and_whole_lines(tmp_path):
     while base > 65000:
         base = free_port()
     shared = tmp_path / "shared.jsonl"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(tmp_path / "data"),
+    procs = [subprocess.Popen([sys.executable, WRITER_SCRIPT, str(tmp_path / "data"),
                                str(r), str(shared), str(base)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT,
                               env={**os.environ, "PYTHONPATH": ROOT})

@@ -25,46 +25,12 @@ import pytest
 from harness import sglang_families as fams
 from harness.server import cpu_env
 
+pytestmark = pytest.mark.sglang
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRAFT_IDS = [0, 1, 2]
 
-SCRIPT = r"""
-import json, sys
-from harness import sglang_families as fams
-from spectrace import check_pair
-
-def codes(target, draft):
-    return sorted(f.code for f in check_pair(target, draft))
-
-fams.prepare()
-draft, no_ids = fams.build_draft(IDS), fams.build_draft(None)
-out = {}
-for name in fams.FAMILIES:
-    r = out[name] = {"present": fams.present(name)}
-    if not r["present"]:
-        continue
-    t = fams.build(name)
-    r["never_switched_on"] = codes(t, draft)
-    t.set_eagle3_layers_to_capture(IDS)
-    r["draft_ids"] = codes(t, draft)
-    t = fams.build(name)
-    t.set_eagle3_layers_to_capture(None)          # SGLang's call for a draft without ids
-    r["defaults"] = codes(t, no_ids)
-    t = fams.build(name)
-    t.set_eagle3_layers_to_capture(IDS[:2] + [IDS[2] + 1])
-    r["other_ids"] = codes(t, draft)
-    t = fams.build(name)
-    t.set_eagle3_layers_to_capture([IDS[0], IDS[0], IDS[1]])   # two distinct layers
-    r["repeated_id"] = codes(t, draft)
-    try:
-        with fams.pipeline_rank(0, 2):
-            t = fams.build(name)
-            t.set_eagle3_layers_to_capture(IDS)
-            r["pp_rank_0_of_2"] = codes(t, draft)
-    except Exception as exc:
-        r["pp_refused"] = f"{type(exc).__name__}: {exc}"[:200]
-print("RESULT " + json.dumps(out))
-"""
+SCRIPT = os.path.join(ROOT, "tests", "programs", "target_families.py")
 
 # SGLang itself refuses pipeline parallelism for these at construction (qwen3_next asserts
 # one rank; Gemma-4's per-layer-input embeddings raise a ValueError).
@@ -75,7 +41,7 @@ PP_REFUSED = {"qwen3_next", "gemma4_causal", "gemma4_mm"}
 def results() -> dict:
     env = {k: v for k, v in cpu_env().items() if not k.startswith("SPECTRACE_")}
     env["PYTHONPATH"] = os.pathsep.join((ROOT, env["PYTHONPATH"]))
-    out = subprocess.run([sys.executable, "-c", f"IDS = {DRAFT_IDS!r}\n" + SCRIPT],
+    out = subprocess.run([sys.executable, SCRIPT, json.dumps(DRAFT_IDS)],
                          capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-4000:]
     line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))

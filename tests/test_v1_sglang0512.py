@@ -137,28 +137,15 @@ def test_v1_draft_model_hooks_and_aux_audit(v1_run):
     assert proc["fc_bypass"] == 0 and proc["findings"] == []
 
 
-INSTALL_CHECK = """
-import json, sglang.srt.speculative.eagle_worker as m
-from spectrace.adapters import sglang_v1
-from spectrace.patching import Patcher
-full = Patcher()
-full.apply(m, sglang_v1.WORKER_POINTS)
-wrapped = sorted(p.attr for p in full.patches)
-full.restore_all()
-del m.EAGLEWorker.forward_draft_extend_after_decode  # as if an older SGLang lacked it
-partial = Patcher()
-partial.apply(m, sglang_v1.WORKER_POINTS)
-print(json.dumps({"wrapped": wrapped, "missing": full.missing,
-                  "partial": sorted(p.attr for p in partial.patches),
-                  "partial_missing": partial.missing}))
-"""
+INSTALL_CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs",
+                             "sglang_v1_install.py")
 
 
 def test_v1_install_wraps_every_method_and_reports_a_missing_one():
     """On the real 0.5.12 module, imported in its own environment."""
     import subprocess
     from harness.sglang0512.server import cpu_env
-    out = subprocess.run([PYTHON, "-c", INSTALL_CHECK], env=cpu_env(), capture_output=True,
+    out = subprocess.run([PYTHON, INSTALL_CHECK], env=cpu_env(), capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])

@@ -22,6 +22,8 @@ from spectrace.adapters import vllm_eagle3, vllm_target
 from spectrace.adapters.load_observer import LoadObserver
 from spectrace.adapters.vllm_engine import StepCounts
 
+pytestmark = pytest.mark.torch
+
 
 # -- accept counts ---------------------------------------------------------------------------
 def test_step_counts_fast_path_equals_vllms_rule():

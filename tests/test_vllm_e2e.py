@@ -147,30 +147,7 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
 
 
 # -- bypass, spectrace.instrument() with the offline LLM ----------------------------------------
-LLM_SCRIPT = r"""
-import json, sys, time
-import spectrace
-spectrace.instrument(output_dir=sys.argv[2], metric_interval_s=0.5, agreement_every=1)
-from vllm import LLM, SamplingParams
-
-def audit(worker):  # runs in the worker process: check_pair on vLLM's own model objects
-    import spectrace
-    r = worker.model_runner
-    return [f.code for f in spectrace.check_pair(r.get_model(), r.drafter.model,
-                                                 r.speculative_config.method)]
-
-models = sys.argv[1]
-llm = LLM(model=f"{models}/target", dtype="float32", enforce_eager=True, max_model_len=256,
-          max_num_seqs=4, max_num_batched_tokens=256,
-          speculative_config={"method": "eagle3", "model": f"{models}/draft",
-                              "num_speculative_tokens": 3})
-outs = llm.generate([{"prompt_token_ids": p} for p in json.loads(sys.argv[3])],
-                    SamplingParams(max_tokens=24, temperature=0, ignore_eos=True))
-codes = llm.collective_rpc(audit)
-time.sleep(2)  # two metric exports after the last step
-print("RESULT", json.dumps({"text": [o.outputs[0].text for o in outs], "check_pair": codes}),
-      flush=True)
-"""
+LLM_SCRIPT = os.path.join(ROOT, "tests", "programs", "vllm_offline_llm.py")
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +158,7 @@ def bypass(tiny_models, tmp_path_factory, vllm_server):
     d = tmp_path_factory.mktemp("vllm-llm")
     env = vllm_env({"VLLM_ALLOW_INSECURE_SERIALIZATION": "1"})  # collective_rpc(callable)
     env = {k: v for k, v in env.items() if not k.startswith("SPECTRACE_")}
-    out = subprocess.run([python, "-c", LLM_SCRIPT, tiny_models("bypass"), str(d / "data"),
+    out = subprocess.run([python, LLM_SCRIPT, tiny_models("bypass"), str(d / "data"),
                           json.dumps(PROMPTS[:2])], capture_output=True, text=True, env=env,
                          timeout=600, cwd=ROOT)
     (d / "llm.log").write_text(out.stdout + out.stderr)

@@ -18,6 +18,8 @@ import pytest
 import wheel_sources as ws
 from wheel_sources import rows
 
+pytestmark = pytest.mark.sources
+
 VERSIONS = ("0.18.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0")
 
 

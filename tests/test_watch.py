@@ -62,6 +62,7 @@ def settled_drafts(run, at_least: int) -> int:
         time.sleep(0.3)
 
 
+@pytest.mark.tmux
 @needs_tmux
 @pytest.mark.sglang
 def test_watch_shows_live_figures_that_update(tiny_models, sglang_server, tmp_path):

@@ -1,7 +1,7 @@
 """Every class, method, parameter and attribute spectrace's adapters wrap or read, checked
 against the real released SGLang sources, in the versions where each adapter expects it.
 
-The wheels are fetched once (tests/release_sources.py) and their sources are parsed with
+The wheels are fetched once (scripts/fetch_release_sources.py) and their sources are parsed with
 `ast` (tests/wheel_sources.py): nothing is imported, so no GPU, torch or SGLang install is
 needed. The tables below are the adapter contract (docs/sglang-versions.md).
 """
@@ -14,6 +14,8 @@ import pytest
 
 import wheel_sources as ws
 from wheel_sources import rows
+
+pytestmark = pytest.mark.sources
 
 VERSIONS = ("0.5.5", "0.5.8", "0.5.12", "0.5.16", "0.5.23")
 
