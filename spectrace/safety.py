@@ -61,24 +61,34 @@ class DroppedItems:
 
 DROPPED = DroppedItems()
 
-Before = Callable[[Any, tuple, dict], Any]
-After = Callable[[Any, Any, tuple, dict, Any], None]
+# before(instance, *read) -> ctx; after(ctx, instance, result, *read); cleanup(ctx), where
+# `read` are the arguments the wrap point names (`patching.WrapPoint.reads`)
+Before = Callable[..., Any]
+After = Callable[..., None]
 Cleanup = Callable[[Any], None]
 
 
+def no_args(args: tuple, kwargs: dict) -> tuple:
+    return ()
+
+
 def guarded_wrapper(hook: str, before: Before | None = None, after: After | None = None,
-                    cleanup: Cleanup | None = None, after_needs_ctx: bool = False):
-    """A wrapt wrapper: `before(instance, args, kwargs) -> ctx`, then the call, then
-    `after(ctx, instance, args, kwargs, result)`; `cleanup(ctx)` runs last even when the
-    call raised (to end spans). Any of them may fail without consequence. With
-    `after_needs_ctx`, a call whose `before` returned None skips `after` (the fast path)."""
+                    cleanup: Cleanup | None = None, after_needs_ctx: bool = False,
+                    read: Callable[[tuple, dict], tuple] = no_args):
+    """A wrapt wrapper: `before(instance, *read(args, kwargs)) -> ctx`, then the call, then
+    `after(ctx, instance, result, *read(args, kwargs))`; `cleanup(ctx)` runs last even when
+    the call raised (to end spans). `read` picks the arguments the hooks take
+    (`patching.arg_reader`; by default none). Any of them may fail without consequence.
+    With `after_needs_ctx`, a call whose `before` returned None skips `after` (the fast
+    path)."""
     fast_when_no_ctx = after is None or after_needs_ctx
 
     def wrapper(wrapped, instance, args, kwargs):
-        ctx = None
+        ctx = values = None
         if before is not None:
             try:
-                ctx = before(instance, args, kwargs)
+                values = read(args, kwargs)
+                ctx = before(instance, *values)
             except StrictModeError:
                 raise
             except Exception as exc:  # noqa: BLE001 - that is the point
@@ -89,7 +99,9 @@ def guarded_wrapper(hook: str, before: Before | None = None, after: After | None
             result = wrapped(*args, **kwargs)
             if after is not None:
                 try:
-                    after(ctx, instance, args, kwargs, result)
+                    if values is None:
+                        values = read(args, kwargs)
+                    after(ctx, instance, result, *values)
                 except StrictModeError:
                     raise
                 except Exception as exc:  # noqa: BLE001

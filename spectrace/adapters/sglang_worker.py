@@ -33,15 +33,14 @@ def worker_state(worker) -> WorkerState:
     return st
 
 
-def _before_init(instance, args, kwargs):
+def _before_init(instance, named: dict):
     """On entry to the worker's constructor (the draft model loads inside it): fix the
-    process's identity, then start its telemetry."""
-    named = sglang_identity.call_arguments(instance, args, kwargs)
+    process's identity from its arguments by name, then start its telemetry."""
     note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named))
     recorder()
 
 
-def _after_init(ctx, worker, args, kwargs, result) -> None:
+def _after_init(ctx, worker, result, named: dict) -> None:
     """Once the worker exists: its speculative-step count fixes the series to create."""
     steps = getattr(worker, "speculative_num_steps", None)
     if isinstance(steps, int) and steps > 0:
@@ -50,7 +49,8 @@ def _after_init(ctx, worker, args, kwargs, result) -> None:
 
 def init_point(cls: str, hook: str) -> WrapPoint:
     """The constructor wrap point of an eagle worker class."""
-    return WrapPoint(f"{cls}.__init__", hook, before=_before_init, after=_after_init)
+    return WrapPoint(f"{cls}.__init__", hook, before=_before_init, after=_after_init,
+                     reads="all")
 
 
 def audit_once(worker, target_model, draft_model) -> None:
@@ -86,7 +86,7 @@ def is_prefill(batch) -> bool:
     return extend or getattr(batch, "is_extend_in_batch", False)
 
 
-def begin_step(worker_kind: str, worker, batch, audit) -> tuple | None:
+def begin_step(worker_kind: str, worker, batch, audit) -> spans.StepSpan | None:
     """The step hook both workers share: audit once, skip prefill, count the step, and
     start a span for a sampled one (returns its context for `spans.end_step`)."""
     st = worker.__dict__.get(STATE_ATTR)
