@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from . import signals
 from .patching import Patcher
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +39,7 @@ class ProcessState:
 STATE = ProcessState()
 
 
-def recorder(role: str = "scheduler") -> Recorder | None:
+def recorder(role: str = signals.ROLE_SCHEDULER) -> Recorder | None:
     """The process's Recorder, created (with its exporters) on first use by a hook; None
     when spectrace is not instrumenting this process."""
     rec = STATE.recorder

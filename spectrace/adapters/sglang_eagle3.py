@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import signals
 from ..detectors import SGLANG
 from ..detectors.vocab import check_vocab_map
 from ..detectors.weights import idle_parameters
@@ -86,7 +87,7 @@ def _before_forward(instance, forward_batch):
         return
     name = getattr(mode, "name", str(mode))
     check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,
-               {"spectrace.forward_mode": name})
+               {signals.SPAN_ATTR_FORWARD_MODE: name})
 
 
 # -- weights and vocabulary map -----------------------------------------------------------

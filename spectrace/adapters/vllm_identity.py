@@ -13,9 +13,6 @@ from __future__ import annotations
 from .. import signals
 from ..process import STATE, note_identity, recorder
 
-ENGINE_CORE = "engine_core"
-WORKER = "worker"
-
 
 def _served_model(model_config) -> str | None:
     name = getattr(model_config, "served_model_name", None)
@@ -56,7 +53,7 @@ def engine_recorder(vllm_config):
         dp, tp, pp = _sizes(vllm_config)
         note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp,
                       port_offset=dp * (1 + tp * pp), **_models(vllm_config))
-    return recorder(ENGINE_CORE)
+    return recorder(signals.ROLE_ENGINE_CORE)
 
 
 def worker_recorder(vllm_config=None):
@@ -74,4 +71,4 @@ def worker_recorder(vllm_config=None):
         note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, **ranks,
                       port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
                       + ranks["pp_rank"] * tp, **_models(vllm_config))
-    return recorder(WORKER)
+    return recorder(signals.ROLE_WORKER)
