@@ -19,27 +19,45 @@ class Worker:
 
 
 def test_positional_keyword_and_default():
-    read = arg_reader(Worker.step, ("batch", "on_publish", "grammar"), method=True)
+    read = arg_reader(Worker.step, ("batch", "on_publish", "grammar"), method=True).read
     assert read(("b", "p"), {}) == ("b", "p", None)
     assert read((), {"batch": "b", "grammar": "g"}) == ("b", None, "g")
     assert read(("b",), {"on_publish": "p"}) == ("b", "p", None)
-    one = arg_reader(Worker.free, ("y",), method=False)
+    one = arg_reader(Worker.free, ("y",), method=False).read
     assert one((1,), {}) == (7,) and one((1, 2), {}) == (2,) and one((1,), {"y": 3}) == (3,)
 
 
 def test_names_across_releases_and_a_missing_one():
     def old_step(self, model_worker_batch):
         return model_worker_batch
-    read = arg_reader(old_step, (("batch", "model_worker_batch"),), method=True)
+    read = arg_reader(old_step, (("batch", "model_worker_batch"),), method=True).read
     assert read(("mwb",), {}) == ("mwb",)
     with pytest.raises(MissingParameter, match="spec_info"):
         arg_reader(old_step, ("spec_info",), method=True)
 
 
 def test_every_argument_by_name():
-    read = arg_reader(Worker.step, "all", method=True)
+    read = arg_reader(Worker.step, "all", method=True).read
     assert read(("b",), {"grammar": "g"}) == ({"batch": "b", "grammar": "g"},)
     assert read((1, 2, 3), {"x": 1}) == ({"x": 1},)  # does not bind: the keywords alone
+
+
+@pytest.mark.parametrize("reads", [(), ("batch",), ("batch", "grammar"),
+                                   ("batch", "on_publish", "grammar"), "all"])
+def test_the_wrapper_hands_the_hook_the_same_values_as_the_reader(reads):
+    """`guarded_wrapper` inlines up to two arguments; the values are `read`'s, whichever
+    way the call passed them."""
+    import wrapt
+    from spectrace.safety import guarded_wrapper
+    spec = arg_reader(Worker.step, reads, method=True)
+    seen = []
+    cls = type("Wrapped", (), {"step": Worker.step})
+    wrapt.wrap_function_wrapper(cls, "step", guarded_wrapper(
+        "t", before=lambda _w, *values: seen.append(values), reads=spec))
+    w = cls()
+    for args, kwargs in [(("b",), {}), (("b", "p"), {"grammar": "g"}), ((), {"batch": "B"})]:
+        assert w.step(*args, **kwargs) == Worker.step(w, *args, **kwargs)
+        assert seen.pop() == spec.read(args, kwargs)
 
 
 def test_the_patcher_resolves_positions_and_notes_a_missing_parameter():

@@ -79,7 +79,7 @@ def _before_verify(instance, batch) -> VerifyContext | None:
     return None if span is None else VerifyContext(span, None, None)
 
 
-def _after_verify(ctx: VerifyContext, instance, result, batch) -> None:
+def _after_verify(ctx: VerifyContext, instance, result) -> None:
     if ctx.draft_tokens is None:
         return
     bs = int(result.accept_lens.shape[0])
@@ -114,7 +114,11 @@ def _before_verify_complete_cpu(instance, counts):
     (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps)
 
 
-def _after_resolve_overlap(ctx, scheduler, returned, res):
+def _before_resolve_overlap(scheduler, res):
+    return res  # the result object whose counts the call resolves, for the after hook
+
+
+def _after_resolve_overlap(res, scheduler, returned) -> None:
     counts = getattr(res, "accept_length_per_req_cpu", None)
     if counts is None:  # 0.5.5 sets only accept_lens (asserted to be on the CPU here)
         counts = [x - 1 for x in res.accept_lens.tolist()]
@@ -149,7 +153,7 @@ VERIFY_COMMON = (
 
 SCHEDULER = (
     WrapPoint("SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids",
-              "v2.resolve_spec_overlap", after=_after_resolve_overlap, reads=("result",),
-              required=False,
+              "v2.resolve_spec_overlap", before=_before_resolve_overlap, reads=("result",),
+              after=_after_resolve_overlap, after_needs_ctx=True, required=False,
               when=_scheduler_has_counts),
 )

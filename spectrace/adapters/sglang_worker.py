@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import signals, spans
 from ..export.resource import runtime_version
 from ..patching import WrapPoint
-from ..process import STATE, note_identity, recorder
+from ..process import STATE, note_identity, on_reset, recorder
 from . import sglang_identity
 from .sglang_target import audit_pair
 
@@ -40,7 +40,7 @@ def _before_init(instance, named: dict):
     recorder()
 
 
-def _after_init(ctx, worker, result, named: dict) -> None:
+def _after_init(ctx, worker, result) -> None:
     """Once the worker exists: its speculative-step count fixes the series to create."""
     steps = getattr(worker, "speculative_num_steps", None)
     if isinstance(steps, int) and steps > 0:
@@ -70,6 +70,7 @@ def audit_once(worker, target_model, draft_model) -> None:
 
 
 _IS_EXTEND: dict = {}  # ForwardMode member -> its is_extend(), asked once per member
+on_reset(_IS_EXTEND.clear)
 
 
 def is_prefill(batch) -> bool:
