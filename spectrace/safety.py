@@ -101,16 +101,16 @@ def guarded_wrapper(hook: str, before: Before | None = None, after: After | None
     path)."""
     fast_when_no_ctx = after is None or after_needs_ctx
     params = reads.params
-    count = -1 if params is None or len(params) > 2 else len(params)
-    (i, n, d), (j, m, e) = ((params or ()) + (_UNREAD, _UNREAD))[:2]
+    # Up to three arguments are read inline below: a call through a helper, or with `*`,
+    # costs about as much as a whole hook on CPython 3.11.
+    count = -1 if params is None or len(params) > 3 else len(params)
+    (i, n, d), (j, m, e), (k, o, f) = ((params or ()) + (_UNREAD,) * 3)[:3]
     read = reads.read
 
     def wrapper(wrapped, instance, args, kwargs):
         ctx = None
         if before is not None:
             try:
-                # Up to two arguments are read inline: a call through a helper, or with
-                # `*`, costs about as much as a whole hook on CPython 3.11.
                 if count == 1:
                     ctx = before(instance, args[i] if len(args) > i else kwargs.get(n, d))
                 elif count == 0:
@@ -118,6 +118,10 @@ def guarded_wrapper(hook: str, before: Before | None = None, after: After | None
                 elif count == 2:
                     ctx = before(instance, args[i] if len(args) > i else kwargs.get(n, d),
                                  args[j] if len(args) > j else kwargs.get(m, e))
+                elif count == 3:
+                    ctx = before(instance, args[i] if len(args) > i else kwargs.get(n, d),
+                                 args[j] if len(args) > j else kwargs.get(m, e),
+                                 args[k] if len(args) > k else kwargs.get(o, f))
                 else:
                     ctx = before(instance, *read(args, kwargs))
             except StrictModeError:

@@ -43,9 +43,10 @@ def test_every_argument_by_name():
 
 
 @pytest.mark.parametrize("reads", [(), ("batch",), ("batch", "grammar"),
-                                   ("batch", "on_publish", "grammar"), "all"])
+                                   ("batch", "on_publish", "grammar"),
+                                   ("grammar", "on_publish", "batch", "on_publish"), "all"])
 def test_the_wrapper_hands_the_hook_the_same_values_as_the_reader(reads):
-    """`guarded_wrapper` inlines up to two arguments; the values are `read`'s, whichever
+    """`guarded_wrapper` inlines up to three arguments; the values are `read`'s, whichever
     way the call passed them."""
     import wrapt
     from spectrace.safety import guarded_wrapper

@@ -88,8 +88,10 @@ def host_tracer_provider():
 
 def host_meter_provider():
     """The global meter provider if the host configured one, else None. The API's
-    placeholder before one is set is the private `_ProxyMeterProvider` (no public class
-    or query says "not set"), hence the check by name."""
+    placeholder before one is set is the private `_ProxyMeterProvider`: unlike tracing
+    (`ProxyTracerProvider`), no public class or query says "not set" (opentelemetry-api
+    1.27 - 1.45), hence the check by name (tests/test_process_state.py pins it: a renamed
+    proxy would pass for a host provider and take spectrace's metrics)."""
     p = otel_metrics.get_meter_provider()
     if isinstance(p, otel_metrics.NoOpMeterProvider) or type(p).__name__ == "_ProxyMeterProvider":
         return None

@@ -1,5 +1,6 @@
-"""`uninstrument()` forgets every piece of state spectrace keeps for the whole process
-(`process.reset()`), so a later `instrument()` (or the next test) starts from zero."""
+"""Process-wide state: `uninstrument()` forgets every piece of it (`process.reset()`), so a
+later `instrument()` (or the next test) starts from zero; the global providers spectrace
+looks at before building its own."""
 from __future__ import annotations
 
 import enum
@@ -52,3 +53,10 @@ def test_an_internal_error_is_logged_again_after_a_reset(caplog):
         INTERNAL_ERRORS.record("test.again", RuntimeError("second"))
     assert "second" in caplog.text and dict(INTERNAL_ERRORS.counts) == {"test.again": 1}
     process.reset()
+
+
+def test_the_apis_placeholder_meter_provider_is_not_taken_for_the_hosts():
+    """`providers.host_meter_provider` recognises the API's placeholder by its private class
+    name (there is no public way to ask): this fails if opentelemetry-api renames it."""
+    from opentelemetry.metrics import _internal
+    assert type(_internal._PROXY_METER_PROVIDER).__name__ == "_ProxyMeterProvider"
