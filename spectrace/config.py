@@ -4,14 +4,23 @@ One place parses and validates them, so `instrument()` and auto-instrumentation 
 A bad value raises `ConfigError` (a `ValueError`) naming the variable and what is allowed.
 `to_env()` writes the resolved settings back as variables: that is how the options given
 to `instrument()` in a launching process reach SGLang's spawned scheduler processes.
+
+Each setting is declared once, as a field of `Config`: its default, its variable, its
+`Kind` (which parses the variable's text, checks a keyword argument's Python type, writes
+the value back as text and words the error) and its description. `SETTINGS` is read off
+those fields. A table of our own rather than pydantic-settings: this module loads in
+every process of the runtime (the `.pth` start-up hook), where importing pydantic costs
+about 0.1 s, and neither pydantic nor pydantic-settings is a requirement of spectrace (the
+runtimes ship pydantic, not pydantic-settings; `spectrace report` and `doctor` need
+neither); the errors also keep one wording, naming the keyword and its variable.
 """
 from __future__ import annotations
 
 import ipaddress
 import os
 import re
-from dataclasses import dataclass, fields
-from typing import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping, NamedTuple
 
 EXPORTERS = ("file", "otlp", "prometheus", "console")
 _TRUE = ("1", "true", "yes", "on")
@@ -22,53 +31,129 @@ class ConfigError(ValueError):
     """A setting has a value spectrace cannot use; the message names the setting."""
 
 
-@dataclass(frozen=True)
-class Config:
-    enabled: bool = True
-    exporters: tuple[str, ...] = ("file",)
-    output_dir: str = "./spectrace-data"
-    prometheus_host: str = "127.0.0.1"
-    prometheus_port: int = 9464
-    strict: bool = False
-    step_sample_ratio: float = 0.01
-    agreement_every: int = 16
-    metric_interval_s: float = 2.0
-    service_name: str | None = None  # None: the runtime's name (sglang, vllm)
-    token_detail: bool = False  # reserved: nothing emits token ids yet (docs/reliability.md)
-
-
 def _show(value, limit: int = 80) -> str:
     """The value as it appears in an error message: repr, cut short if it is long."""
     r = repr(value)
     return r if len(r) <= limit else r[:limit] + f"... ({len(r)} chars)"
 
 
-# setting name -> (environment variable, parser, description for docs and errors)
-def _parse_bool(var: str, raw: str) -> bool:
-    v = raw.strip().lower()
-    if v in _TRUE:
-        return True
-    if v in _FALSE:
-        return False
-    raise ConfigError(f"{var}={_show(raw)}: expected 1 or 0 (also true/false, yes/no, on/off)")
+# -- kinds of setting ------------------------------------------------------------------------
+class Kind:
+    """How one kind of setting is read and written. `parse(var, raw)` turns a variable's
+    text into the value (or raises `ConfigError` naming `var`); `from_python(label, value)`
+    does the same for a keyword argument, whose Python type must fit too (`True` is not a
+    port, a ratio or a folder); `to_text(value)` is the text that reproduces it."""
+
+    python_types: tuple[type, ...] = (str, int, float)
+    python_expected = "a string"
+
+    def parse(self, var: str, raw: str) -> Any:
+        raise NotImplementedError
+
+    def from_python(self, label: str, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, self.python_types):
+            raise ConfigError(f"{label}={_show(value)}: expected {self.python_expected}")
+        return self.parse(label, str(value))
+
+    def to_text(self, value: Any) -> str:
+        return str(value)
 
 
-def _parse_exporters(var: str, raw: str) -> tuple[str, ...]:
-    names = tuple(p.strip().lower() for p in raw.split(",") if p.strip())
-    if not names:
-        raise ConfigError(f"{var}={_show(raw)}: expected a comma list of {', '.join(EXPORTERS)}")
-    bad = [n for n in names if n not in EXPORTERS]
-    if bad:
-        raise ConfigError(f"{var}={_show(raw)}: unknown exporter {bad[0]!r}; allowed: "
-                          f"{', '.join(EXPORTERS)}")
-    return tuple(dict.fromkeys(names))
+class Flag(Kind):
+    """On or off: 1/0, true/false, yes/no, on/off (empty: off)."""
+
+    def parse(self, var: str, raw: str) -> bool:
+        v = raw.strip().lower()
+        if v in _TRUE:
+            return True
+        if v in _FALSE:
+            return False
+        raise ConfigError(f"{var}={_show(raw)}: expected 1 or 0 (also true/false, yes/no, "
+                          "on/off)")
+
+    def from_python(self, label: str, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if not isinstance(value, str):
+            raise ConfigError(f"{label}={_show(value)}: expected True or False")
+        return self.parse(label, value)
+
+    def to_text(self, value: bool) -> str:
+        return "1" if value else "0"
+
+
+class Names(Kind):
+    """A comma list of names from `allowed`, deduplicated in order (a list as keyword)."""
+
+    def __init__(self, allowed: tuple[str, ...]) -> None:
+        self.allowed = allowed
+
+    def parse(self, var: str, raw: str) -> tuple[str, ...]:
+        names = tuple(p.strip().lower() for p in raw.split(",") if p.strip())
+        allowed = ", ".join(self.allowed)
+        if not names:
+            raise ConfigError(f"{var}={_show(raw)}: expected a comma list of {allowed}")
+        bad = [n for n in names if n not in self.allowed]
+        if bad:
+            raise ConfigError(f"{var}={_show(raw)}: unknown exporter {bad[0]!r}; allowed: "
+                              f"{allowed}")
+        return tuple(dict.fromkeys(names))
+
+    def from_python(self, label: str, value: Any) -> tuple[str, ...]:
+        if isinstance(value, (list, tuple, set, frozenset)) and all(
+                isinstance(v, str) for v in value):
+            value = ",".join(value)
+        elif not isinstance(value, str):
+            raise ConfigError(f"{label}={_show(value)}: expected a list of names from "
+                              f"{', '.join(self.allowed)}")
+        return self.parse(label, value)
+
+    def to_text(self, value: tuple[str, ...]) -> str:
+        return ",".join(value)
+
+
+class Number(Kind):
+    """A whole number (`whole`) or a real one in `[low, high]` (`high` None: no upper
+    bound; NaN is never in range); `expected` words what is allowed."""
+
+    def __init__(self, whole: bool, low: float, high: float | None, expected: str) -> None:
+        self.convert = int if whole else float
+        self.low, self.high, self.expected = low, high, expected
+        self.python_types = (int, str) if whole else (int, float, str)
+        self.python_expected = "a whole number" if whole else "a number"
+
+    def parse(self, var: str, raw: str) -> float:
+        try:
+            n = self.convert(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{var}={_show(raw)}: expected {self.expected}") from None
+        if not (self.low <= n and (self.high is None or n <= self.high)):
+            raise ConfigError(f"{var}={_show(raw)}: expected {self.expected}")
+        return n
+
+
+class Text(Kind):
+    """Free text that `check(var, raw) -> value` accepts (raising `ConfigError`)."""
+
+    def __init__(self, check: Callable[[str, str], str]) -> None:
+        self.parse = check
+
+
+class Directory(Text):
+    """A folder path (`os.PathLike` too as keyword)."""
+
+    def from_python(self, label: str, value: Any) -> str:
+        return super().from_python(label, os.fspath(value) if isinstance(value, os.PathLike)
+                                   else value)
 
 
 def _printable(raw: str) -> bool:
     return all(c.isprintable() for c in raw)
 
 
-def _parse_dir(var: str, raw: str) -> str:
+def _check_dir(var: str, raw: str) -> str:
     if not raw.strip() or not _printable(raw):
         raise ConfigError(f"{var}={_show(raw)}: expected a directory path (non-empty, no control "
                           "characters)")
@@ -78,7 +163,7 @@ def _parse_dir(var: str, raw: str) -> str:
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
 
-def _parse_host(var: str, raw: str) -> str:
+def _check_host(var: str, raw: str) -> str:
     h = raw.strip()
     allowed = ("expected a host name or IP address to bind, e.g. 127.0.0.1 (loopback, the "
                "default), ::1, or 0.0.0.0 to listen on every interface")
@@ -96,94 +181,100 @@ def _parse_host(var: str, raw: str) -> str:
     return h
 
 
-def _parse_port(var: str, raw: str) -> int:
-    try:
-        port = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{var}={_show(raw)}: expected a TCP port number 1-65535") from None
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"{var}={_show(raw)}: expected a TCP port number 1-65535")
-    return port
-
-
-def _parse_ratio(var: str, raw: str) -> float:
-    try:
-        r = float(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{var}={_show(raw)}: expected a number from 0 to 1") from None
-    if not 0.0 <= r <= 1.0:  # also rejects nan
-        raise ConfigError(f"{var}={_show(raw)}: expected a number from 0 to 1")
-    return r
-
-
-def _parse_every(var: str, raw: str) -> int:
-    try:
-        n = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{var}={_show(raw)}: expected a whole number >= 0 "
-                          "(0 switches it off, N compares every Nth step)") from None
-    if n < 0:
-        raise ConfigError(f"{var}={_show(raw)}: expected a whole number >= 0")
-    return n
-
-
-def _parse_interval(var: str, raw: str) -> float:
-    try:
-        s = float(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{var}={_show(raw)}: expected seconds between 0.1 and 2") from None
-    if not 0.1 <= s <= 2.0:
-        raise ConfigError(f"{var}={_show(raw)}: expected seconds between 0.1 and 2 (a SIGKILLed "
-                          "scheduler loses at most one interval)")
-    return s
-
-
-def _parse_name(var: str, raw: str) -> str:
+def _check_name(var: str, raw: str) -> str:
     if not raw.strip() or not _printable(raw):
         raise ConfigError(f"{var}={_show(raw)}: expected a non-empty name without control "
                           "characters")
     return raw.strip()
 
 
-SETTINGS = {
-    "enabled": ("SPECTRACE_ENABLED", _parse_bool, "1 turns instrumentation on in every process"),
-    "exporters": ("SPECTRACE_EXPORTERS", _parse_exporters,
-                  "comma list of file, otlp, prometheus, console"),
-    "output_dir": ("SPECTRACE_OUTPUT_DIR", _parse_dir, "where the file exporter writes"),
-    "prometheus_host": ("SPECTRACE_PROMETHEUS_HOST", _parse_host,
-                        "address the Prometheus endpoint binds"),
-    "prometheus_port": ("SPECTRACE_PROMETHEUS_PORT", _parse_port,
-                        "base port; each worker process listens on base + its rank"),
-    "strict": ("SPECTRACE_STRICT", _parse_bool, "raise at the first fc bypass"),
-    "step_sample_ratio": ("SPECTRACE_STEP_SAMPLE_RATIO", _parse_ratio,
-                          "fraction of decode steps recorded as spans"),
-    "agreement_every": ("SPECTRACE_AGREEMENT_EVERY", _parse_every,
-                        "compare draft and target tokens every Nth step; 0 = off"),
-    "metric_interval_s": ("SPECTRACE_METRIC_INTERVAL", _parse_interval,
-                          "seconds between metric exports"),
-    "service_name": ("OTEL_SERVICE_NAME", _parse_name, "service.name resource attribute"),
-    "token_detail": ("SPECTRACE_TOKEN_DETAIL", _parse_bool,
-                     "reserved opt-in for token-level detail; no telemetry carries token ids "
-                     "in this release, whatever its value"),
-}
+FLAG = Flag()
 
-# OTLP protocol variables (read by spectrace.otlp), checked here when `otlp` is exported, so
-# a bad one fails `instrument()` / auto-instrumentation up front like any other setting.
+
+class Setting(NamedTuple):
+    """One setting: its environment variable, its kind, what it does (docs and errors)."""
+
+    var: str
+    kind: Kind
+    doc: str
+
+
+def _setting(var: str, kind: Kind, default: Any, doc: str):
+    """A `Config` field declared with its variable, kind and description."""
+    return field(default=default, metadata={"setting": Setting(var, kind, doc)})
+
+
+@dataclass(frozen=True)
+class Config:
+    enabled: bool = _setting("SPECTRACE_ENABLED", FLAG, True,
+                             "1 turns instrumentation on in every process")
+    exporters: tuple[str, ...] = _setting("SPECTRACE_EXPORTERS", Names(EXPORTERS), ("file",),
+                                          "comma list of file, otlp, prometheus, console")
+    output_dir: str = _setting("SPECTRACE_OUTPUT_DIR", Directory(_check_dir),
+                               "./spectrace-data", "where the file exporter writes")
+    prometheus_host: str = _setting("SPECTRACE_PROMETHEUS_HOST", Text(_check_host),
+                                    "127.0.0.1", "address the Prometheus endpoint binds")
+    prometheus_port: int = _setting(
+        "SPECTRACE_PROMETHEUS_PORT", Number(True, 1, 65535, "a TCP port number 1-65535"), 9464,
+        "base port; each worker process listens on base + its rank")
+    strict: bool = _setting("SPECTRACE_STRICT", FLAG, False, "raise at the first fc bypass")
+    step_sample_ratio: float = _setting(
+        "SPECTRACE_STEP_SAMPLE_RATIO", Number(False, 0.0, 1.0, "a number from 0 to 1"), 0.01,
+        "fraction of decode steps recorded as spans")
+    agreement_every: int = _setting(
+        "SPECTRACE_AGREEMENT_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
+                                            "it off, N compares every Nth step)"), 16,
+        "compare draft and target tokens every Nth step; 0 = off")
+    metric_interval_s: float = _setting(
+        "SPECTRACE_METRIC_INTERVAL", Number(False, 0.1, 2.0, "seconds between 0.1 and 2 (a "
+                                            "SIGKILLed scheduler loses at most one interval)"),
+        2.0, "seconds between metric exports")
+    # None: the runtime's name (sglang, vllm)
+    service_name: str | None = _setting("OTEL_SERVICE_NAME", Text(_check_name), None,
+                                        "service.name resource attribute")
+    # reserved: nothing emits token ids yet (docs/reliability.md)
+    token_detail: bool = _setting("SPECTRACE_TOKEN_DETAIL", FLAG, False,
+                                  "reserved opt-in for token-level detail; no telemetry "
+                                  "carries token ids in this release, whatever its value")
+
+
+# setting name -> Setting(environment variable, kind, description)
+SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in fields(Config)}
+
+# OTLP protocol variables (read by `spectrace.export.otlp` through `otlp_protocol`), checked
+# here when `otlp` is exported, so a bad one fails `instrument()` / auto-instrumentation up
+# front like any other setting.
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
-OTLP_PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+OTLP_PROTOCOL_VAR = "OTEL_EXPORTER_OTLP_PROTOCOL"
+OTLP_PROTOCOL_VARS = (OTLP_PROTOCOL_VAR, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
                       "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
 
 
+def _protocol_in(env: Mapping[str, str], var: str) -> str | None:
+    """The protocol `var` names (None: unset or empty, as in OpenTelemetry); `ConfigError`
+    for one spectrace's exporters cannot speak."""
+    raw = env.get(var)
+    if raw is None or not raw.strip():
+        return None
+    proto = raw.strip().lower()
+    if proto not in OTLP_PROTOCOLS:
+        raise ConfigError(f"{var}={_show(raw)}: spectrace's OTLP exporter supports "
+                          f"{' and '.join(OTLP_PROTOCOLS)}")
+    return proto
+
+
+def otlp_protocol(signal: str, env: Mapping[str, str] | None = None) -> str:
+    """The protocol of the OTLP exporter for `signal` (`TRACES`, `METRICS`): its own
+    variable, else `OTEL_EXPORTER_OTLP_PROTOCOL`, else grpc."""
+    env = os.environ if env is None else env
+    return (_protocol_in(env, f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+            or _protocol_in(env, OTLP_PROTOCOL_VAR) or OTLP_PROTOCOLS[0])
+
+
 def check_otlp_env(env: Mapping[str, str]) -> None:
-    """Raise `ConfigError` for an OTLP protocol spectrace's exporters cannot speak (an
-    empty value counts as unset, as in OpenTelemetry)."""
+    """Raise `ConfigError` for an OTLP protocol spectrace's exporters cannot speak."""
     for var in OTLP_PROTOCOL_VARS:
-        raw = env.get(var)
-        if raw is None or not raw.strip():
-            continue
-        if raw.strip().lower() not in OTLP_PROTOCOLS:
-            raise ConfigError(f"{var}={_show(raw)}: spectrace's OTLP exporter supports "
-                              f"{' and '.join(OTLP_PROTOCOLS)}")
+        _protocol_in(env, var)
 
 
 def from_env(environ: Mapping[str, str] | None = None, **overrides) -> Config:
@@ -194,65 +285,23 @@ def from_env(environ: Mapping[str, str] | None = None, **overrides) -> Config:
         raise ConfigError(f"unknown spectrace setting {sorted(unknown)[0]!r}; known: "
                           f"{', '.join(SETTINGS)}")
     values = {}
-    for name, (var, parse, _doc) in SETTINGS.items():
-        if name in overrides and overrides[name] is not None:
-            values[name] = _from_python(name, var, parse, overrides[name])
+    for name, (var, kind, _doc) in SETTINGS.items():
+        if overrides.get(name) is not None:
+            # keyword arguments go through the same parser, named by the keyword
+            values[name] = kind.from_python(f"{name} (or {var})", overrides[name])
         elif var in env:
             raw = env[var]
             if var.startswith("OTEL_") and not raw.strip():
                 continue  # OpenTelemetry convention: an empty variable is unset
-            values[name] = parse(var, raw)
+            values[name] = kind.parse(var, raw)
     cfg = Config(**values)
     if "otlp" in cfg.exporters:
         check_otlp_env(env)
     return cfg
 
 
-def _from_python(name: str, var: str, parse, value):
-    """Keyword arguments go through the same parser as variables (named by the keyword).
-    The Python type must fit too: `True` is not a port, a ratio or a folder."""
-    label = f"{name} (or {var})"
-    if parse is _parse_bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        if not isinstance(value, str):
-            raise ConfigError(f"{label}={_show(value)}: expected True or False")
-    elif parse is _parse_exporters:
-        if isinstance(value, (list, tuple, set, frozenset)) and all(
-                isinstance(v, str) for v in value):
-            value = ",".join(value)
-        elif not isinstance(value, str):
-            raise ConfigError(f"{label}={_show(value)}: expected a list of names from "
-                              f"{', '.join(EXPORTERS)}")
-    elif parse in (_parse_port, _parse_every):
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ConfigError(f"{label}={_show(value)}: expected a whole number")
-    elif parse in (_parse_ratio, _parse_interval):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(f"{label}={_show(value)}: expected a number")
-    elif parse is _parse_dir and isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ConfigError(f"{label}={_show(value)}: expected a string")
-    return parse(label, str(value))
-
-
 def to_env(cfg: Config) -> dict[str, str]:
-    """The variables that reproduce `cfg` in a child process."""
-    out = {}
-    for f in fields(Config):
-        if f.name not in SETTINGS:
-            continue
-        var = SETTINGS[f.name][0]
-        v = getattr(cfg, f.name)
-        if v is None:
-            continue  # unset: each process resolves it itself
-        if isinstance(v, bool):
-            out[var] = "1" if v else "0"
-        elif isinstance(v, tuple):
-            out[var] = ",".join(v)
-        else:
-            out[var] = str(v)
-    return out
+    """The variables that reproduce `cfg` in a child process (unset ones left out: each
+    process resolves them itself)."""
+    return {var: kind.to_text(getattr(cfg, name))
+            for name, (var, kind, _doc) in SETTINGS.items() if getattr(cfg, name) is not None}

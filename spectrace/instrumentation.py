@@ -20,6 +20,7 @@ import wrapt
 from . import config as config_mod
 from .adapters import ADAPTERS
 from .config import Config
+from . import process
 from .process import STATE
 from .safety import INTERNAL_ERRORS
 
@@ -28,6 +29,7 @@ log = logging.getLogger("spectrace")
 _hooks_registered = False
 _env_written: dict[str, str | None] = {}  # variable -> its value before instrument()
 _warned_missing: set[str] = set()
+process.on_reset(_warned_missing.clear)
 
 
 def instrument(tracer_provider=None, meter_provider=None, **options) -> Config:
@@ -106,8 +108,10 @@ def _write_env(cfg: Config) -> None:
 
 
 def uninstrument() -> None:
-    """Restore every wrapped function, stop exporting, and stop spawned children from
-    instrumenting themselves (the environment is put back as it was)."""
+    """Restore every wrapped function, stop exporting, stop spawned children from
+    instrumenting themselves (the environment is put back as it was), and forget what
+    spectrace learned in this process (`process.reset()`): a later `instrument()`
+    starts from zero."""
     with STATE.lock:
         STATE.patcher.restore_all()
         STATE.active = False
@@ -125,6 +129,7 @@ def uninstrument() -> None:
         STATE.recorder = None
         STATE.config = None
         STATE.tracer_provider = STATE.meter_provider = None
+        process.reset()
 
 
 def is_instrumented() -> bool:

@@ -6,19 +6,71 @@ it. `Patcher.apply(module, points)` installs them with wrapt when the runtime's 
 imported, remembers the originals so `uninstrument()` can put back the very same objects,
 and records every required wrap point the installed release lacks (the others still
 install). A new draft class or runtime is a new table plus its hook functions.
+
+A `before` hook takes the wrapped call's arguments by name: a point's `reads` names the
+parameters it takes, and `arg_reader` finds where each sits (position or keyword) in the
+real function's signature once, when the point is installed, so a call costs a length
+test and an index per argument.
 """
 from __future__ import annotations
 
+import inspect
 import logging
+import sys
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Literal, Union
 
 import wrapt
 
-from .safety import INTERNAL_ERRORS, After, Before, Cleanup, guarded_wrapper
+from .safety import NO_READS, INTERNAL_ERRORS, After, Before, Cleanup, Reads, guarded_wrapper
 
 log = logging.getLogger("spectrace")
+
+# A parameter a hook reads: its name, or its names across releases (the first one the
+# function has wins).
+Param = Union[str, tuple[str, ...]]
+
+
+class MissingParameter(LookupError):
+    """The wrapped function has none of the names a hook reads."""
+
+
+def arg_reader(function, reads: tuple[Param, ...] | Literal["all"], method: bool) -> Reads:
+    """Where the arguments `reads` sit in a call to `function` as wrapt hands it over
+    (without `self` when `method`): each from its position when the call passed it there,
+    else its keyword, else the parameter's default (None when it has none); `"all"`: one
+    dict of every argument by name. Resolved here, once, from the signature;
+    `MissingParameter` when a name is not one of its parameters."""
+    if not reads:
+        return NO_READS
+    signature = inspect.signature(function)
+    params = list(signature.parameters.values())[1 if method else 0:]
+    if reads == "all":
+        bind = signature.replace(parameters=params).bind_partial
+
+        def read_all(args: tuple, kwargs: dict) -> tuple:
+            try:
+                return (dict(bind(*args, **kwargs).arguments),)
+            except TypeError:  # a call that does not bind: the keywords alone
+                return (dict(kwargs),)
+        return Reads(None, read_all)
+    by_name = {p.name: (i, p) for i, p in enumerate(params)}
+    spec = []
+    for names in ((r,) if isinstance(r, str) else r for r in reads):
+        name = next((n for n in names if n in by_name), None)
+        if name is None:
+            raise MissingParameter(" / ".join(names))
+        i, p = by_name[name]
+        positional = p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        spec.append((i if positional else sys.maxsize, name,
+                     None if p.default is p.empty else p.default))
+
+    def read(args: tuple, kwargs: dict) -> tuple:
+        n = len(args)
+        return tuple([args[i] if n > i else kwargs.get(name, default)
+                      for i, name, default in spec])
+    return Reads(tuple(spec), read)
 
 
 @dataclass(frozen=True)
@@ -28,7 +80,8 @@ class WrapPoint:
     `target` is `"Class.method"` or a module-level `"function"`; `alternatives` are other
     names of the same method in other releases (the first one present wins). `hook` names
     it in internal-error counts. Around the call run `before` / `after` / `cleanup` (see
-    `safety.guarded_wrapper`), or, for a wrapper that must see the arguments go by,
+    `safety.guarded_wrapper`; `before` takes the arguments named in `reads`, see
+    `arg_reader`), or, for a wrapper that must see the arguments go by,
     `make_wrapper(module) -> wrapt wrapper`. `when(module)` selects the point by feature
     (None: always); a point with `required=False` may be absent by design and is then not
     reported as missing.
@@ -40,16 +93,22 @@ class WrapPoint:
     after: After | None = None
     cleanup: Cleanup | None = None
     after_needs_ctx: bool = False
+    reads: tuple[Param, ...] | Literal["all"] = ()
     alternatives: tuple[str, ...] = ()
     when: Callable[[ModuleType], bool] | None = None
     required: bool = True
     make_wrapper: Callable[[ModuleType], Callable] | None = None
 
-    def wrapper(self, module: ModuleType):
+    def wrapper(self, module: ModuleType, original: Any, method: bool):
+        """The wrapt wrapper for `original` (the function found on the owner; `method`:
+        called with an instance), its argument positions resolved now."""
         if self.make_wrapper is not None:
             return self.make_wrapper(module)
+        if isinstance(original, (staticmethod, classmethod)):
+            original, method = original.__func__, isinstance(original, classmethod)
         return guarded_wrapper(self.hook, before=self.before, after=self.after,
-                               cleanup=self.cleanup, after_needs_ctx=self.after_needs_ctx)
+                               cleanup=self.cleanup, after_needs_ctx=self.after_needs_ctx,
+                               reads=arg_reader(original, self.reads, method))
 
 
 @dataclass
@@ -90,7 +149,12 @@ class Patcher:
                 if point.required:
                     self.note_missing(f"{where}.{' / '.join(names)}")
                 continue
-            self.wrap(owner, attr, point.wrapper(module), where)
+            try:
+                wrapper = point.wrapper(module, vars(owner)[attr], owner is not module)
+            except (MissingParameter, TypeError, ValueError) as exc:  # no readable signature
+                self.note_missing(f"{where}.{attr}({exc})")
+                continue
+            self.wrap(owner, attr, wrapper, where)
 
     def wrap(self, owner: Any, attr: str, wrapper, where: str) -> bool:
         """Wrap `owner.attr` (defined on `owner` itself). One wrapt cannot wrap is

@@ -1,5 +1,6 @@
 """spectrace's state in this process: its settings, its patcher, and the Recorder that the
-adapters' hooks report to.
+adapters' hooks report to; and `reset()`, which forgets every piece of state spectrace
+keeps for the whole process (`uninstrument()` calls it; so can a test).
 
 The Recorder (and with it the providers and exporters) is created lazily, the first time
 a hook in a model-running process has something to report, so launcher and tokenizer
@@ -9,9 +10,11 @@ the process writes a final snapshot when it is told to stop (`export.final_flush
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
+from . import signals
 from .patching import Patcher
+from .safety import DROPPED, INTERNAL_ERRORS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -36,9 +39,34 @@ class ProcessState:
 
 
 STATE = ProcessState()
+_RESETS: list[Callable[[], None]] = []
 
 
-def recorder(role: str = "scheduler") -> Recorder | None:
+def on_reset(forget: Callable[[], None]) -> Callable[[], None]:
+    """Have `reset()` call `forget`: for state a module keeps for the whole process (a
+    cache in an adapter), which this module cannot import without a cycle."""
+    _RESETS.append(forget)
+    return forget
+
+
+def reset() -> None:
+    """Forget what spectrace learned in this process: the internal-error and drop counts,
+    the identity, the wrap points found missing, the final-flush handlers and the
+    adapters' caches (`on_reset`). The settings, patches and telemetry are
+    `uninstrument()`'s to undo; it calls this last, so a later `instrument()` starts
+    afresh, and a test can call it to start from zero."""
+    from .export import final_flush
+    with STATE.lock:
+        INTERNAL_ERRORS.reset()
+        DROPPED.reset()
+        STATE.identity.clear()
+        STATE.patcher.missing.clear()
+        final_flush.reset()
+        for forget in _RESETS:
+            forget()
+
+
+def recorder(role: str = signals.ROLE_SCHEDULER) -> Recorder | None:
     """The process's Recorder, created (with its exporters) on first use by a hook; None
     when spectrace is not instrumenting this process."""
     rec = STATE.recorder

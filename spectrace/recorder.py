@@ -217,7 +217,7 @@ class Recorder:
             Observation(v, {signals.ATTR_PASS_KIND: k, signals.ATTR_WIDTH: w})
             for (k, w), v in dict(self.passes).items()])
         self._observe(signals.EAGLE3_EXPECTED_WIDTH, lambda: [
-            Observation(v, {"kind": k}) for k, v in dict(self.expected_width).items()])
+            Observation(v, {signals.ATTR_KIND: k}) for k, v in dict(self.expected_width).items()])
         self._observe(signals.INTERNAL_ERRORS, lambda: [
             Observation(v, {signals.ATTR_HOOK: h})
             for h, v in dict(INTERNAL_ERRORS.counts).items()] or [Observation(0)])
@@ -279,8 +279,9 @@ class Recorder:
             record = {"time": time.time(), "occurrence": n, **f.to_dict()}
             if self.tel.events is not None:
                 self.tel.events.write(record)
-            attrs = {"spectrace.finding.code": f.code, "spectrace.finding.severity": f.severity,
-                     "spectrace.finding.message": f.message, signals.SPAN_ATTR_ANOMALY: True}
+            attrs = {signals.SPAN_ATTR_FINDING_CODE: f.code,
+                     signals.SPAN_ATTR_FINDING_SEVERITY: f.severity,
+                     signals.SPAN_ATTR_FINDING_MESSAGE: f.message, signals.SPAN_ATTR_ANOMALY: True}
             attrs.update(span_attributes or {})
             # An anomaly is always recorded, whether or not its step was sampled.
             current = otel_trace.get_current_span()

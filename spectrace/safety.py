@@ -9,9 +9,10 @@ The only exception spectrace lets through on purpose is `StrictModeError`.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import defaultdict
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 log = logging.getLogger("spectrace")
 
@@ -38,6 +39,11 @@ class InternalErrors:
                       "Further errors in this hook are only counted (spectrace.internal_errors).",
                       hook, type(exc).__name__, exc, exc_info=exc)
 
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self._logged.clear()
+
 
 INTERNAL_ERRORS = InternalErrors()
 
@@ -58,27 +64,66 @@ class DroppedItems:
     def total(self) -> int:
         return sum(self.counts.values())
 
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+
 
 DROPPED = DroppedItems()
 
-Before = Callable[[Any, tuple, dict], Any]
-After = Callable[[Any, Any, tuple, dict, Any], None]
+# before(instance, *arguments) -> ctx; after(ctx, instance, result); cleanup(ctx)
+Before = Callable[..., Any]
+After = Callable[[Any, Any, Any], None]
 Cleanup = Callable[[Any], None]
 
 
+class Reads(NamedTuple):
+    """Where the arguments a `before` hook takes sit in the calls of one function (made by
+    `patching.arg_reader`, once): per argument (its index in wrapt's `args`, or
+    `sys.maxsize` when it is keyword-only; its keyword; its default), or None for one
+    dict of every argument; `read(args, kwargs) -> tuple` gives their values."""
+
+    params: tuple[tuple[int, str, Any], ...] | None
+    read: Callable[[tuple, dict], tuple]
+
+
+NO_READS = Reads((), lambda args, kwargs: ())
+_UNREAD = (sys.maxsize, "", None)
+
+
 def guarded_wrapper(hook: str, before: Before | None = None, after: After | None = None,
-                    cleanup: Cleanup | None = None, after_needs_ctx: bool = False):
-    """A wrapt wrapper: `before(instance, args, kwargs) -> ctx`, then the call, then
-    `after(ctx, instance, args, kwargs, result)`; `cleanup(ctx)` runs last even when the
-    call raised (to end spans). Any of them may fail without consequence. With
-    `after_needs_ctx`, a call whose `before` returned None skips `after` (the fast path)."""
+                    cleanup: Cleanup | None = None, after_needs_ctx: bool = False,
+                    reads: Reads = NO_READS):
+    """A wrapt wrapper: `before(instance, *arguments) -> ctx` (the arguments `reads`
+    locates), then the call, then `after(ctx, instance, result)`; `cleanup(ctx)` runs last
+    even when the call raised (to end spans). Any of them may fail without consequence.
+    With `after_needs_ctx`, a call whose `before` returned None skips `after` (the fast
+    path)."""
     fast_when_no_ctx = after is None or after_needs_ctx
+    params = reads.params
+    # Up to three arguments are read inline below: a call through a helper, or with `*`,
+    # costs about as much as a whole hook on CPython 3.11.
+    count = -1 if params is None or len(params) > 3 else len(params)
+    (i, n, d), (j, m, e), (k, o, f) = ((params or ()) + (_UNREAD,) * 3)[:3]
+    read = reads.read
 
     def wrapper(wrapped, instance, args, kwargs):
         ctx = None
         if before is not None:
             try:
-                ctx = before(instance, args, kwargs)
+                if count == 1:
+                    ctx = before(instance, args[i] if len(args) > i else kwargs.get(n, d))
+                elif count == 0:
+                    ctx = before(instance)
+                elif count == 2:
+                    ctx = before(instance, args[i] if len(args) > i else kwargs.get(n, d),
+                                 args[j] if len(args) > j else kwargs.get(m, e))
+                elif count == 3:
+                    ctx = before(instance, args[i] if len(args) > i else kwargs.get(n, d),
+                                 args[j] if len(args) > j else kwargs.get(m, e),
+                                 args[k] if len(args) > k else kwargs.get(o, f))
+                else:
+                    ctx = before(instance, *read(args, kwargs))
             except StrictModeError:
                 raise
             except Exception as exc:  # noqa: BLE001 - that is the point
@@ -89,7 +134,7 @@ def guarded_wrapper(hook: str, before: Before | None = None, after: After | None
             result = wrapped(*args, **kwargs)
             if after is not None:
                 try:
-                    after(ctx, instance, args, kwargs, result)
+                    after(ctx, instance, result)
                 except StrictModeError:
                     raise
                 except Exception as exc:  # noqa: BLE001

@@ -1,8 +1,8 @@
 """Every name spectrace emits: metrics, span names, attributes and finding codes.
 
 This module is the contract that the dashboards, alert rules and `docs/metrics.md`
-follow. Nothing else in spectrace spells a metric name; tests check the dashboards
-against `prometheus_name()` of the specs below.
+follow. Nothing else in spectrace spells a metric, span, attribute or scope name;
+tests check the dashboards against `prometheus_name()` of the specs below.
 """
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ ATTR_MODEL = "model"                # served model name / path basename
 ATTR_COUNTED = "counted"            # COUNTED_ONCE | COUNTED_COPY, on `counted_once` metrics
 COUNTED_ONCE = "once"               # the rank whose request-steps totals add
 COUNTED_COPY = "copy"               # another rank's request-steps: per rank, never added
+ATTR_KIND = "kind"                  # expected width: fc_in | draft_hidden | target_hidden | num_aux
 
 PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target
 PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped by design
@@ -72,6 +73,9 @@ PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped b
 WORKER_V1 = "EAGLEWorker"           # SGLang's eagle workers
 WORKER_V2 = "EAGLEWorkerV2"
 WORKER_VLLM = "EngineCore"          # vLLM: steps are counted by the EngineCore's scheduler
+
+# The instrumentation scope of spectrace's tracer and meter (`otel_scope_name`).
+SCOPE = "spectrace"
 
 # Span names and their attributes.
 SPAN_STEP = "spectrace.spec.step"
@@ -88,8 +92,16 @@ SPAN_ATTR_SGLANG_VERSION = "spectrace.sglang.version"  # SGLang processes only
 SPAN_ATTR_RUNTIME = "spectrace.runtime"
 SPAN_ATTR_RUNTIME_VERSION = "spectrace.runtime.version"
 SPAN_ATTR_ANOMALY = "spectrace.anomaly"
+# a finding, on its own span and as an event on the span in flight
+SPAN_ATTR_FINDING_CODE = "spectrace.finding.code"
+SPAN_ATTR_FINDING_SEVERITY = "spectrace.finding.severity"
+SPAN_ATTR_FINDING_MESSAGE = "spectrace.finding.message"
+SPAN_ATTR_FORWARD_MODE = "spectrace.forward_mode"  # SGLang: the draft pass's ForwardMode
 
-# Resource attributes (one set per process).
+# Resource attributes (one set per process); the first three are OpenTelemetry's.
+RES_SERVICE_NAME = "service.name"
+RES_PROCESS_PID = "process.pid"
+RES_HOST_NAME = "host.name"
 RES_RUNTIME = "spectrace.runtime"                  # RUNTIME_SGLANG | RUNTIME_VLLM
 RES_RUNTIME_VERSION = "spectrace.runtime.version"  # the installed release of that runtime
 RES_SGLANG_VERSION = "spectrace.sglang.version"    # SGLang processes only (kept for queries)
@@ -97,13 +109,17 @@ RES_SPECTRACE_VERSION = "spectrace.version"
 RES_TP_RANK = "spectrace.tp_rank"
 RES_DP_RANK = "spectrace.dp_rank"
 RES_PP_RANK = "spectrace.pp_rank"
-RES_ROLE = "spectrace.process_role"
+RES_ROLE = "spectrace.process_role"      # ROLE_SCHEDULER | ROLE_ENGINE_CORE | ROLE_WORKER
 RES_COUNTED = "spectrace.counted"        # COUNTED_ONCE | COUNTED_COPY, for the process
 RES_MODEL = "spectrace.model"            # the served model name (target)
 RES_DRAFT_MODEL = "spectrace.draft_model"  # the draft checkpoint path
 
 RUNTIME_SGLANG = "sglang"
 RUNTIME_VLLM = "vllm"
+
+ROLE_SCHEDULER = "scheduler"      # SGLang's scheduler process (runs the eagle worker)
+ROLE_ENGINE_CORE = "engine_core"  # vLLM's EngineCore: steps, accept counts
+ROLE_WORKER = "worker"            # a vLLM worker: everything about the models
 
 # Finding codes raised at run time (the doctor uses the same codes, see docs/doctor.md).
 FC_BYPASS = "eagle3.fc_bypass"
@@ -188,7 +204,7 @@ EAGLE3_PASSES = MetricSpec(
 EAGLE3_EXPECTED_WIDTH = MetricSpec(
     "spectrace.eagle3.expected_width", GAUGE, "1",
     "Widths the draft expects: `fc_in` (fc.in_features), `draft_hidden`, `target_hidden`, "
-    "and `num_aux` layers, in the attribute `kind`.", ("kind",))
+    "and `num_aux` layers, in the attribute `kind`.", (ATTR_KIND,))
 EAGLE3_FC_BYPASS = MetricSpec(
     "spectrace.eagle3.fc_bypass", COUNTER, "{pass}",
     "Target-fed draft passes whose input width equals the draft hidden size: fc was "

@@ -7,6 +7,8 @@ by the process's Recorder (one eagle worker per process, one step at a time).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 
@@ -14,22 +16,28 @@ from . import signals
 from .process import STATE
 
 
-def start_step(rec, attrs: dict, start_time: int | None = None):
+class StepSpan(NamedTuple):
+    """A sampled step span in flight, and the context token that made it current."""
+
+    span: otel_trace.Span
+    token: object
+
+
+def start_step(rec, attrs: dict, start_time: int | None = None) -> StepSpan:
     """Start a step span (at `start_time`, ns since the epoch, when the step began before
     the hook ran) and make it current; returns the context for `end_step`."""
     span = rec.tel.tracer.start_span(signals.SPAN_STEP, attributes=attrs, start_time=start_time)
     token = otel_context.attach(otel_trace.set_span_in_context(span))
     rec.step_span = span
-    return span, token
+    return StepSpan(span, token)
 
 
-def end_step(ctx) -> None:
-    span, token = ctx
+def end_step(step: StepSpan) -> None:
     rec = STATE.recorder
     if rec is not None:
         rec.step_span = None
-    otel_context.detach(token)
-    span.end()
+    otel_context.detach(step.token)
+    step.span.end()
 
 
 def start_child(name: str):
@@ -42,7 +50,7 @@ def start_child(name: str):
 
 def child_hook(name: str):
     """A `before` hook that opens the child span `name` under a sampled step span."""
-    def before(instance, args, kwargs):
+    def before(instance):
         return start_child(name)
     return before
 

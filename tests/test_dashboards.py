@@ -182,6 +182,15 @@ def test_metrics_doc_lists_every_metric():
     assert "spectrace_spec_accepted_tokens_total" in doc
 
 
+def test_metrics_doc_lists_every_span_and_span_attribute():
+    from spectrace_grafana import metrics_doc
+    names = {v for k, v in vars(S).items() if k.startswith("SPAN_") and isinstance(v, str)}
+    assert names == {name for name, _doc in metrics_doc.SPANS + metrics_doc.SPAN_ATTRIBUTES}
+    with open(os.path.join(ROOT, "docs", "metrics.md")) as fh:
+        doc = fh.read()
+    assert all(f"| `{name}` |" in doc for name in names)
+
+
 def test_provisioning_and_compose_point_at_real_files():
     with open(os.path.join(GRAFANA, "docker-compose.yml")) as fh:
         compose = yaml.safe_load(fh)

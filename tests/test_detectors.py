@@ -114,7 +114,7 @@ def test_width_hook_reads_shapes_only(tmp_path):
             hidden = torch.empty(5, width, device="meta")
             batch = SimpleNamespace(spec_info=SimpleNamespace(hidden_states=hidden),
                                     forward_mode=mode)
-            sglang_eagle3._before_forward(model, (None, None, batch), {})
+            sglang_eagle3._before_forward(model, batch)
         rec = STATE.recorder
         assert rec.passes == {("target_fed", 384): 1, ("draft_decode", 128): 1,
                               ("target_fed", 128): 1}

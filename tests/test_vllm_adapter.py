@@ -148,11 +148,11 @@ def test_draft_without_trained_fc_is_not_judged(tmp_path):
     assert vllm_eagle3.expected_widths(draft) is None
     hidden = torch.empty(4, 128, device="meta")
     with hb.own_recorder(str(tmp_path)) as rec:
-        vllm_eagle3._before_combine(draft, (hidden,), {})
+        vllm_eagle3._before_combine(draft, hidden)
         assert rec.passes == {("target_fed", 128): 1} and rec._finding_counts == {}
         trained = Eagle3LlamaForCausalLM(aux=False)
         trained.__dict__[vllm_eagle3.CHECKPOINT_FC_IN] = 384
-        vllm_eagle3._before_combine(trained, (hidden,), {})
+        vllm_eagle3._before_combine(trained, hidden)
         assert rec._finding_counts == {S.FC_BYPASS: 1}
         assert codes(vllm_target.audit_pair(target(()), trained)) == [S.AUX_CAPTURE_DISABLED]
 

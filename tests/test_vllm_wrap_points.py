@@ -172,6 +172,14 @@ def test_parameter_read_by_the_adapter(version, path, dotted, index, name):
     assert params[index:index + 1] == [name], f"vLLM {version} {dotted}{tuple(params)}"
 
 
+@pytest.mark.parametrize("version,path,dotted", rows(WRAPPED))
+def test_every_argument_a_hook_takes_is_a_parameter_by_that_name(version, path, dotted):
+    """Hooks take arguments by name (`WrapPoint.reads`, positions from the signature)."""
+    fn = get_method(version, path, dotted)
+    point = ws.adapter_points("vllm")[(path, dotted)]
+    assert ws.unread_names(point, fn) == [], f"vLLM {version} {dotted}{ws.parameters(fn)}"
+
+
 @pytest.mark.parametrize("version,path,cls,attr", rows(ATTRS))
 def test_attribute_read_by_the_adapter(version, path, cls, attr):
     names = (ws.module_names(module(version, path)) if cls is None

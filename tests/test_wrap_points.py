@@ -159,6 +159,14 @@ def test_parameter_read_by_the_adapter(version, path, dotted, index, name):
     assert params[index:index + 1] == [name], f"SGLang {version} {dotted}{tuple(params)}"
 
 
+@pytest.mark.parametrize("version,path,dotted", rows(WRAPPED))
+def test_every_argument_a_hook_takes_is_a_parameter_by_that_name(version, path, dotted):
+    """Hooks take arguments by name (`WrapPoint.reads`, positions from the signature)."""
+    fn = get_method(version, path, dotted)
+    point = ws.adapter_points("sglang")[(path, dotted)]
+    assert ws.unread_names(point, fn) == [], f"SGLang {version} {dotted}{ws.parameters(fn)}"
+
+
 @pytest.mark.parametrize("version,path,cls,attr", rows(ATTRS))
 def test_attribute_read_by_the_adapter(version, path, cls, attr):
     names = (ws.module_names(module(version, path)) if cls is None
@@ -226,6 +234,7 @@ def test_module_function_wrapped_and_called_by_name(version, path, name, params,
         return
     [fn] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
     assert tuple(a.arg for a in fn.args.args) == params
+    assert ws.unread_names(ws.adapter_points("sglang")[(path, name)], fn) == []
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name) and n.func.id == name]
     assert calls and all(len(c.args) >= len(params) for c in calls)

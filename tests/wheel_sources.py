@@ -131,3 +131,28 @@ def rows(table):
     last field (the versions it holds in)."""
     return [pytest.param(version, *row[:-1], id=f"{version}-{row[1] or row[0]}-{row[-2]}")
             for row in table for version in row[-1]]
+
+
+def adapter_points(runtime: str) -> dict:
+    """(source path, target) -> the `WrapPoint` of spectrace's adapters for `runtime`."""
+    import importlib
+
+    from spectrace.adapters import ADAPTERS
+    out = {}
+    for name, ref in ADAPTERS.items():
+        if name.startswith(runtime + "."):
+            adapter, table = ref.split(":")
+            for point in getattr(importlib.import_module(adapter), table):
+                out[(name.replace(".", "/") + ".py", point.target)] = point
+    return out
+
+
+def unread_names(point, fn: ast.FunctionDef) -> list[str]:
+    """The names in `point.reads` that `fn` has no parameter for (none: every hook
+    argument is found by name in that release)."""
+    if point.reads == "all":
+        return []
+    a = fn.args
+    params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+    return [" / ".join(r) if isinstance(r, tuple) else r for r in point.reads
+            if not params & ({r} if isinstance(r, str) else set(r))]

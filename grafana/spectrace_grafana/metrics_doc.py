@@ -9,7 +9,7 @@ from .overview import HEALTHY_ACCEPT_LENGTH
 
 BY = Q.SCRAPE_LABELS
 RESOURCE = (
-    ("service.name", "service_name", "OTEL_SERVICE_NAME (default: the runtime, `sglang` or "
+    (S.RES_SERVICE_NAME, "service_name", "OTEL_SERVICE_NAME (default: the runtime, `sglang` or "
      "`vllm`)"),
     (S.RES_RUNTIME, "spectrace_runtime", "`sglang` or `vllm`: the runtime whose hooks "
      "reported; the dashboards' Runtime variable"),
@@ -17,8 +17,8 @@ RESOURCE = (
     (S.RES_MODEL, "spectrace_model", "the served model name; the dashboards' Model "
      "variable"),
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
-    ("process.pid", "process_pid", "the worker process"),
-    ("host.name", "host_name", "machine"),
+    (S.RES_PROCESS_PID, "process_pid", "the worker process"),
+    (S.RES_HOST_NAME, "host_name", "machine"),
     (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: the port "
      "offset is pp_rank x tp_size + tp_rank; a vLLM EngineCore has none)"),
     (S.RES_DP_RANK, "spectrace_dp_rank", "data-parallel rank, when known"),
@@ -32,6 +32,32 @@ RESOURCE = (
     (S.RES_SPECTRACE_VERSION, "spectrace_version", "spectrace version"),
     (S.RES_SGLANG_VERSION, "spectrace_sglang_version", "SGLang version (SGLang processes "
      "only; kept so existing queries work)"),
+)
+
+
+# span or span attribute -> what it is (every SPAN_* name of `signals`: tests check it)
+SPANS = (
+    (S.SPAN_STEP, "one sampled speculative step (`SPECTRACE_STEP_SAMPLE_RATIO`)"),
+    (S.SPAN_DRAFT, "SGLang: the draft rounds of a sampled step"),
+    (S.SPAN_VERIFY, "SGLang: the target's verify pass of a sampled step"),
+    (S.SPAN_DRAFT_EXTEND, "SGLang: the draft's extend pass after verify"),
+    (S.SPAN_FINDING, "one finding (the first ones of each code per process)"),
+)
+SPAN_ATTRIBUTES = (
+    (S.SPAN_ATTR_BATCH_SIZE, "step: requests in the batch"),
+    (S.SPAN_ATTR_NUM_STEPS, "step: speculative steps (draft tokens per chain)"),
+    (S.SPAN_ATTR_TOPK, "step: draft top-k (1 for a chain)"),
+    (S.SPAN_ATTR_NUM_DRAFT_TOKENS, "step: draft tokens verified per request"),
+    (S.SPAN_ATTR_WORKER, "step: the worker kind (`EAGLEWorker`, `EAGLEWorkerV2`, "
+     "`EngineCore`)"),
+    (S.SPAN_ATTR_RUNTIME, "step: `sglang` or `vllm`"),
+    (S.SPAN_ATTR_RUNTIME_VERSION, "step: that runtime's installed release"),
+    (S.SPAN_ATTR_SGLANG_VERSION, "step: SGLang's release (SGLang processes only)"),
+    (S.SPAN_ATTR_ANOMALY, "true on a finding's span and on the span a finding happened in"),
+    (S.SPAN_ATTR_FINDING_CODE, "finding: its code (docs/doctor.md lists them)"),
+    (S.SPAN_ATTR_FINDING_SEVERITY, "finding: `error`, `warning` or `info`"),
+    (S.SPAN_ATTR_FINDING_MESSAGE, "finding: what is wrong and the fix"),
+    (S.SPAN_ATTR_FORWARD_MODE, "finding from an SGLang draft pass: its `ForwardMode`"),
 )
 
 
@@ -168,6 +194,17 @@ def render() -> str:
         "|---|---|---|",
     ]
     lines += [_row([f"`{a}`", f"`{lbl}`", doc]) for a, lbl, doc in RESOURCE]
+    lines += [
+        "",
+        "## Spans",
+        "",
+        "Traces carry these spans (sampled steps and findings) and attributes; a finding is "
+        "also an event, named by its code, on the span in flight when it happened.",
+        "",
+        "| span or attribute | meaning |",
+        "|---|---|",
+    ]
+    lines += [_row([f"`{name}`", doc]) for name, doc in SPANS + SPAN_ATTRIBUTES]
     lines += [
         "",
         "## Derived figures (PromQL)",

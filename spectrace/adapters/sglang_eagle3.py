@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import signals
 from ..detectors.vocab import check_vocab_map
 from ..detectors.weights import idle_parameters
 from ..detectors.widths import ExpectedWidths, pass_kind
@@ -71,8 +72,7 @@ def expected_widths(model) -> ExpectedWidths:
     return ExpectedWidths(fc_in, draft_hidden, target_hidden, num_aux)
 
 
-def _before_forward(instance, args, kwargs):
-    forward_batch = kwargs["forward_batch"] if "forward_batch" in kwargs else args[2]
+def _before_forward(instance, forward_batch):
     hidden = forward_batch.spec_info.hidden_states
     if hidden is None:
         return
@@ -86,7 +86,7 @@ def _before_forward(instance, args, kwargs):
         return
     name = getattr(mode, "name", str(mode))
     check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,
-               {"spectrace.forward_mode": name})
+               {signals.SPAN_ATTR_FORWARD_MODE: name})
 
 
 # -- weights and vocabulary map -----------------------------------------------------------
@@ -122,7 +122,8 @@ def vocab_findings(model) -> list:
 
 def wrap_points(draft: DraftClass) -> tuple[WrapPoint, ...]:
     return (
-        WrapPoint(f"{draft.inner}.forward", "eagle3.forward", before=_before_forward),
+        WrapPoint(f"{draft.inner}.forward", "eagle3.forward", before=_before_forward,
+                  reads=("forward_batch",)),
         WrapPoint(f"{draft.causal}.load_weights", "eagle3.load_weights",
                   make_wrapper=lambda module: load_weights_wrapper(
                       "eagle3.load_weights", module, functools.partial(_report_load, draft),

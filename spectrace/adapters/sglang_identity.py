@@ -1,25 +1,10 @@
 """Who an SGLang eagle worker is: its tp / dp / pp ranks, where it sits among the ranks
 that count the same request-steps (`counting`), and the models it serves, read from its
-constructor's arguments or SGLang's own parallel state. They become resource attributes
-of the process."""
+constructor's arguments by name (or SGLang's own parallel state). They become resource
+attributes of the process."""
 from __future__ import annotations
 
-import inspect
-
 from ..counting import Placement
-
-
-def call_arguments(instance, args, kwargs) -> dict:
-    """A constructor call's arguments by parameter name (`self` left out), positional ones
-    included, from the signature of the original `__init__` (wrapt forwards
-    `inspect.signature` to it); the keywords alone if they do not bind."""
-    try:
-        signature = inspect.signature(type(instance).__init__)
-        named = dict(signature.bind_partial(instance, *args, **kwargs).arguments)
-    except (TypeError, ValueError):
-        return dict(kwargs)
-    named.pop(next(iter(signature.parameters)), None)
-    return named
 
 
 def ranks(named: dict) -> dict:

@@ -38,12 +38,11 @@ def _audit(worker) -> None:
                              getattr(draft, "model", None))
 
 
-def _before_step(instance, args, kwargs):
-    return sglang_worker.begin_step(WORKER, instance, args[0] if args else kwargs["batch"],
-                                    _audit)
+def _before_step(instance, batch):
+    return sglang_worker.begin_step(WORKER, instance, batch, _audit)
 
 
-def _after_verify(span, instance, args, kwargs, result):
+def _after_verify(span, instance, result):
     out = result[1]  # EagleVerifyOutput
     counts = getattr(out, "num_correct_drafts_per_req_cpu", None)
     if counts is None:
@@ -54,7 +53,7 @@ def _after_verify(span, instance, args, kwargs, result):
 WORKER_POINTS = (
     sglang_worker.init_point("EAGLEWorker", "v1.__init__"),
     WrapPoint("EAGLEWorker.forward_batch_generation", "v1.forward_batch_generation",
-              before=_before_step, cleanup=spans.end_step,
+              before=_before_step, reads=("batch",), cleanup=spans.end_step,
               alternatives=("forward_batch_speculative_generation",)),
     WrapPoint("EAGLEWorker.draft", "v1.draft", before=spans.child_hook(signals.SPAN_DRAFT),
               cleanup=spans.end_child),

@@ -9,7 +9,8 @@ Accept counts: read where SGLang already has them on the CPU, `on_verify_complet
 """
 from __future__ import annotations
 
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
+from typing import NamedTuple
 
 from .. import signals, spans
 from ..detectors.tokens import compare_chain_tokens, compare_tree_top1_path
@@ -39,76 +40,85 @@ def _audit(worker) -> None:
                              getattr(draft, "model", None))
 
 
-def _batch(args, kwargs):
-    if args:
-        return args[0]
-    return kwargs.get("batch", kwargs.get("model_worker_batch"))
+# The batch a worker's step and verify take (`model_worker_batch` in older releases).
+BATCH = ("batch", "model_worker_batch")
 
 
-def _before_step(instance, args, kwargs):
-    return sglang_worker.begin_step(WORKER, instance, _batch(args, kwargs), _audit)
+def _before_step(instance, batch):
+    return sglang_worker.begin_step(WORKER, instance, batch, _audit)
 
 
-# A tree verify whose agreement is due, for the duration of that verify call:
-# (speculative steps, draft tokens), read by the `_finalize_accept_tree_path` hook.
-_tree_due: ContextVar = ContextVar("spectrace_tree_due", default=None)
+class TreeDue(NamedTuple):
+    """A tree verify whose agreement is due (read by the `_finalize_accept_tree_path` hook)."""
+
+    num_steps: int
+    num_draft_tokens: int
 
 
-def _before_verify(instance, args, kwargs):
-    """ctx: None, or (verify span or None, draft tokens to compare or None, the token of
-    a tree agreement marked due or None)."""
+class VerifyContext(NamedTuple):
+    """What a verify call's hooks pass each other."""
+
+    span: object | None          # the verify span, under a sampled step
+    draft_tokens: object | None  # a chain agreement is due: the draft tokens to compare
+    tree_due: Token | None       # a tree agreement is due: the token that marked it
+
+
+# The tree agreement due, for the duration of that verify call.
+_tree_due: ContextVar[TreeDue | None] = ContextVar("spectrace_tree_due", default=None)
+
+
+def _before_verify(instance, batch) -> VerifyContext | None:
     rec = STATE.recorder or recorder()
     span = None if rec.step_span is None else rec.tel.tracer.start_span(signals.SPAN_VERIFY)
     every = rec.cfg.agreement_every
     if every and rec.steps.get(WORKER, 0) % every == 0:
         if instance.topk == 1:
-            return span, _batch(args, kwargs).spec_info.draft_token, None
-        due = (instance.speculative_num_steps, instance.speculative_num_draft_tokens)
-        return span, None, _tree_due.set(due)
-    return None if span is None else (span, None, None)
+            return VerifyContext(span, batch.spec_info.draft_token, None)
+        due = TreeDue(instance.speculative_num_steps, instance.speculative_num_draft_tokens)
+        return VerifyContext(span, None, _tree_due.set(due))
+    return None if span is None else VerifyContext(span, None, None)
 
 
-def _after_verify(ctx, instance, args, kwargs, result):
-    if ctx[1] is None:
+def _after_verify(ctx: VerifyContext, instance, result) -> None:
+    if ctx.draft_tokens is None:
         return
     bs = int(result.accept_lens.shape[0])
     if bs == 0:
         return
-    counts, event = compare_chain_tokens(ctx[1], result.next_token_ids, bs,
+    counts, event = compare_chain_tokens(ctx.draft_tokens, result.next_token_ids, bs,
                                          instance.speculative_num_draft_tokens)
     recorder().agreement.add(counts, event, bs)
 
 
-def _end_verify(ctx) -> None:
-    span, _, due = ctx
-    if due is not None:
-        _tree_due.reset(due)
-    if span is not None:
-        span.end()
+def _end_verify(ctx: VerifyContext) -> None:
+    if ctx.tree_due is not None:
+        _tree_due.reset(ctx.tree_due)
+    if ctx.span is not None:
+        ctx.span.end()
 
 
-def _before_finalize_tree(module, args, kwargs):
+def _before_finalize_tree(module, batch, predict, bs):
     due = _tree_due.get()
     if due is None:
         return
     _tree_due.set(None)
-    steps, n = due
-    batch, predict, bs = args[0], args[3], args[5]
     if bs == 0:
         return
     info = batch.spec_info
-    counts, event = compare_tree_top1_path(info.draft_token, predict,
-                                           info.retrieve_next_token, bs, n, steps)
+    counts, event = compare_tree_top1_path(info.draft_token, predict, info.retrieve_next_token,
+                                           bs, due.num_draft_tokens, due.num_steps)
     recorder().agreement.add(counts, event, bs)
 
 
-def _before_verify_complete_cpu(instance, args, kwargs):
-    counts = args[0] if args else kwargs["num_correct_drafts_per_req"]
+def _before_verify_complete_cpu(instance, counts):
     (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps)
 
 
-def _after_resolve_overlap(ctx, scheduler, args, kwargs, result):
-    res = args[0] if args else kwargs["result"]
+def _before_resolve_overlap(scheduler, res):
+    return res  # the result object whose counts the call resolves, for the after hook
+
+
+def _after_resolve_overlap(res, scheduler, returned) -> None:
     counts = getattr(res, "accept_length_per_req_cpu", None)
     if counts is None:  # 0.5.5 sets only accept_lens (asserted to be on the CPU here)
         counts = [x - 1 for x in res.accept_lens.tolist()]
@@ -121,11 +131,12 @@ def _after_resolve_overlap(ctx, scheduler, args, kwargs, result):
 WORKER_POINTS = (
     sglang_worker.init_point("EAGLEWorkerV2", "v2.__init__"),
     WrapPoint("EAGLEWorkerV2.forward_batch_generation", "v2.forward_batch_generation",
-              before=_before_step, cleanup=spans.end_step),
-    WrapPoint("EAGLEWorkerV2.verify", "v2.verify", before=_before_verify,
+              before=_before_step, reads=(BATCH,), cleanup=spans.end_step),
+    WrapPoint("EAGLEWorkerV2.verify", "v2.verify", before=_before_verify, reads=(BATCH,),
               after=_after_verify, cleanup=_end_verify, after_needs_ctx=True),
     WrapPoint("EAGLEWorkerV2.on_verify_complete_cpu", "v2.on_verify_complete_cpu",
-              before=_before_verify_complete_cpu, required=False),
+              before=_before_verify_complete_cpu, reads=("num_correct_drafts_per_req",),
+              required=False),
     WrapPoint("EagleDraftWorker.draft", "v2.draft",
               before=spans.child_hook(signals.SPAN_DRAFT), cleanup=spans.end_child),
     WrapPoint("EagleDraftWorker._draft_extend_for_decode", "v2.draft_extend",
@@ -137,11 +148,12 @@ WORKER_POINTS = (
 # call time); its `predict` argument still holds every tree node's prediction.
 VERIFY_COMMON = (
     WrapPoint("_finalize_accept_tree_path", "v2.tree_agreement", before=_before_finalize_tree,
-              required=False),
+              reads=("batch", "predict", "bs"), required=False),
 )
 
 SCHEDULER = (
     WrapPoint("SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids",
-              "v2.resolve_spec_overlap", after=_after_resolve_overlap, required=False,
+              "v2.resolve_spec_overlap", before=_before_resolve_overlap, reads=("result",),
+              after=_after_resolve_overlap, after_needs_ctx=True, required=False,
               when=_scheduler_has_counts),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import counting, signals, spans
 from ..patching import WrapPoint
-from ..process import STATE, note_identity, recorder
+from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
 from . import sglang_identity
 from .sglang_target import audit_pair
@@ -33,18 +33,17 @@ def worker_state(worker) -> WorkerState:
     return st
 
 
-def _before_init(instance, args, kwargs):
+def _before_init(instance, named: dict):
     """On entry to the worker's constructor (the draft model loads inside it): fix the
-    process's identity (with whether it counts its request-steps once or is a copy of
-    its attention group's rank 0), then start its telemetry."""
-    named = sglang_identity.call_arguments(instance, args, kwargs)
+    process's identity from its arguments by name (with whether it counts its request-steps
+    once or is a copy of its attention group's rank 0), then start its telemetry."""
     note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named),
                   counted=counting.scope(sglang_identity.placement(named)),
                   port_offset=sglang_identity.port_offset(named))
     recorder()
 
 
-def _after_init(ctx, worker, args, kwargs, result) -> None:
+def _after_init(ctx, worker, result) -> None:
     """Once the worker exists: its speculative-step count fixes the series to create."""
     steps = getattr(worker, "speculative_num_steps", None)
     if isinstance(steps, int) and steps > 0:
@@ -53,7 +52,8 @@ def _after_init(ctx, worker, args, kwargs, result) -> None:
 
 def init_point(cls: str, hook: str) -> WrapPoint:
     """The constructor wrap point of an eagle worker class."""
-    return WrapPoint(f"{cls}.__init__", hook, before=_before_init, after=_after_init)
+    return WrapPoint(f"{cls}.__init__", hook, before=_before_init, after=_after_init,
+                     reads="all")
 
 
 def audit_once(worker, target_model, draft_model) -> None:
@@ -73,6 +73,7 @@ def audit_once(worker, target_model, draft_model) -> None:
 
 
 _IS_EXTEND: dict = {}  # ForwardMode member -> its is_extend(), asked once per member
+on_reset(_IS_EXTEND.clear)
 
 
 def is_prefill(batch) -> bool:
@@ -89,7 +90,7 @@ def is_prefill(batch) -> bool:
     return extend or getattr(batch, "is_extend_in_batch", False)
 
 
-def begin_step(worker_kind: str, worker, batch, audit) -> tuple | None:
+def begin_step(worker_kind: str, worker, batch, audit) -> spans.StepSpan | None:
     """The step hook both workers share: audit once, skip prefill, count the step, and
     start a span for a sampled one (returns its context for `spans.end_step`)."""
     st = worker.__dict__.get(STATE_ATTR)

@@ -68,8 +68,7 @@ def expected_widths(draft) -> ExpectedWidths | None:
     return ExpectedWidths(int(fc_in), draft_hidden, target_hidden, int(num_aux))
 
 
-def _before_combine(instance, args, kwargs):
-    hidden = args[0] if args else kwargs["hidden_states"]
+def _before_combine(instance, hidden):
     if hidden.is_cuda and capturing():
         return  # CUDA-graph capture runs on dummy batches
     width = hidden.shape[-1]
@@ -123,7 +122,7 @@ def _load_wrapper(module):
 def wrap_points(cls: str) -> tuple[WrapPoint, ...]:
     return (
         WrapPoint(f"{cls}.combine_hidden_states", "vllm.eagle3.combine_hidden_states",
-                  before=_before_combine),
+                  before=_before_combine, reads=("hidden_states",)),
         WrapPoint(f"{cls}.load_weights", "vllm.eagle3.load_weights", make_wrapper=_load_wrapper),
     )
 

@@ -66,14 +66,14 @@ class StepCounts:
             yield max(lens[i] - per_step, 0)
 
 
-def _before_engine_step(engine_core, args, kwargs):
+def _before_engine_step(engine_core):
     """Note on the engine's own scheduler when this step began (per engine, not per process)."""
     scheduler = getattr(engine_core, "scheduler", None)
     if scheduler is not None:
         scheduler.__dict__[_STEP_START] = time.time_ns()
 
 
-def _after_scheduler_init(ctx, scheduler, args, kwargs, result) -> None:
+def _after_scheduler_init(ctx, scheduler, result) -> None:
     """A scheduler with speculative tokens starts this process's telemetry, with the
     per-position and accept-length series at 0; any other exports nothing."""
     k = getattr(scheduler, "num_spec_tokens", 0)
@@ -81,17 +81,15 @@ def _after_scheduler_init(ctx, scheduler, args, kwargs, result) -> None:
         engine_recorder(scheduler.vllm_config).acceptance.prepare(k)
 
 
-def _before_update(scheduler, args, kwargs):
+def _before_update(scheduler, out, result):
     """Count the step and, when vLLM keeps no stats of its own, keep its accept counts (by
     reference); returns the context of a sampled step's span, else None."""
-    out = args[0] if args else kwargs["scheduler_output"]
     spec = out.scheduled_spec_decode_tokens
     if not spec:
         return None  # no request was scheduled with drafts (prefill, or no speculation)
     rec = STATE.recorder or engine_recorder(scheduler.vllm_config)
     k = scheduler.num_spec_tokens
     if not scheduler.log_stats:
-        result = args[1] if len(args) > 1 else kwargs["model_runner_output"]
         sampled = result.sampled_token_ids
         if sampled:
             rec.acceptance.add(StepCounts(
@@ -109,9 +107,8 @@ def _before_update(scheduler, args, kwargs):
     return None
 
 
-def _before_make_stats(scheduler, args, kwargs):
+def _before_make_stats(scheduler, stats):
     """vLLM's own counts of this step (None when it logs no stats: see `_before_update`)."""
-    stats = args[0] if args else kwargs.get("spec_decoding_stats")
     if stats is not None:
         (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,
@@ -122,8 +119,10 @@ def _before_make_stats(scheduler, args, kwargs):
 SCHEDULER = (
     WrapPoint("Scheduler.__init__", "vllm.scheduler.__init__", after=_after_scheduler_init),
     WrapPoint("Scheduler.update_from_output", "vllm.scheduler.update_from_output",
-              before=_before_update, cleanup=spans.end_step),
-    WrapPoint("Scheduler.make_stats", "vllm.scheduler.make_stats", before=_before_make_stats),
+              before=_before_update, reads=("scheduler_output", "model_runner_output"),
+              cleanup=spans.end_step),
+    WrapPoint("Scheduler.make_stats", "vllm.scheduler.make_stats", before=_before_make_stats,
+              reads=("spec_decoding_stats",)),
 )
 
 # Only the step span's start time: without it the span starts at the bookkeeping.

@@ -16,9 +16,6 @@ from __future__ import annotations
 from .. import counting, signals
 from ..process import STATE, note_identity, recorder
 
-ROLE_ENGINE_CORE = "engine_core"  # process roles (resource attribute spectrace.process_role)
-ROLE_WORKER = "worker"
-
 
 def _served_model(model_config) -> str | None:
     name = getattr(model_config, "served_model_name", None)
@@ -59,7 +56,7 @@ def engine_recorder(vllm_config):
         dp, tp, pp = _sizes(vllm_config)
         note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, counted=counting.ONCE,
                       port_offset=dp * (1 + tp * pp), **_models(vllm_config))
-    return recorder(ROLE_ENGINE_CORE)
+    return recorder(signals.ROLE_ENGINE_CORE)
 
 
 def worker_recorder(vllm_config=None):
@@ -79,4 +76,4 @@ def worker_recorder(vllm_config=None):
                           ranks["tp_rank"], ranks["pp_rank"], pp)),
                       port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
                       + ranks["pp_rank"] * tp, **_models(vllm_config))
-    return recorder(ROLE_WORKER)
+    return recorder(signals.ROLE_WORKER)

@@ -49,7 +49,7 @@ def _unwrap(model):
     return unwrap() if callable(unwrap) else model
 
 
-def _after_load_model(ctx, runner, args, kwargs, result) -> None:
+def _after_load_model(ctx, runner, result) -> None:
     drafter = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
     draft = getattr(drafter, "model", None)
     st = runner_state(runner)
@@ -64,8 +64,7 @@ def _after_load_model(ctx, runner, args, kwargs, result) -> None:
         rec.finding(f)
 
 
-def _before_sample(runner, args, kwargs):
-    meta = args[1] if len(args) > 1 else kwargs.get("spec_decode_metadata")
+def _before_sample(runner, logits, meta):
     if meta is None:
         return None  # no drafts in this step
     rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
@@ -75,7 +74,6 @@ def _before_sample(runner, args, kwargs):
     st.spec_steps = step + 1
     if not every or step % every:
         return None
-    logits = args[0] if args else kwargs["logits"]
     per_request = meta.num_draft_tokens
     k, bs = per_request[0], len(per_request)
     if not k or per_request.count(k) != bs:
@@ -92,7 +90,8 @@ def _before_sample(runner, args, kwargs):
 _LOAD = WrapPoint("GPUModelRunner.load_model", "vllm.runner.load_model", after=_after_load_model)
 GPU_RUNNER = (
     _LOAD,
-    WrapPoint("GPUModelRunner._sample", "vllm.runner.sample", before=_before_sample),
+    WrapPoint("GPUModelRunner._sample", "vllm.runner.sample", before=_before_sample,
+              reads=("logits", "spec_decode_metadata")),
 )
 CPU_RUNNER = (
     WrapPoint("CPUModelRunner.load_model", "vllm.runner.load_model", after=_after_load_model),

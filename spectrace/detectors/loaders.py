@@ -236,11 +236,14 @@ DRAFT_ARCHS = {
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    """`0.5.12`, `v0.5.12.post1`, `0.5.0rc2` -> (0, 5, 12) ...; ValueError otherwise."""
-    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version))
-    if not m:
-        raise ValueError(f"version {version!r} is not a version like 0.5.8")
-    return int(m[1]), int(m[2]), int(m[3] or 0)
+    """The release numbers of a PEP 440 version: `0.5.12`, `v0.5.12.post1` -> (0, 5, 12),
+    `0.5rc2` -> (0, 5, 0); ValueError (`packaging`'s `InvalidVersion`) otherwise."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        release = Version(str(version)).release
+    except InvalidVersion:
+        raise InvalidVersion(f"version {version!r} is not a version like 0.5.8") from None
+    return (release + (0, 0))[:3]
 
 
 def _fmt(v: tuple[int, ...]) -> str:

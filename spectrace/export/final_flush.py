@@ -163,6 +163,12 @@ def install(targets: list) -> list[str]:
     return [signal.Signals(s).name for s in _STATE.previous]
 
 
+def reset() -> None:
+    """As before the first `install` (for `process.reset()`)."""
+    uninstall()
+    _STATE.last_flush_s = None
+
+
 def uninstall() -> None:
     """Put back the handlers spectrace replaced (where its own are still in place) and
     stop flushing on exit."""

@@ -36,7 +36,6 @@ from .files import FileMetricExporter, FileSink, FileSpanExporter, JsonlWriter, 
 from .resource import build_resource, service_name
 
 log = logging.getLogger("spectrace")
-SCOPE = "spectrace"
 
 
 @dataclass
@@ -89,8 +88,10 @@ def host_tracer_provider():
 
 def host_meter_provider():
     """The global meter provider if the host configured one, else None. The API's
-    placeholder before one is set is the private `_ProxyMeterProvider` (no public class
-    or query says "not set"), hence the check by name."""
+    placeholder before one is set is the private `_ProxyMeterProvider`: unlike tracing
+    (`ProxyTracerProvider`), no public class or query says "not set" (opentelemetry-api
+    1.27 - 1.45), hence the check by name (tests/test_process_state.py pins it: a renamed
+    proxy would pass for a host provider and take spectrace's metrics)."""
     p = otel_metrics.get_meter_provider()
     if isinstance(p, otel_metrics.NoOpMeterProvider) or type(p).__name__ == "_ProxyMeterProvider":
         return None
@@ -189,8 +190,8 @@ def port_offset(identity: dict) -> int:
     return int(offset) if offset is not None else int(identity.get("tp_rank") or 0)
 
 
-def setup(cfg: Config, identity: dict, role: str = "scheduler", tracer_provider=None,
-          meter_provider=None) -> ProcessTelemetry:
+def setup(cfg: Config, identity: dict, role: str = signals.ROLE_SCHEDULER,
+          tracer_provider=None, meter_provider=None) -> ProcessTelemetry:
     resource = build_resource(cfg, identity, role)
     files = _open_files(cfg, resource, service_name(cfg, identity))
     owned: list = []
@@ -212,12 +213,13 @@ def setup(cfg: Config, identity: dict, role: str = "scheduler", tracer_provider=
         for p in processors:
             tracer_provider.add_span_processor(p)
         owned.append(tracer_provider)
-    meter = meter_provider.get_meter(SCOPE, __version__)
+    meter = meter_provider.get_meter(signals.SCOPE, __version__)
     try:
         register_dropped_counter(meter)
     except Exception as exc:  # noqa: BLE001
         log.warning("spectrace: cannot register %s: %s", signals.TELEMETRY_DROPPED.name, exc)
     return ProcessTelemetry(
-        resource=resource, meter=meter, tracer=tracer_provider.get_tracer(SCOPE, __version__),
+        resource=resource, meter=meter,
+        tracer=tracer_provider.get_tracer(signals.SCOPE, __version__),
         events=files.events, directory=files.directory, prometheus_port=port, owned=owned,
         sink=files.sink, span_processors=processors, metric_readers=readers)

@@ -27,9 +27,9 @@ def service_name(cfg: Config, identity: dict) -> str:
 def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
     runtime = process_runtime(identity)
     attrs = {
-        "service.name": service_name(cfg, identity),
-        "process.pid": os.getpid(),
-        "host.name": socket.gethostname(),
+        signals.RES_SERVICE_NAME: service_name(cfg, identity),
+        signals.RES_PROCESS_PID: os.getpid(),
+        signals.RES_HOST_NAME: socket.gethostname(),
         signals.RES_SPECTRACE_VERSION: __version__,
         signals.RES_RUNTIME: runtime,
         signals.RES_RUNTIME_VERSION: runtime_version(runtime),
