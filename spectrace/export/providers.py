@@ -52,7 +52,6 @@ class ProcessTelemetry:
     sink: FileSink | None = None
     span_processors: list = field(default_factory=list)
     metric_readers: list = field(default_factory=list)  # those of spectrace's own provider
-
     local: list = field(default_factory=list)  # the file exporter's reader and processor
 
     def flush_targets(self) -> list[FlushTarget]:
@@ -149,7 +148,7 @@ def _metric_readers(cfg: Config, files: _Files, rank: int) -> tuple[list, int | 
         def otlp():
             from .otlp import metric_exporter
             return PeriodicReader(CountingMetricExporter(metric_exporter()),
-                                                 export_interval_millis=interval_ms)
+                                  export_interval_millis=interval_ms)
         readers.append(_optional("OTLP metric", otlp))
     if "console" in cfg.exporters:
         def console():
