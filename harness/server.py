@@ -94,6 +94,7 @@ class Server:
     port: int
     log_path: str
     extra: dict = field(default_factory=dict)
+    stopped: bool = False
 
     @property
     def url(self) -> str:
@@ -128,18 +129,23 @@ class Server:
             try:
                 os.killpg(self.proc.pid, 0)
             except ProcessLookupError:
+                self.stopped = True  # all gone: nothing left for `stop` to kill
                 return time.monotonic() - t0
             time.sleep(0.01)
         raise TimeoutError(f"processes of group {self.proc.pid} still alive after {timeout} s")
 
     def stop(self) -> None:
-        """SIGKILL the whole process group, as SGLang itself does to its children."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=30)
+        """SIGKILL the whole process group, as SGLang itself does to its children; also
+        when the launcher has already exited (its scheduler may still be running). Once
+        only: later calls do nothing (the group's id may since belong to someone else)."""
+        if self.stopped:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=120)
+        self.stopped = True
 
 
 def start_server(models: str, log_path: str, env_extra: dict | None = None,
@@ -183,18 +189,23 @@ def launch(cmd: list[str], env: dict, port: int, log_path: str, timeout: float,
                             preexec_fn=_background_signals if background_job
                             else _foreground_signals)
     server = Server(proc, port, log_path)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{label} exited with {proc.returncode}; log {log_path}:\n"
-                               + server.log()[-4000:])
-        try:
-            with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return server
-        except OSError:
-            pass
-        time.sleep(0.5)
-    server.stop()
-    raise RuntimeError(f"{label} did not answer in {timeout} s; log {log_path}:\n"
-                       + server.log()[-4000:])
+    try:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{label} exited with {proc.returncode}; log {log_path}:\n"
+                                   + server.log()[-4000:])
+            try:
+                with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return server
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"{label} did not answer in {timeout} s; log {log_path}:\n"
+                           + server.log()[-4000:])
+    except BaseException:  # not started (or interrupted): nothing of it stays running
+        server.stop()
+        raise
+    finally:
+        log.close()  # the child has its own descriptor

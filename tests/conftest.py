@@ -53,6 +53,18 @@ def run_report(directory: str) -> dict:
     return json.loads(out.stdout)
 
 
+def stop_each(runs) -> None:
+    """Stop every run's server, also when stopping an earlier one fails."""
+    errors = []
+    for run in runs:
+        try:
+            run.server.stop()
+        except Exception as exc:  # noqa: BLE001 - the others still stop; raised below
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
 class ServerRun:
     """A started server plus where its telemetry goes; keeps the log if a test fails."""
 
@@ -79,8 +91,7 @@ def sglang_server(tmp_path_factory, request):
     runs = []
 
     def start(models: str, env: dict | None = None, **kwargs) -> ServerRun:
-        for run in runs:
-            run.server.stop()
+        stop_each(runs)
         d = tmp_path_factory.mktemp("run")
         data, log = d / "spectrace-data", d / "server.log"
         env_extra = {"SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": str(data)}
@@ -90,10 +101,12 @@ def sglang_server(tmp_path_factory, request):
         runs.append(run)
         return run
 
-    yield start
-    for run in runs:
-        run.server.stop()
-        print(f"server log kept at {run.log_path}")
+    try:
+        yield start
+    finally:
+        stop_each(runs)
+        for run in runs:
+            print(f"server log kept at {run.log_path}")
 
 
 # -- vLLM ------------------------------------------------------------------------------------
@@ -120,7 +133,7 @@ class VllmRun(ServerRun):
         assert len(procs) == 1, f"expected one {role} process, got {procs}"
         return procs[0]
 
-    def settle(self, drafts: float, timeout: float = 30) -> dict:
+    def settle(self, drafts: float, timeout: float = 120) -> dict:
         """The report once the EngineCore's exported totals reach `drafts` (and one more
         export interval, so the worker's latest counts are in too)."""
         deadline = time.time() + timeout
@@ -144,8 +157,7 @@ def vllm_server(tmp_path_factory):
               **kwargs) -> VllmRun:
         from harness.vllm_server import start_vllm_server
         python = vllm_python_or_skip()
-        for run in runs:
-            run.server.stop()
+        stop_each(runs)
         d = tmp_path_factory.mktemp("vllm-run")
         data, log = d / "spectrace-data", d / "server.log"
         env_extra = {"SPECTRACE_ENABLED": "1" if spectrace else "",
@@ -157,11 +169,12 @@ def vllm_server(tmp_path_factory):
         return run
 
     def stop_all() -> None:
-        for run in runs:
-            run.server.stop()
+        stop_each(runs)
 
     start.stop_all = stop_all  # before a test that starts vLLM another way
-    yield start
-    for run in runs:
-        run.server.stop()
-        print(f"server log kept at {run.log_path}")
+    try:
+        yield start
+    finally:
+        stop_each(runs)
+        for run in runs:
+            print(f"server log kept at {run.log_path}")

@@ -1,5 +1,8 @@
 """What the end-to-end tests share: SGLang's own per-request figures, waiting for the
-exporter's next snapshot, and planting a fault in a copy of a tiny checkpoint."""
+exporter's next snapshot, and planting a fault in a copy of a tiny checkpoint.
+
+The waits return as soon as their condition holds; their bound (120 s) is only how long a
+loaded 2-core machine may take before the test gives up, not a figure under test."""
 from __future__ import annotations
 
 import os
@@ -19,7 +22,7 @@ def sglang_totals(responses) -> tuple[int, int, dict]:
     return verify, accepted, hist
 
 
-def settle(run, drafts: int, timeout: float = 20) -> dict:
+def settle(run, drafts: int, timeout: float = 120) -> dict:
     """The scheduler's summary once its exported totals reach `drafts` request-steps."""
     deadline = time.time() + timeout
     while True:
@@ -29,7 +32,7 @@ def settle(run, drafts: int, timeout: float = 20) -> dict:
         time.sleep(0.5)
 
 
-def wait_for(fn, timeout: float = 20):
+def wait_for(fn, timeout: float = 120):
     """`fn()` once it is truthy, or its last value after `timeout` seconds."""
     deadline = time.time() + timeout
     while True:

@@ -78,6 +78,22 @@ def test_instrument_in_parent_reaches_engine_scheduler(tiny_models, tmp_path):
         from sglang.srt.runtime_context import override_platform
         import spectrace
 
+        def exported(data):  # request-steps in the newest whole snapshot of each process
+            total = 0
+            for folder, _, names in os.walk(data):
+                if "metrics.jsonl" not in names:
+                    continue
+                with open(os.path.join(folder, "metrics.jsonl")) as fh:
+                    for line in reversed(fh.read().splitlines()):
+                        try:
+                            snap = json.loads(line)
+                        except ValueError:
+                            continue  # a line being written
+                        total += sum(p["value"] for p in
+                                     snap["metrics"].get("spectrace.spec.drafts", []))
+                        break
+            return total
+
         if __name__ == "__main__":
             spectrace.instrument(output_dir={str(data)!r}, metric_interval_s=0.5)
             override_platform(has_amx=True).install()
@@ -85,7 +101,10 @@ def test_instrument_in_parent_reaches_engine_scheduler(tiny_models, tmp_path):
             engine = sglang.Engine(**{kwargs!r})
             out = engine.generate(input_ids=[3, 7, 11],
                                   sampling_params={{"max_new_tokens": 16, "temperature": 0}})
-            time.sleep(2.5)
+            deadline = time.time() + 300  # the scheduler's next export (0.5 s unloaded)
+            while exported({str(data)!r}) < out["meta_info"]["spec_verify_ct"]:
+                assert time.time() < deadline, "the scheduler never exported its totals"
+                time.sleep(0.2)
             print(json.dumps({{"pid": os.getpid(), "verify": out["meta_info"]["spec_verify_ct"]}}))
             sys.stdout.flush()
             os._exit(0)  # Engine.shutdown() SIGKILLs the scheduler; exit at once

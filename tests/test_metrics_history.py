@@ -227,3 +227,16 @@ def test_sigkill_during_compaction_leaves_a_readable_file(tmp_path):
         if kills_mid_compaction >= 2:
             break
     assert kills_mid_compaction >= 2, "no kill landed during a compaction"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"{\"time\":1,\"m\":2}", b"", b"  ", b"\r", b"x y", b"\t{}"]),
+                max_size=30), st.binary(max_size=8))
+def test_whole_lines_are_the_lines_a_split_keeps(parts, tail):
+    """The compaction finds lines as offsets into the mapped file (no copy per line); they
+    are exactly the whole, non-blank lines a plain split keeps (the previous reading)."""
+    data = b"\n".join(parts) + (b"\n" if parts else b"") + tail.replace(b"\n", b"")
+    expected = [ln + b"\n" for ln in data.split(b"\n")[:-1] if ln.strip()]
+    assert [data[s:e] for s, e in history.whole_lines(data)] == expected
+    for (s, e), line in zip(history.whole_lines(data), expected):
+        assert history.line_time(data, s, e) == history.line_time(line)

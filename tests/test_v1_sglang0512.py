@@ -49,7 +49,7 @@ def v1_run(tiny_models, tmp_path_factory):
         print(f"server log kept at {d / 'server.log'}")
 
 
-def scheduler(data, drafts: int, timeout: float = 30) -> dict:
+def scheduler(data, drafts: int, timeout: float = 120) -> dict:
     """The scheduler's report entry once its exported totals reach `drafts`."""
     deadline = time.time() + timeout
     while True:

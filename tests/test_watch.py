@@ -54,7 +54,7 @@ class Terminal:
 
 
 def settled_drafts(run, at_least: int) -> int:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a condition wait: a loaded machine may be slow
     while True:
         n = run.scheduler()["drafts"]
         if n >= at_least or time.monotonic() > deadline:

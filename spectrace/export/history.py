@@ -27,16 +27,19 @@ is not cumulative, so its writer keeps the newest spans (up to half of `MAX_BYTE
 """
 from __future__ import annotations
 
+import mmap
 import os
 import re
 
 MAX_BYTES = 8 << 20
-_TIME = re.compile(rb'^\{"time":(-?[0-9][0-9.eE+-]*)[,}]')
+_TIME = re.compile(rb'\{"time":(-?[0-9][0-9.eE+-]*)[,}]')  # at the start of a line
+_BLANK = re.compile(rb"\s*\n")
 
 
-def line_time(line: bytes) -> float | None:
-    """The `time` of a snapshot line as the file exporter writes it (`{"time":...,`)."""
-    m = _TIME.match(line)
+def line_time(line: bytes, start: int = 0, end: int | None = None) -> float | None:
+    """The `time` of a snapshot line as the file exporter writes it (`{"time":...,`): of
+    `line`, or of the line at `line[start:end]`."""
+    m = _TIME.match(line, start, len(line) if end is None else end)
     if not m:
         return None
     try:
@@ -89,6 +92,17 @@ def _one_per_bucket(older: list[int], times: list, slots: int) -> list[int]:
     return kept
 
 
+def whole_lines(data) -> list[tuple[int, int]]:
+    """(start, end) of each newline-terminated line of `data` (bytes or a map) that is not
+    blank, newline included (a last line without one is being written: left out)."""
+    out, start = [], 0
+    while (nl := data.find(b"\n", start)) >= 0:
+        if not _BLANK.match(data, start, nl + 1):
+            out.append((start, nl + 1))
+        start = nl + 1
+    return out
+
+
 def temp_path(path: str) -> str:
     head, tail = os.path.split(path)
     return os.path.join(head, f".{tail}.{os.getpid()}.tmp")
@@ -99,23 +113,46 @@ def compact(path: str, max_bytes: int = MAX_BYTES, downsample: bool = True) -> i
     `downsample=False` only its newest lines up to `max_bytes / 2` (lines that are not
     cumulative, such as spans: an older one cannot stand for those around it); returns its
     new size. Only whole lines are kept. OS errors are raised (the caller's file sink
-    decides); the original stays in place until the atomic rename."""
+    decides); the original stays in place until the atomic rename.
+
+    The file is mapped, not read, and its lines are offsets into the map, written out
+    slice by slice: reading it and copying it line by line left 30 MiB in the export
+    thread's heap of a soaked scheduler (measured; docs/reliability.md, "Soak")."""
     with open(path, "rb") as fh:
-        data = fh.read()
-    lines = data.split(b"\n")[:-1]  # whole lines only
-    lines = [ln + b"\n" for ln in lines if ln.strip()]
-    sizes = [len(ln) for ln in lines]
-    if downsample:
-        keep = keep_indices([line_time(ln) for ln in lines], sizes, max_bytes)
-    else:
-        keep = range(newest_start(sizes, max_bytes // 2), len(lines))
-    out = b"".join(lines[i] for i in keep)
+        size = os.fstat(fh.fileno()).st_size
+        data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+    try:
+        lines = whole_lines(data)
+        sizes = [end - start for start, end in lines]
+        if downsample:
+            keep = keep_indices([line_time(data, start, end) for start, end in lines],
+                                sizes, max_bytes)
+        else:
+            keep = range(newest_start(sizes, max_bytes // 2), len(lines))
+        return _write_replace(path, data, [lines[i] for i in keep])
+    finally:
+        if isinstance(data, mmap.mmap):
+            try:
+                data.close()
+            except BufferError:  # a view still held by an exception's traceback: freed with it
+                pass
+
+
+def _write_replace(path: str, data, lines: list[tuple[int, int]]) -> int:
+    """Write `data[start:end]` of each line to a temporary file, sync it and rename it over
+    `path`; its size."""
     tmp = temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    written = 0
     try:
-        view = memoryview(out)
-        while view:
-            view = view[os.write(fd, view):]
+        with memoryview(data) as whole:
+            for start, end in lines:
+                view = whole[start:end]
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                    written += n
+                view.release()
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -127,7 +164,7 @@ def compact(path: str, max_bytes: int = MAX_BYTES, downsample: bool = True) -> i
     except BaseException:
         _remove(tmp)
         raise
-    return len(out)
+    return written
 
 
 def _remove(path: str) -> None:

@@ -10,8 +10,11 @@ log = logging.getLogger("spectrace")
 def _reader_class():
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
-    class EndpointReader(PrometheusMetricReader):
-        """Closes its HTTP endpoint at shutdown (uninstrument), so the port is free again."""
+    from .readers import WholeCollections
+
+    class EndpointReader(WholeCollections, PrometheusMetricReader):
+        """Closes its HTTP endpoint at shutdown (uninstrument), so the port is free again.
+        A scrape and a final flush never collect at once, nor cut short (`readers`)."""
 
         httpd = None
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -33,6 +32,8 @@ from .bounded import (
 )
 from . import history
 from .files import FileMetricExporter, FileSink, FileSpanExporter, JsonlWriter, make_private_dir
+from .final_flush import LOCAL_WAIT_S, NETWORK_WAIT_S, FlushTarget
+from .readers import PeriodicReader
 from .resource import build_resource, service_name
 
 log = logging.getLogger("spectrace")
@@ -50,11 +51,15 @@ class ProcessTelemetry:
     sink: FileSink | None = None
     span_processors: list = field(default_factory=list)
     metric_readers: list = field(default_factory=list)  # those of spectrace's own provider
+    local: list = field(default_factory=list)  # the file exporter's reader and processor
 
-    def flush_targets(self) -> list:
-        """What a final flush exports (`export.final_flush`): spectrace's own readers, the
-        file's first, and span processors."""
-        return [*self.metric_readers, *self.span_processors]
+    def flush_targets(self) -> list[FlushTarget]:
+        """What a final flush exports (`export.final_flush`): spectrace's own readers and
+        span processors; the files' get the longer wait (a local write), the network
+        exporters' the shorter one (a stuck collector must not hold a stop)."""
+        return [FlushTarget(t, LOCAL_WAIT_S if any(t is x for x in self.local)
+                            else NETWORK_WAIT_S)
+                for t in [*self.metric_readers, *self.span_processors]]
 
     def shutdown(self) -> None:
         for p in self.owned:
@@ -137,19 +142,19 @@ def _metric_readers(cfg: Config, files: _Files, rank: int) -> tuple[list, int | 
     interval_ms = int(cfg.metric_interval_s * 1000)
     readers = []
     if files.directory is not None:
-        readers.append(PeriodicExportingMetricReader(
+        readers.append(PeriodicReader(
             FileMetricExporter(files.writer(METRICS_FILE, "metrics", history.MAX_BYTES)),
             export_interval_millis=interval_ms))
     if "otlp" in cfg.exporters:
         def otlp():
             from .otlp import metric_exporter
-            return PeriodicExportingMetricReader(CountingMetricExporter(metric_exporter()),
-                                                 export_interval_millis=interval_ms)
+            return PeriodicReader(CountingMetricExporter(metric_exporter()),
+                                  export_interval_millis=interval_ms)
         readers.append(_optional("OTLP metric", otlp))
     if "console" in cfg.exporters:
         def console():
             from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
-            return PeriodicExportingMetricReader(
+            return PeriodicReader(
                 ConsoleMetricExporter(), export_interval_millis=max(interval_ms, 10_000))
         readers.append(_optional("console metric", console))
     port = None
@@ -218,8 +223,11 @@ def setup(cfg: Config, identity: dict, role: str = signals.ROLE_SCHEDULER,
         register_dropped_counter(meter)
     except Exception as exc:  # noqa: BLE001
         log.warning("spectrace: cannot register %s: %s", signals.TELEMETRY_DROPPED.name, exc)
+    # the file exporter's reader and span processor come first in their lists
+    local = [group[0] for group in (readers, processors) if group] if files.directory else []
     return ProcessTelemetry(
         resource=resource, meter=meter,
         tracer=tracer_provider.get_tracer(signals.SCOPE, __version__),
         events=files.events, directory=files.directory, prometheus_port=port, owned=owned,
-        sink=files.sink, span_processors=processors, metric_readers=readers)
+        sink=files.sink, span_processors=processors, metric_readers=readers,
+        local=local)
