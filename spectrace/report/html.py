@@ -26,8 +26,8 @@ import time
 from typing import Any
 
 from .. import signals
-from .text import (
-    COPY_LINE, HEALTH_BANDS, _int, combined_title, expected_widths_text, finding_count,
+from .format import (
+    COPY_LINE, HEALTH_BANDS, combined_title, count_text, expected_widths_text, finding_count,
     finding_severity, process_identity, runtime_label,
 )
 
@@ -98,17 +98,17 @@ def _table(caption: str, head: list[str], rows: list[str], cls: str = "") -> str
 
 def _totals_table(v: dict) -> str:
     rows = [
-        ("speculative steps", "steps", _int(v["steps"])),
-        ("request-steps verified", "drafts", _int(v["drafts"])),
-        ("draft tokens proposed", "draft_tokens", _int(v["draft_tokens"])),
-        ("draft tokens accepted", "accepted_tokens", _int(v["accepted_tokens"])),
+        ("speculative steps", "steps", count_text(v["steps"])),
+        ("request-steps verified", "drafts", count_text(v["drafts"])),
+        ("draft tokens proposed", "draft_tokens", count_text(v["draft_tokens"])),
+        ("draft tokens accepted", "accepted_tokens", count_text(v["accepted_tokens"])),
         ("mean acceptance length (1.00 = no speed-up)", "mean_acceptance_length",
          _ratio(v["mean_acceptance_length"])),
         ("acceptance rate", "acceptance_rate", _ratio(v["acceptance_rate"])),
-        ("fc bypass events", "fc_bypass", _int(v["fc_bypass"])),
-        ("width mismatches", "width_mismatch", _int(v["width_mismatch"])),
-        ("spectrace internal errors", "internal_errors", _int(v["internal_errors"])),
-        ("telemetry items dropped", "telemetry_dropped", _int(v["telemetry_dropped"])),
+        ("fc bypass events", "fc_bypass", count_text(v["fc_bypass"])),
+        ("width mismatches", "width_mismatch", count_text(v["width_mismatch"])),
+        ("spectrace internal errors", "internal_errors", count_text(v["internal_errors"])),
+        ("telemetry items dropped", "telemetry_dropped", count_text(v["telemetry_dropped"])),
     ]
     return _table("Totals", ["figure", "value"], [
         f"<tr><th scope=row>{_e(label)}</th>{_cell(v[key], key, text)}</tr>"
@@ -124,14 +124,14 @@ def _positions_table(v: dict) -> str:
         g = _cell(agr[i], f"agreement_per_position.{i}", _ratio(agr[i])) if i < len(agr) \
             else "<td>-</td>"
         rows.append(f"<tr><th scope=row>{i}</th>{a}{g}</tr>")
-    note = (f" (agreement from {_int(v['agreement_drafts'])} sampled request-steps)"
+    note = (f" (agreement from {count_text(v['agreement_drafts'])} sampled request-steps)"
             if agr else "")
     return _table("Per draft position" + note, ["position", "acceptance", "agreement"], rows)
 
 
 def _lengths_table(v: dict) -> str:
     return _table("Accept-length distribution (request-steps)", ["accept length", "count"], [
-        f"<tr><th scope=row>{_e(k)}</th>{_cell(n, f'accept_length_counts.{k}', _int(n))}</tr>"
+        f"<tr><th scope=row>{_e(k)}</th>{_cell(n, f'accept_length_counts.{k}', count_text(n))}</tr>"
         for k, n in v["accept_length_counts"].items()])
 
 
@@ -149,7 +149,7 @@ def _widths_table(v: dict) -> str:
         cls = ' class="bad"' if p.get("finding") else ""
         rows.append(f"<tr{cls}><th scope=row>{_e(p['pass_kind'])}</th>"
                     f"{_cell(p['width'], f'hidden_state_passes.{i}.width')}"
-                    f"{_cell(p['count'], f'hidden_state_passes.{i}.count', _int(p['count']))}"
+                    f"{_cell(p['count'], f'hidden_state_passes.{i}.count', count_text(p['count']))}"
                     f"{_cell(p.get('expected'), None)}<td>{_e(_verdict(p))}</td></tr>")
     exp = expected_widths_text(v["expected_widths"])
     return _table("Hidden-state widths the draft received" + (f" (expected: {exp})" if exp
@@ -163,7 +163,7 @@ def _findings_table(v: dict) -> str:
         n, sev = finding_count(f), finding_severity(f)
         key = f"findings.{i}.{'count' if 'count' in f else 'events'}"
         rows.append(f'<tr class="sev-{_e(sev)}"><th scope=row>{_e(f["code"])}</th>'
-                    f"<td>{_e(sev)}</td>{_cell(n, key, _int(n))}"
+                    f"<td>{_e(sev)}</td>{_cell(n, key, count_text(n))}"
                     f"<td>{_e(_utc(f.get('first_time')))}</td>"
                     f"<td class=msg>{_e(f['message'] or '')}</td></tr>")
     if not rows:
@@ -179,7 +179,7 @@ def _timeline_table(v: dict) -> str:
         return ""
     step = max(1, math.ceil(n / TIMELINE_ROWS))
     idx = sorted(set(range(n - 1, -1, -step)))
-    rows = [f"<tr><td>{_e(_utc(tl['time'][i]))}</td>{_cell(tl['drafts'][i], None, _int(tl['drafts'][i]))}"
+    rows = [f"<tr><td>{_e(_utc(tl['time'][i]))}</td>{_cell(tl['drafts'][i], None, count_text(tl['drafts'][i]))}"
             f"<td>{_ratio(tl['mean_acceptance_length'][i])}</td>"
             f"<td>{_ratio(tl['acceptance_rate'][i])}</td></tr>" for i in idx]
     every = f", every {step}th point" if step > 1 else ""

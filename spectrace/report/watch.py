@@ -13,7 +13,8 @@ import sys
 import time
 
 from .summary import ReportError, build_report, files_state, read_process
-from .text import HEALTH_BANDS, combined_title, figure_lines, health_band, process_title
+from .format import HEALTH_BANDS, combined_title, health_band, process_title
+from .text import figure_lines
 
 EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
               "pip install 'spectrace[cli]'")
@@ -43,7 +44,7 @@ class ProcessCache:
         return build_report(directory, read)
 
 
-BAND_STYLES = ("bold red", "bold yellow", "bold green")  # of `text.HEALTH_BANDS`
+BAND_STYLES = ("bold red", "bold yellow", "bold green")  # of `format.HEALTH_BANDS`
 
 
 def health(mean_acceptance_length) -> tuple[str, str]:
