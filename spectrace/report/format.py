@@ -3,10 +3,9 @@ and the combined view are written (`text`, `html` and `watch` all word them alik
 from __future__ import annotations
 
 import math
-from typing import Any
-
 from .. import signals
 from ..runtimes import RUNTIMES
+from .records import CombinedSummary, FindingSummary, ProcessSummary
 
 # the dashboards' bands of mean acceptance length, worst first: (range, verdict)
 HEALTH_BANDS = (
@@ -26,10 +25,10 @@ def count_text(x) -> str:
     return str(int(x)) if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
 
 
-def runtime_label(p: dict) -> str:
+def runtime_label(p: ProcessSummary) -> str:
     """"SGLang 0.5.23", "vLLM 0.32.0" (older files name SGLang's version only)."""
-    runtime = RUNTIMES.get(p.get("runtime") or "")
-    return f"{runtime.label if runtime else p.get('runtime') or 'runtime'} {p.get('runtime_version')}"
+    runtime = RUNTIMES.get(p.runtime or "")
+    return f"{runtime.label if runtime else p.runtime or 'runtime'} {p.runtime_version}"
 
 
 def health_band(mean_acceptance_length) -> int:
@@ -39,22 +38,22 @@ def health_band(mean_acceptance_length) -> int:
     return 1 if mean_acceptance_length < signals.ACCEPT_LENGTH_AMBER_BELOW else 2
 
 
-def process_identity(p: dict[str, Any], models: bool = False) -> str:
+def process_identity(p: ProcessSummary, models: bool = False) -> str:
     """"pid 7, role scheduler, tp rank 0, SGLang 0.5.23" (no tp rank where there is none;
     "-" for what is unknown), with the model and the draft when `models`."""
     def v(x) -> str:
         return "-" if x is None else str(x)
-    parts = [f"pid {v(p.get('pid'))}", f"role {v(p.get('role'))}"]
-    for key, word in (("tp_rank", "tp rank"), ("dp_rank", "dp rank"), ("pp_rank", "pp rank")):
-        if p.get(key) is not None and (key == "tp_rank" or p[key]):
-            parts.append(f"{word} {p[key]}")
+    parts = [f"pid {v(p.pid)}", f"role {v(p.role)}"]
+    for rank, word in ((p.tp_rank, "tp rank"), (p.dp_rank, "dp rank"), (p.pp_rank, "pp rank")):
+        if rank is not None and (word == "tp rank" or rank):
+            parts.append(f"{word} {rank}")
     if models:
-        parts.append(f"model {v(p.get('model'))}, draft {v(p.get('draft_model'))}")
+        parts.append(f"model {v(p.model)}, draft {v(p.draft_model)}")
     return ", ".join(parts + [runtime_label(p)])
 
 
-def process_title(p: dict[str, Any]) -> str:
-    return f"process {p['process']} ({process_identity(p)})"
+def process_title(p: ProcessSummary) -> str:
+    return f"process {p.process} ({process_identity(p)})"
 
 
 def expected_widths_text(widths: dict) -> str:
@@ -62,23 +61,23 @@ def expected_widths_text(widths: dict) -> str:
     return ", ".join(f"{k} {count_text(v)}" for k, v in sorted(widths.items()))
 
 
-def finding_count(f: dict):
+def finding_count(f: FindingSummary):
     """How many times a finding was raised: its metric count, else its events written."""
-    return f.get("count", f["events"])
+    return f.events if f.count is None else f.count
 
 
-def finding_severity(f: dict) -> str:
-    return f["severity"] or "see metrics"
+def finding_severity(f: FindingSummary) -> str:
+    return f.severity or "see metrics"
 
 
 def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def combined_title(c: dict[str, Any]) -> str:
+def combined_title(c: CombinedSummary) -> str:
     """What the figures of all processes together are: which are counted once (and from
     how many processes), which are summed over every process."""
-    n, k, copies = len(c["processes"]), len(c["counted_once"]), len(c["copies"])
+    n, k, copies = len(c.processes), len(c.counted_once), len(c.copies)
     left_out = (f"; {_plural(copies, 'copy', 'copies')} of a rank 0 left out" if copies
                 else "")
     return (f"all {n} processes together: request-steps, draft passes and agreement "
