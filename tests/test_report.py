@@ -360,3 +360,38 @@ def test_text_html_and_watch_word_the_same_figures_the_same_way(tmp_path):
     assert f"below {red}: no speed-up</span>" in page and "no gain" not in page
     assert health(1.0) == ("no speed-up", "bold red")
     assert health(signals.ACCEPT_LENGTH_AMBER_BELOW) == ("healthy", "bold green")
+
+
+def test_every_record_field_reaches_the_json_in_order(tmp_path):
+    """`--json` is written key by key by each record's `to_json()`: a field added to a
+    record and not to its `to_json` (or put in another place) fails here. Only the working
+    sums the combined view adds up (`raw`, `points`) stay out."""
+    from dataclasses import fields
+
+    from spectrace.report.records import (
+        CombinedSummary, Figures, FindingSummary, HiddenStatePass, ProcessSummary,
+        TimelineFigures)
+
+    def names(cls, leave_out=()):
+        return [f.name for f in fields(cls) if f.name not in leave_out]
+
+    s = snapshot()
+    s["metrics"][signals.EAGLE3_PASSES.name] = [
+        {"attributes": {"pass_kind": "target_fed", "width": 128}, "value": 2}]
+    s["metrics"][signals.FINDINGS.name] = [{"attributes": {"code": "eagle3.fc_bypass"},
+                                            "value": 2}]
+    for name in ("sglang-h-1", "sglang-h-2"):
+        process(tmp_path, name, metrics=lines(s), events=lines(
+            {"time": 1.0, "code": "eagle3.fc_bypass", "severity": "error", "message": "m"}))
+    rep = build_report(str(tmp_path))
+    out = json.loads(cli(tmp_path, "--json").stdout)
+    assert out == json.loads(json.dumps(rep.to_json()))
+    assert list(out) == ["directory", "processes", "combined"]
+    figures = names(Figures)
+    proc, combined = out["processes"][0], out["combined"]
+    assert list(proc) == names(ProcessSummary, ("figures", "raw", "points")) + figures
+    assert list(combined) == names(CombinedSummary, ("figures",)) + figures
+    for view in (proc, combined):
+        assert list(view["timeline"]) == names(TimelineFigures)
+        assert list(view["hidden_state_passes"][0]) == names(HiddenStatePass)
+        assert list(view["findings"][0]) == names(FindingSummary)   # with its metric count
