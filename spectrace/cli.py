@@ -25,7 +25,7 @@ def _report(args) -> int:
             print(f"spectrace report: --html {args.html}: cannot write it "
                   f"({exc.strerror or exc})", file=sys.stderr)
             return 2
-    print(json.dumps(rep, indent=2) if args.json else render_text(rep))
+    print(json.dumps(rep.to_json(), indent=2) if args.json else render_text(rep))
     if args.html:
         print(f"\nwrote {args.html} ({size / 1024:.0f} KiB, self-contained: open it in any "
               f"browser, offline)", file=sys.stderr if args.json else sys.stdout)

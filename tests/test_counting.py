@@ -247,16 +247,16 @@ def test_report_adds_each_data_parallel_group_once_and_leaves_copies_out(tmp_pat
     write_process(tmp_path, "sglang-c", ONCE, 6, 3, 12, 2, tp_rank=2, dp_rank=1)
     write_process(tmp_path, "sglang-d", COPY, 6, 3, 12, 2, tp_rank=3, dp_rank=1)
     rep = build_report(str(tmp_path))
-    c = rep["combined"]
-    assert (c["drafts"], c["accepted_tokens"], c["draft_tokens"]) == (16, 13, 48)
-    assert c["agreement_drafts"] == 6
-    assert [x["count"] for x in c["hidden_state_passes"]] == [32]
-    assert c["internal_errors"] == 1  # per process: the copy's own error is kept
-    assert c["counted_once"] == ["sglang-a", "sglang-c"]
-    assert c["copies"] == ["sglang-b", "sglang-d"]
-    assert max(c["timeline"]["drafts"]) == c["timeline"]["drafts"][-1] == 16
+    c = rep.combined.figures
+    assert (c.drafts, c.accepted_tokens, c.draft_tokens) == (16, 13, 48)
+    assert c.agreement_drafts == 6
+    assert [x.count for x in c.hidden_state_passes] == [32]
+    assert c.internal_errors == 1  # per process: the copy's own error is kept
+    assert rep.combined.counted_once == ("sglang-a", "sglang-c")
+    assert rep.combined.copies == ("sglang-b", "sglang-d")
+    assert max(c.timeline.drafts) == c.timeline.drafts[-1] == 16
     # the per-rank view stays: each process with its own figures and its scope
-    assert [(p["drafts"], p["counted"]) for p in rep["processes"]] == [
+    assert [(p.figures.drafts, p.counted) for p in rep.processes] == [
         (10, ONCE), (10, COPY), (6, ONCE), (6, COPY)]
     text = render_text(rep)
     assert ("all 4 processes together: request-steps, draft passes and agreement counted "
@@ -274,8 +274,8 @@ def test_report_of_an_older_spectrace_adds_every_process(tmp_path):
 
     write_process(tmp_path, "sglang-a", None, 10, 10, 20, 4)
     write_process(tmp_path, "sglang-b", None, 10, 10, 20, 4)
-    c = build_report(str(tmp_path))["combined"]
-    assert c["drafts"] == 20 and c["copies"] == []
+    c = build_report(str(tmp_path)).combined
+    assert c.figures.drafts == 20 and c.copies == ()
 
 
 def test_html_and_watch_say_the_same(tmp_path):
@@ -291,8 +291,8 @@ def test_html_and_watch_say_the_same(tmp_path):
     write_process(tmp_path, "vllm-w1", COPY, 0, 0, 20, 4, tp_rank=1,
                   **{S.RES_ROLE: "worker"})
     rep = build_report(str(tmp_path))
-    c = rep["combined"]
-    assert (c["drafts"], c["agreement_drafts"], c["hidden_state_passes"][0]["count"]) == (
+    c = rep.combined.figures
+    assert (c.drafts, c.agreement_drafts, c.hidden_state_passes[0].count) == (
         10, 4, 20)
     page = render_html(rep)
     assert "from 2 processes; 1 copy of a rank 0 left out" in page

@@ -119,11 +119,11 @@ def test_writer_compacts_past_its_bound_and_the_report_reads_it(tmp_path):
     assert lines[0]["time"] == 1000.0 and lines[-1]["time"] == 2999.0
     assert [x["time"] for x in lines] == sorted(x["time"] for x in lines)
     p = summarize_process(str(d))
-    assert p["drafts"] == 19990 and p["metric_snapshots"] == len(lines)
-    tl = p["timeline"]
-    assert tl["time"][0] == 1000.0 and tl["time"][-1] == 2999.0
+    assert p.figures.drafts == 19990 and p.metric_snapshots == len(lines)
+    tl = p.figures.timeline
+    assert tl.time[0] == 1000.0 and tl.time[-1] == 2999.0
     # an interval over a coarse older stretch still gives the right ratio
-    assert all(v == 2.0 for v in tl["mean_acceptance_length"][1:])
+    assert all(v == 2.0 for v in tl.mean_acceptance_length[1:])
     assert not [n for n in os.listdir(d) if n.endswith(".tmp")]
 
 
@@ -148,7 +148,7 @@ def test_spans_file_is_bounded_keeping_the_newest_spans(tmp_path, monkeypatch):
         ks = [x["attributes"]["k"] for x in lines]
         assert ks == list(range(ks[0], 1000)) and ks[0] > 0   # the newest, none missing
         assert os.path.getsize(path) > bound // 2 - 2 * len(json.dumps(lines[-1]))
-        assert summarize_process(tel.directory)["spans"] == len(lines)
+        assert summarize_process(tel.directory).spans == len(lines)
         assert not [n for n in os.listdir(tel.directory) if n.endswith(".tmp")]
     finally:
         tel.shutdown()
@@ -164,10 +164,10 @@ def test_previous_format_plain_snapshot_per_line(tmp_path):
         for k in range(1, 6):
             s = snapshot(50.0 + 2 * k, 4 * k)
             fh.write(json.dumps({"metrics": s["metrics"], "time": s["time"]}) + "\n")
-    p = build_report(str(tmp_path))["processes"][0]
-    assert p["drafts"] == 20 and p["accepted_tokens"] == 20 and p["metric_snapshots"] == 5
-    assert p["timeline"]["time"] == [52.0, 54.0, 56.0, 58.0, 60.0]
-    assert p["timeline"]["mean_acceptance_length"] == [None, 2.0, 2.0, 2.0, 2.0]
+    p = build_report(str(tmp_path)).processes[0]
+    assert p.figures.drafts == 20 and p.figures.accepted_tokens == 20 and p.metric_snapshots == 5
+    assert p.figures.timeline.time == (52.0, 54.0, 56.0, 58.0, 60.0)
+    assert p.figures.timeline.mean_acceptance_length == (None, 2.0, 2.0, 2.0, 2.0)
     # compaction only rewrites the file its own process writes (`time` first, compact
     # separators); it does not mistake a line of another layout for one of its own
     lines = open(d / METRICS_FILE, "rb").read().split(b"\n")[:-1]
@@ -219,7 +219,7 @@ def test_sigkill_during_compaction_leaves_a_readable_file(tmp_path):
         values = [x["metrics"]["spectrace.spec.drafts"][0]["value"] for x in lines]
         assert values == sorted(values) and len(values) >= 2
         p = summarize_process(os.path.dirname(path))
-        assert p["drafts"] == values[-1] and p["skipped_lines"] == 0
+        assert p.figures.drafts == values[-1] and p.skipped_lines == 0
         out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report",
                               os.path.dirname(path)], capture_output=True, text=True,
                              cwd=ROOT, timeout=60)

@@ -440,7 +440,7 @@ def test_torn_last_line_unit(tmp_path):
     d.mkdir()
     good = {"metrics": {signals.SPEC_DRAFTS.name: [{"attributes": {}, "value": 8}]}}
     (d / METRICS_FILE).write_text(json.dumps(good) + "\n" + json.dumps(good)[:20])
-    assert summarize_process(str(d))["drafts"] == 8
+    assert summarize_process(str(d)).figures.drafts == 8
 
 
 # -- SGLang missing / a release without a wrap point ---------------------------------------

@@ -79,8 +79,8 @@ def test_truncated_last_line_is_skipped_and_totals_come_from_last_complete(tmp_p
     torn = json.dumps(snapshot(drafts=99, accepted=99))[:-7]
     d = process(tmp_path, metrics=lines(snapshot(5, 5), snapshot(10, 7)) + torn)
     p = summarize_process(d)
-    assert p["drafts"] == 10 and p["accepted_tokens"] == 7
-    assert p["metric_snapshots"] == 2 and p["skipped_lines"] == 1
+    assert p.figures.drafts == 10 and p.figures.accepted_tokens == 7
+    assert p.metric_snapshots == 2 and p.skipped_lines == 1
     out = cli(tmp_path, "--json")
     assert out.returncode == 0
     assert json.loads(out.stdout)["processes"][0]["drafts"] == 10
@@ -89,7 +89,7 @@ def test_truncated_last_line_is_skipped_and_totals_come_from_last_complete(tmp_p
 def test_empty_files(tmp_path):
     d = process(tmp_path, metrics="", events="", spans="", resource="")
     p = summarize_process(d)
-    assert p["drafts"] == 0 and p["metric_snapshots"] == 0 and p["pid"] is None
+    assert p.figures.drafts == 0 and p.metric_snapshots == 0 and p.pid is None
     assert cli(tmp_path).returncode == 0
 
 
@@ -126,12 +126,13 @@ def test_garbage_lines_between_good_ones(tmp_path):
               .encode() + b"garbage\n")
     d = process(tmp_path, metrics=metrics, events=events, spans=b"{}\n" + b"\x00\n")
     p = summarize_process(d)
-    assert p["drafts"] == 10 and p["accepted_tokens"] == 5 and p["draft_tokens"] == 30
-    assert p["accepted_per_position"] == [3, 2]
-    assert p["accept_length_counts"] == {"2": 9, "abc": 1}
-    assert {f["code"] for f in p["findings"]} == {"eagle3.fc_bypass", "x"}
-    assert p["spans"] == 1
-    assert p["skipped_lines"] >= len(GARBAGE_LINES) - 2
+    v = p.figures
+    assert v.drafts == 10 and v.accepted_tokens == 5 and v.draft_tokens == 30
+    assert v.accepted_per_position == (3, 2)
+    assert v.accept_length_counts == {"2": 9, "abc": 1}
+    assert {f.code for f in v.findings} == {"eagle3.fc_bypass", "x"}
+    assert p.spans == 1
+    assert p.skipped_lines >= len(GARBAGE_LINES) - 2
     text = render_text(build_report(str(tmp_path)))
     assert "request-steps verified 10" in text and "skipped" in text
     out = cli(tmp_path, "--json")
@@ -224,10 +225,10 @@ def test_report_on_random_files(tmp_path, metrics, events, spans, resource):
                        (RESOURCE_FILE, resource)):
         (d / name).write_bytes(data)
     p = summarize_process(str(d))   # no catch-all: any exception here is a bug
-    assert isinstance(p["drafts"], (int, float))
+    assert isinstance(p.figures.drafts, (int, float))
     rep = build_report(str(tmp_path))
     render_text(rep)
-    json.dumps(rep)
+    json.dumps(rep.to_json())
     render_html(rep)                  # the page too (its data must be strict JSON)
 
 
@@ -242,24 +243,24 @@ def test_timeline_gives_each_interval_its_own_figures(tmp_path):
     d = process(tmp_path, metrics=lines(timed(10.0, 0, 0), timed(12.0, 10, 20), timed(14.0, 10, 20),
                                         timed(16.0, 20, 25), timed(15.0, 30, 30),
                                         {"time": "x", "metrics": {}}, timed(18.0, 5, 5)))
-    tl = summarize_process(d)["timeline"]
-    assert tl["time"] == [10.0, 12.0, 14.0, 16.0, 15.0, 18.0]    # a line without a time: none
-    assert tl["drafts"] == [0, 10, 10, 20, 30, 5]
+    tl = summarize_process(d).figures.timeline
+    assert tl.time == (10.0, 12.0, 14.0, 16.0, 15.0, 18.0)    # a line without a time: none
+    assert tl.drafts == (0, 10, 10, 20, 30, 5)
     # 1 + accepted/drafts and accepted/draft tokens within each interval; None where nothing
     # was verified, where time went back, or where a total went down
-    assert tl["mean_acceptance_length"] == [None, 3.0, None, 1.5, None, None]
-    assert tl["acceptance_rate"] == [None, 20 / 30, None, 5 / 30, None, None]
+    assert tl.mean_acceptance_length == (None, 3.0, None, 1.5, None, None)
+    assert tl.acceptance_rate == (None, 20 / 30, None, 5 / 30, None, None)
 
 
 def test_a_long_uncompacted_file_is_thinned_for_the_timeline(tmp_path):
     from spectrace.report.summary import MAX_POINTS
     d = process(tmp_path, metrics=lines(*(timed(float(k), k, k) for k in range(5 * MAX_POINTS))))
     p = summarize_process(d)
-    tl = p["timeline"]
-    assert MAX_POINTS <= len(tl["time"]) < 2 * MAX_POINTS
-    assert tl["time"][0] == 0.0 and tl["time"][-1] == 5 * MAX_POINTS - 1   # ends kept
-    assert p["drafts"] == 5 * MAX_POINTS - 1
-    assert set(tl["mean_acceptance_length"][1:]) == {2.0}
+    tl = p.figures.timeline
+    assert MAX_POINTS <= len(tl.time) < 2 * MAX_POINTS
+    assert tl.time[0] == 0.0 and tl.time[-1] == 5 * MAX_POINTS - 1   # ends kept
+    assert p.figures.drafts == 5 * MAX_POINTS - 1
+    assert set(tl.mean_acceptance_length[1:]) == {2.0}
 
 
 def test_processes_together(tmp_path):
@@ -270,22 +271,24 @@ def test_processes_together(tmp_path):
             events=lines({"time": 13.0, "code": "eagle3.fc_bypass", "severity": "error",
                           "message": "m"}))
     rep = build_report(str(tmp_path))
-    c = rep["combined"]
-    assert c["processes"] == ["sglang-h-1", "sglang-h-2"]
-    assert c["drafts"] == 24 and c["accepted_tokens"] == 10 and c["draft_tokens"] == 72
-    assert c["mean_acceptance_length"] == 1 + 10 / 24
-    assert c["accepted_per_position"] == [10]
+    assert rep.combined.processes == ("sglang-h-1", "sglang-h-2")
+    c = rep.combined.figures
+    assert c.drafts == 24 and c.accepted_tokens == 10 and c.draft_tokens == 72
+    assert c.mean_acceptance_length == 1 + 10 / 24
+    assert c.accepted_per_position == (10,)
     # at each time either process wrote, the sum of both latest totals
-    assert c["timeline"]["time"] == [10.0, 12.0, 20.0, 22.0]
-    assert c["timeline"]["drafts"] == [0, 4, 14, 24]
-    assert c["timeline"]["accepted_tokens"] == [0, 0, 10, 10]
-    f = c["findings"][0]
-    assert f["code"] == "eagle3.fc_bypass" and f["events"] == 2
-    assert f["times"] == [13.0, 15.0] and f["first_time"] == 13.0
-    assert "_raw" not in rep["processes"][0] and "_points" not in rep["processes"][0]
+    assert c.timeline.time == (10.0, 12.0, 20.0, 22.0)
+    assert c.timeline.drafts == (0, 4, 14, 24)
+    assert c.timeline.accepted_tokens == (0, 0, 10, 10)
+    f = c.findings[0]
+    assert f.code == "eagle3.fc_bypass" and f.events == 2
+    assert f.times == (13.0, 15.0) and f.first_time == 13.0
+    # the working sums the combined view adds up are not part of --json
+    as_json = rep.to_json()["processes"][0]
+    assert "raw" not in as_json and "points" not in as_json and as_json["drafts"] == 10
     text = render_text(rep)
     assert "all 2 processes together" in text and "request-steps verified 24" in text
-    assert summarize_process(a)["findings"][0]["first_time"] == 15.0
+    assert summarize_process(a).figures.findings[0].first_time == 15.0
 
 
 def test_widths_are_judged_against_what_the_draft_expects(tmp_path):
@@ -298,8 +301,8 @@ def test_widths_are_judged_against_what_the_draft_expects(tmp_path):
     s["metrics"][signals.EAGLE3_EXPECTED_WIDTH.name] = expected
     s["metrics"][signals.EAGLE3_PASSES.name] = passes
     d = process(tmp_path, metrics=lines(s))
-    judged = {(x["pass_kind"], x["width"]): (x["expected"], x["finding"])
-              for x in summarize_process(d)["hidden_state_passes"]}
+    judged = {(x.pass_kind, x.width): (x.expected, x.finding)
+              for x in summarize_process(d).figures.hidden_state_passes}
     assert judged == {("target_fed", 128): (384, signals.FC_BYPASS),
                       ("target_fed", 256): (384, signals.WIDTH_MISMATCH),
                       ("target_fed", 384): (384, None),
@@ -357,3 +360,38 @@ def test_text_html_and_watch_word_the_same_figures_the_same_way(tmp_path):
     assert f"below {red}: no speed-up</span>" in page and "no gain" not in page
     assert health(1.0) == ("no speed-up", "bold red")
     assert health(signals.ACCEPT_LENGTH_AMBER_BELOW) == ("healthy", "bold green")
+
+
+def test_every_record_field_reaches_the_json_in_order(tmp_path):
+    """`--json` is written key by key by each record's `to_json()`: a field added to a
+    record and not to its `to_json` (or put in another place) fails here. Only the working
+    sums the combined view adds up (`raw`, `points`) stay out."""
+    from dataclasses import fields
+
+    from spectrace.report.records import (
+        CombinedSummary, Figures, FindingSummary, HiddenStatePass, ProcessSummary,
+        TimelineFigures)
+
+    def names(cls, leave_out=()):
+        return [f.name for f in fields(cls) if f.name not in leave_out]
+
+    s = snapshot()
+    s["metrics"][signals.EAGLE3_PASSES.name] = [
+        {"attributes": {"pass_kind": "target_fed", "width": 128}, "value": 2}]
+    s["metrics"][signals.FINDINGS.name] = [{"attributes": {"code": "eagle3.fc_bypass"},
+                                            "value": 2}]
+    for name in ("sglang-h-1", "sglang-h-2"):
+        process(tmp_path, name, metrics=lines(s), events=lines(
+            {"time": 1.0, "code": "eagle3.fc_bypass", "severity": "error", "message": "m"}))
+    rep = build_report(str(tmp_path))
+    out = json.loads(cli(tmp_path, "--json").stdout)
+    assert out == json.loads(json.dumps(rep.to_json()))
+    assert list(out) == ["directory", "processes", "combined"]
+    figures = names(Figures)
+    proc, combined = out["processes"][0], out["combined"]
+    assert list(proc) == names(ProcessSummary, ("figures", "raw", "points")) + figures
+    assert list(combined) == names(CombinedSummary, ("figures",)) + figures
+    for view in (proc, combined):
+        assert list(view["timeline"]) == names(TimelineFigures)
+        assert list(view["hidden_state_passes"][0]) == names(HiddenStatePass)
+        assert list(view["findings"][0]) == names(FindingSummary)   # with its metric count

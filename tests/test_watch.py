@@ -146,18 +146,19 @@ def test_a_refresh_rereads_only_the_processes_whose_files_changed(tmp_path, monk
         fh.write(snap(2.0, 9))
     now = refresh()
     assert reads == ["sglang-h-1"]
-    assert [p["drafts"] for p in now["processes"]] == [9, 5] and now["combined"]["drafts"] == 14
+    assert [p.figures.drafts for p in now.processes] == [9, 5]
+    assert now.combined.figures.drafts == 14
     (two / SPANS_FILE).write_text("{}\n")                # any file it reads counts
-    assert refresh()["processes"][1]["spans"] == 1 and reads == ["sglang-h-2"]
+    assert refresh().processes[1].spans == 1 and reads == ["sglang-h-2"]
     # same size, later modification time: read again
     (two / METRICS_FILE).write_text(snap(1.0, 6))
     st = os.stat(two / METRICS_FILE)
     os.utime(two / METRICS_FILE, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     now = refresh()
-    assert reads == ["sglang-h-2"] and now["processes"][1]["drafts"] == 6
+    assert reads == ["sglang-h-2"] and now.processes[1].figures.drafts == 6
     shutil.rmtree(one)                                   # a folder gone is gone
     now = refresh()
-    assert reads == [] and [p["process"] for p in now["processes"]] == ["sglang-h-2"]
+    assert reads == [] and [p.process for p in now.processes] == ["sglang-h-2"]
     assert now == build_report(str(tmp_path))            # the same report as without cache
 
 

@@ -1,10 +1,13 @@
 """`spectrace report [DIR] [--json]`: what instrumented processes wrote, per process.
 
-`summary` turns a folder into per-process figures, `text` renders them; `reader` streams
-the files without trusting them.
+`summary` turns a folder into a `Report` of typed records (`records`: per process and all
+together; `to_json()` is `--json`), `text` renders them, worded by `format`; `reader`
+streams the files without trusting them.
 """
 from .findings import read_findings
+from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
 from .summary import ReportError, build_report, summarize_process
 from .text import render_text
 
-__all__ = ["ReportError", "build_report", "read_findings", "render_text", "summarize_process"]
+__all__ = ["CombinedSummary", "ProcessSummary", "Report", "ReportError", "UnreadableProcess",
+           "build_report", "read_findings", "render_text", "summarize_process"]

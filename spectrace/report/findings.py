@@ -18,9 +18,9 @@ def read_findings(directory: str) -> list[Finding]:
     """One `Finding` per code and process, as first written (its details included);
     `ReportError` for an unusable folder."""
     out = []
-    for proc in build_report(directory)["processes"]:
-        for f in proc.get("findings", []):
-            severity = f.get("severity") if f.get("severity") in SEVERITIES else "error"
-            out.append(Finding(f["code"], severity, f.get("message") or "",
-                               dict(f.get("details") or {}, process=proc["process"])))
+    for proc in build_report(directory).readable:
+        for f in proc.figures.findings:
+            severity = f.severity if f.severity in SEVERITIES else "error"
+            out.append(Finding(f.code, severity, f.message or "",
+                               dict(f.details or {}, process=proc.process)))
     return out

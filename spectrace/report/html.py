@@ -23,13 +23,13 @@ import json
 import math
 import os
 import time
-from typing import Any
 
 from .. import signals
-from .text import (
-    COPY_LINE, HEALTH_BANDS, _int, combined_title, expected_widths_text, finding_count,
+from .format import (
+    COPY_LINE, HEALTH_BANDS, combined_title, count_text, expected_widths_text, finding_count,
     finding_severity, process_identity, runtime_label,
 )
+from .records import Figures, HiddenStatePass, ProcessSummary, Report
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 DATA_ID = "spectrace-data"
@@ -96,27 +96,27 @@ def _table(caption: str, head: list[str], rows: list[str], cls: str = "") -> str
             f"<thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
-def _totals_table(v: dict) -> str:
+def _totals_table(v: Figures) -> str:
     rows = [
-        ("speculative steps", "steps", _int(v["steps"])),
-        ("request-steps verified", "drafts", _int(v["drafts"])),
-        ("draft tokens proposed", "draft_tokens", _int(v["draft_tokens"])),
-        ("draft tokens accepted", "accepted_tokens", _int(v["accepted_tokens"])),
+        ("speculative steps", "steps", count_text(v.steps)),
+        ("request-steps verified", "drafts", count_text(v.drafts)),
+        ("draft tokens proposed", "draft_tokens", count_text(v.draft_tokens)),
+        ("draft tokens accepted", "accepted_tokens", count_text(v.accepted_tokens)),
         ("mean acceptance length (1.00 = no speed-up)", "mean_acceptance_length",
-         _ratio(v["mean_acceptance_length"])),
-        ("acceptance rate", "acceptance_rate", _ratio(v["acceptance_rate"])),
-        ("fc bypass events", "fc_bypass", _int(v["fc_bypass"])),
-        ("width mismatches", "width_mismatch", _int(v["width_mismatch"])),
-        ("spectrace internal errors", "internal_errors", _int(v["internal_errors"])),
-        ("telemetry items dropped", "telemetry_dropped", _int(v["telemetry_dropped"])),
+         _ratio(v.mean_acceptance_length)),
+        ("acceptance rate", "acceptance_rate", _ratio(v.acceptance_rate)),
+        ("fc bypass events", "fc_bypass", count_text(v.fc_bypass)),
+        ("width mismatches", "width_mismatch", count_text(v.width_mismatch)),
+        ("spectrace internal errors", "internal_errors", count_text(v.internal_errors)),
+        ("telemetry items dropped", "telemetry_dropped", count_text(v.telemetry_dropped)),
     ]
     return _table("Totals", ["figure", "value"], [
-        f"<tr><th scope=row>{_e(label)}</th>{_cell(v[key], key, text)}</tr>"
+        f"<tr><th scope=row>{_e(label)}</th>{_cell(getattr(v, key), key, text)}</tr>"
         for label, key, text in rows])
 
 
-def _positions_table(v: dict) -> str:
-    acc, agr = v["acceptance_per_position"], v["agreement_per_position"]
+def _positions_table(v: Figures) -> str:
+    acc, agr = v.acceptance_per_position, v.agreement_per_position
     rows = []
     for i in range(max(len(acc), len(agr))):
         a = _cell(acc[i], f"acceptance_per_position.{i}", _ratio(acc[i])) if i < len(acc) \
@@ -124,64 +124,65 @@ def _positions_table(v: dict) -> str:
         g = _cell(agr[i], f"agreement_per_position.{i}", _ratio(agr[i])) if i < len(agr) \
             else "<td>-</td>"
         rows.append(f"<tr><th scope=row>{i}</th>{a}{g}</tr>")
-    note = (f" (agreement from {_int(v['agreement_drafts'])} sampled request-steps)"
+    note = (f" (agreement from {count_text(v.agreement_drafts)} sampled request-steps)"
             if agr else "")
     return _table("Per draft position" + note, ["position", "acceptance", "agreement"], rows)
 
 
-def _lengths_table(v: dict) -> str:
+def _lengths_table(v: Figures) -> str:
     return _table("Accept-length distribution (request-steps)", ["accept length", "count"], [
-        f"<tr><th scope=row>{_e(k)}</th>{_cell(n, f'accept_length_counts.{k}', _int(n))}</tr>"
-        for k, n in v["accept_length_counts"].items()])
+        f"<tr><th scope=row>{_e(k)}</th>{_cell(n, f'accept_length_counts.{k}', count_text(n))}</tr>"
+        for k, n in v.accept_length_counts.items()])
 
 
-def _verdict(p: dict) -> str:
-    if p.get("expected") is None:
+def _verdict(p: HiddenStatePass) -> str:
+    if p.expected is None:
         return "expected width unknown"
-    if p.get("finding"):
-        return p["finding"]
+    if p.finding:
+        return p.finding
     return "as expected"
 
 
-def _widths_table(v: dict) -> str:
+def _widths_table(v: Figures) -> str:
     rows = []
-    for i, p in enumerate(v["hidden_state_passes"]):
-        cls = ' class="bad"' if p.get("finding") else ""
-        rows.append(f"<tr{cls}><th scope=row>{_e(p['pass_kind'])}</th>"
-                    f"{_cell(p['width'], f'hidden_state_passes.{i}.width')}"
-                    f"{_cell(p['count'], f'hidden_state_passes.{i}.count', _int(p['count']))}"
-                    f"{_cell(p.get('expected'), None)}<td>{_e(_verdict(p))}</td></tr>")
-    exp = expected_widths_text(v["expected_widths"])
+    for i, p in enumerate(v.hidden_state_passes):
+        cls = ' class="bad"' if p.finding else ""
+        rows.append(f"<tr{cls}><th scope=row>{_e(p.pass_kind)}</th>"
+                    f"{_cell(p.width, f'hidden_state_passes.{i}.width')}"
+                    f"{_cell(p.count, f'hidden_state_passes.{i}.count', count_text(p.count))}"
+                    f"{_cell(p.expected, None)}<td>{_e(_verdict(p))}</td></tr>")
+    exp = expected_widths_text(v.expected_widths)
     return _table("Hidden-state widths the draft received" + (f" (expected: {exp})" if exp
                                                               else ""),
                   ["pass kind", "width", "passes", "expected width", "verdict"], rows)
 
 
-def _findings_table(v: dict) -> str:
+def _findings_table(v: Figures) -> str:
     rows = []
-    for i, f in enumerate(v["findings"]):
+    for i, f in enumerate(v.findings):
         n, sev = finding_count(f), finding_severity(f)
-        key = f"findings.{i}.{'count' if 'count' in f else 'events'}"
-        rows.append(f'<tr class="sev-{_e(sev)}"><th scope=row>{_e(f["code"])}</th>'
-                    f"<td>{_e(sev)}</td>{_cell(n, key, _int(n))}"
-                    f"<td>{_e(_utc(f.get('first_time')))}</td>"
-                    f"<td class=msg>{_e(f['message'] or '')}</td></tr>")
+        key = f"findings.{i}.{'events' if f.count is None else 'count'}"
+        rows.append(f'<tr class="sev-{_e(sev)}"><th scope=row>{_e(f.code)}</th>'
+                    f"<td>{_e(sev)}</td>{_cell(n, key, count_text(n))}"
+                    f"<td>{_e(_utc(f.first_time))}</td>"
+                    f"<td class=msg>{_e(f.message or '')}</td></tr>")
     if not rows:
         return '<p class="none">Findings: none.</p>'
     return _table("Findings (what is wrong and how to fix it)",
                   ["code", "severity", "count", "first seen", "message"], rows, "wide")
 
 
-def _timeline_table(v: dict) -> str:
-    tl = v["timeline"]
-    n = len(tl["time"])
+def _timeline_table(v: Figures) -> str:
+    tl = v.timeline
+    n = len(tl.time)
     if n < 2:
         return ""
     step = max(1, math.ceil(n / TIMELINE_ROWS))
     idx = sorted(set(range(n - 1, -1, -step)))
-    rows = [f"<tr><td>{_e(_utc(tl['time'][i]))}</td>{_cell(tl['drafts'][i], None, _int(tl['drafts'][i]))}"
-            f"<td>{_ratio(tl['mean_acceptance_length'][i])}</td>"
-            f"<td>{_ratio(tl['acceptance_rate'][i])}</td></tr>" for i in idx]
+    rows = [f"<tr><td>{_e(_utc(tl.time[i]))}</td>"
+            f"{_cell(tl.drafts[i], None, count_text(tl.drafts[i]))}"
+            f"<td>{_ratio(tl.mean_acceptance_length[i])}</td>"
+            f"<td>{_ratio(tl.acceptance_rate[i])}</td></tr>" for i in idx]
     every = f", every {step}th point" if step > 1 else ""
     return (f"<details><summary>Timeline as a table ({n} snapshots{every})</summary>"
             + _table("Per export interval, ending at the time shown",
@@ -198,23 +199,23 @@ CHARTS = (
 )
 
 
-def _chart_data(v: dict) -> dict[str, Any]:
+def _chart_data(v: Figures) -> dict:
     """What the page's script draws for one view (rounded: the tables hold exact values)."""
-    tl = v["timeline"]
-    lengths = {k: n for k, n in v["accept_length_counts"].items() if k.isascii() and k.isdigit()}
+    tl = v.timeline
+    lengths = {k: n for k, n in v.accept_length_counts.items() if k.isascii() and k.isdigit()}
     return {
-        "positions": {"acceptance": [_finite(x, 4) for x in v["acceptance_per_position"]],
-                      "agreement": [_finite(x, 4) for x in v["agreement_per_position"]]},
+        "positions": {"acceptance": [_finite(x, 4) for x in v.acceptance_per_position],
+                      "agreement": [_finite(x, 4) for x in v.agreement_per_position]},
         "lengths": {"x": [int(k) for k in lengths], "y": [_finite(lengths[k]) for k in lengths]},
-        "timeline": {"time": [_finite(t, 3) for t in tl["time"]],
-                     "mal": [_finite(x, 4) for x in tl["mean_acceptance_length"]],
-                     "rate": [_finite(x, 4) for x in tl["acceptance_rate"]]},
-        "findings": [{"code": f["code"], "severity": f["severity"],
-                      "times": [_finite(t, 3) for t in f.get("times", [])]}
-                     for f in v["findings"]],
-        "widths": [{"label": f"{p['pass_kind']} {p['width']}", "count": _finite(p["count"]),
-                    "ok": p.get("expected") is not None and not p.get("finding")}
-                   for p in v["hidden_state_passes"]],
+        "timeline": {"time": [_finite(t, 3) for t in tl.time],
+                     "mal": [_finite(x, 4) for x in tl.mean_acceptance_length],
+                     "rate": [_finite(x, 4) for x in tl.acceptance_rate]},
+        "findings": [{"code": f.code, "severity": f.severity,
+                      "times": [_finite(t, 3) for t in f.times]}
+                     for f in v.findings],
+        "widths": [{"label": f"{p.pass_kind} {p.width}", "count": _finite(p.count),
+                    "ok": p.expected is not None and not p.finding}
+                   for p in v.hidden_state_passes],
     }
 
 
@@ -228,7 +229,7 @@ def _has_data(kind: str, d: dict) -> bool:
     return bool(d["widths"])
 
 
-def _view(vid: str, title: str, v: dict, identity: str) -> tuple[str, dict]:
+def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     data = _chart_data(v)
     charts = []
     for kind, label in CHARTS:
@@ -246,17 +247,17 @@ def _view(vid: str, title: str, v: dict, identity: str) -> tuple[str, dict]:
     return body, data
 
 
-def _identity_table(procs: list[dict]) -> str:
+def _identity_table(report: Report) -> str:
     rows = []
-    for p in procs:
-        if "error" in p:
-            rows.append(f"<tr><th scope=row>{_e(p['process'])}</th>"
-                        f"<td colspan=10>unreadable: {_e(p['error'])}</td></tr>")
+    for p in report.processes:
+        if not isinstance(p, ProcessSummary):
+            rows.append(f"<tr><th scope=row>{_e(p.process)}</th>"
+                        f"<td colspan=10>unreadable: {_e(p.error)}</td></tr>")
             continue
-        rows.append(f"<tr><th scope=row>{_e(p['process'])}</th>" + "".join(
-            f"<td>{_e(p.get(k))}</td>" for k in ("pid", "role", "tp_rank", "dp_rank", "pp_rank",
-                                                 "counted", "model", "draft_model"))
-            + f"<td>{_e(runtime_label(p))}</td><td>{_e(_utc(p.get('started')))}</td></tr>")
+        rows.append(f"<tr><th scope=row>{_e(p.process)}</th>" + "".join(
+            f"<td>{_e(x)}</td>" for x in (p.pid, p.role, p.tp_rank, p.dp_rank, p.pp_rank,
+                                          p.counted, p.model, p.draft_model))
+            + f"<td>{_e(runtime_label(p))}</td><td>{_e(_utc(p.started))}</td></tr>")
     return _table("Processes", ["process", "pid", "role", "tp rank", "dp rank", "pp rank",
                                 "counted", "model", "draft", "runtime", "started"], rows,
                   "wide")
@@ -288,13 +289,12 @@ details>*{display:block}.u-legend{display:none}}
 """
 
 
-def render_html(report: dict[str, Any]) -> str:
-    procs = report["processes"]
-    readable = [p for p in procs if "error" not in p]
-    combined = report.get("combined")
+def render_html(report: Report) -> str:
+    readable = report.readable
+    combined = report.combined
     views, data = [], []
     if combined and len(readable) > 1:
-        body, d = _view("all", f"All {len(readable)} processes together", combined,
+        body, d = _view("all", f"All {len(readable)} processes together", combined.figures,
                         f"<p class=meta>{_e(combined_title(combined).capitalize())}. "
                         "Tensor-parallel ranks of one group see the same request-steps: "
                         "only their rank 0 is added; data-parallel groups add up.</p>")
@@ -302,9 +302,9 @@ def render_html(report: dict[str, Any]) -> str:
         data.append({"id": "all", **d})
     for i, p in enumerate(readable):
         ident = f"<p class=meta>{_e(process_identity(p, models=True))}</p>"
-        if p.get("counted") == signals.COUNTED_COPY:
+        if p.counted == signals.COUNTED_COPY:
             ident += f"<p class=meta>{_e(COPY_LINE.strip().capitalize())}.</p>"
-        body, d = _view(f"p{i}", f"Process {p['process']}", p, ident)
+        body, d = _view(f"p{i}", f"Process {p.process}", p.figures, ident)
         views.append(body)
         data.append({"id": f"p{i}", **d})
     page_data = {"views": data, "bands": {
@@ -323,16 +323,16 @@ def render_html(report: dict[str, Any]) -> str:
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        f"<title>spectrace report: {_e(report['directory'])}</title>"
+        f"<title>spectrace report: {_e(report.directory)}</title>"
         f"<style>{_asset('uPlot.min.css')}{STYLE}</style></head><body>"
-        f"<header><h1>spectrace report</h1><p class=meta>{_e(report['directory'])}, "
+        f"<header><h1>spectrace report</h1><p class=meta>{_e(report.directory)}, "
         f"generated {_e(_utc(time.time()))}</p>{bands}</header>"
-        f"{_identity_table(procs)}{empty}{''.join(views)}"
+        f"{_identity_table(report)}{empty}{''.join(views)}"
         f'<script type="application/json" id="{DATA_ID}">{inert_json(page_data)}</script>'
         f"<script>{lib}</script><script>{script}</script></body></html>\n")
 
 
-def write_html(report: dict[str, Any], path: str) -> int:
+def write_html(report: Report, path: str) -> int:
     """Write the page to `path` (0600 when created); returns its size in bytes."""
     page = render_html(report).encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -20,6 +20,10 @@ from ..detectors.widths import ExpectedWidths, check_width, expected_width
 from ..counting import counts_once
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
 from .reader import iter_jsonl
+from .records import (
+    CombinedSummary, Figures, FindingSummary, HiddenStatePass, PassCount, ProcessSummary,
+    RawTotals, Report, TimelineFigures, TimelinePoint, UnreadableProcess,
+)
 
 
 class ReportError(Exception):
@@ -119,35 +123,30 @@ class Timeline:
     still fits in memory. Counters are cumulative: a dropped point only coarsens the
     intervals around it."""
 
-    KEYS = ("drafts", "accepted_tokens", "draft_tokens")
-
     def __init__(self, max_points: int = MAX_POINTS) -> None:
         self.max_points = max_points
-        self.points: list[tuple] = []  # (time, drafts, accepted, draft tokens)
+        self.points: list[TimelinePoint] = []
 
     def add(self, t, metrics: dict) -> None:
         t = _num(t)
         if t is None:
             return
-        self.append((t, _total(metrics, signals.SPEC_DRAFTS),
-                     _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
-                     _total(metrics, signals.SPEC_DRAFT_TOKENS)))
+        self.append(TimelinePoint(t, _total(metrics, signals.SPEC_DRAFTS),
+                                  _total(metrics, signals.SPEC_ACCEPTED_TOKENS),
+                                  _total(metrics, signals.SPEC_DRAFT_TOKENS)))
 
-    def append(self, point: tuple) -> None:
-        """Add a (time, drafts, accepted, draft tokens) point, thinning when full."""
+    def append(self, point: TimelinePoint) -> None:
+        """Add a point, thinning when full."""
         self.points.append(point)
         if len(self.points) >= 2 * self.max_points:
             last = self.points[-1]
             self.points = self.points[:-1:2] + [last]
 
 
-def timeline_figures(points: list[tuple]) -> dict[str, list]:
+def timeline_figures(points: list[TimelinePoint]) -> TimelineFigures:
     """Times, cumulative totals, and per interval (from the point before): the mean
     acceptance length and acceptance rate (None where nothing was verified, or where a
     total went down or time back)."""
-    out: dict[str, list] = {"time": [p[0] for p in points]}
-    for i, key in enumerate(Timeline.KEYS, start=1):
-        out[key] = [p[i] for p in points]
     mal: list = [None] * len(points)
     rate: list = [None] * len(points)
     for i in range(1, len(points)):
@@ -157,9 +156,11 @@ def timeline_figures(points: list[tuple]) -> dict[str, list]:
             mal[i] = 1 + da / dd
         if t1 >= t0 and dk > 0 and 0 <= da <= dk:
             rate[i] = da / dk
-    out["mean_acceptance_length"] = mal
-    out["acceptance_rate"] = rate
-    return out
+    return TimelineFigures(
+        time=tuple(p.time for p in points), drafts=tuple(p.drafts for p in points),
+        accepted_tokens=tuple(p.accepted_tokens for p in points),
+        draft_tokens=tuple(p.draft_tokens for p in points),
+        mean_acceptance_length=tuple(mal), acceptance_rate=tuple(rate))
 
 
 def _finite_sum(values) -> float:
@@ -168,6 +169,7 @@ def _finite_sum(values) -> float:
 
 
 def _read_events(path: str, stats: dict) -> dict[str, dict]:
+    """Each finding code's working entry (`_finding_summaries` makes them records)."""
     findings: dict[str, dict] = {}
     for e in iter_jsonl(path, stats):
         code = e.get("code")
@@ -186,7 +188,7 @@ def _read_events(path: str, stats: dict) -> dict[str, dict]:
     return findings
 
 
-# The `_raw_totals` figures: raw key -> (metric, the attribute it is kept by, or None for
+# The `RawTotals` figures: field -> (metric, the attribute it is kept by, or None for
 # one number). `combine` adds a `counted_once` metric's figures over the processes that
 # count once only (`spectrace.counting`), the others over every process.
 SUMMED = {
@@ -207,23 +209,22 @@ SUMMED = {
 PASSES_COUNTED_ONCE = signals.EAGLE3_PASSES.counted_once
 
 
-def _raw_totals(metrics: dict) -> dict[str, Any]:
+def _raw_totals(metrics: dict) -> RawTotals:
     """What one snapshot holds, by figure: the sums that processes can be added up by."""
-    raw: dict[str, Any] = {
-        key: _total(metrics, spec) if attr is None else _by_attr(metrics, spec, attr)
-        for key, (spec, attr) in SUMMED.items()}
-    raw["passes"] = [{"pass_kind": _key(p["attributes"].get(signals.ATTR_PASS_KIND)),
-                      "width": _key(p["attributes"].get(signals.ATTR_WIDTH)),
-                      "count": p["value"]}
+    return RawTotals(
+        **{key: _total(metrics, spec) if attr is None else _by_attr(metrics, spec, attr)
+           for key, (spec, attr) in SUMMED.items()},
+        passes=tuple(PassCount(_key(p["attributes"].get(signals.ATTR_PASS_KIND)),
+                               _key(p["attributes"].get(signals.ATTR_WIDTH)), p["value"])
                      for p in _points(metrics, signals.EAGLE3_PASSES)
                      if p["attributes"].get(signals.ATTR_PASS_KIND) is not None
-                     or p["attributes"].get(signals.ATTR_WIDTH) is not None]
-    raw["expected_widths"] = {str(k): v for k, v in _by_attr(
-        metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()}
-    return raw
+                     or p["attributes"].get(signals.ATTR_WIDTH) is not None),
+        expected_widths={str(k): v for k, v in _by_attr(
+            metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()})
 
 
-def _judged_passes(passes: list[dict], expected: dict) -> list[dict]:
+def _judged_passes(passes: tuple[PassCount, ...], expected: dict
+                   ) -> tuple[HiddenStatePass, ...]:
     """Each (pass kind, width) with the width expected for its kind and the finding code it
     raises (`detectors.widths`), when the draft's expected widths are known."""
     try:
@@ -233,59 +234,71 @@ def _judged_passes(passes: list[dict], expected: dict) -> list[dict]:
         exp = None
     out = []
     for x in passes:
-        kind, width = x["pass_kind"], _num(x["width"])
-        judged = {**x, "expected": None, "finding": None}
+        kind, width = x.pass_kind, _num(x.width)
+        expected_w = finding = None
         if exp is not None and width is not None and kind in (signals.PASS_TARGET_FED,
                                                               signals.PASS_DRAFT_DECODE):
-            judged["expected"] = expected_width(kind, exp)
+            expected_w = expected_width(kind, exp)
             f = check_width(kind, int(width), exp)
-            judged["finding"] = f.code if f else None
-        out.append(judged)
-    return out
+            finding = f.code if f else None
+        out.append(HiddenStatePass(x.pass_kind, x.width, x.count, expected_w, finding))
+    return tuple(out)
 
 
-def _figures(raw: dict[str, Any], findings: dict[str, dict], points: list[tuple]) -> dict:
-    """The figures every view shows, from raw totals (one process's, or their sum)."""
-    findings = {code: dict(f) for code, f in findings.items()}
-    for code, n in raw["finding_counts"].items():
-        if not n and str(code) not in findings:
+def _finding_summaries(raw: RawTotals, findings: dict[str, dict]
+                       ) -> tuple[FindingSummary, ...]:
+    """The findings events named (`_read_events`' entries), with the metric count of each
+    code a metric counted, by code."""
+    counts: dict[str, Any] = {}
+    entries = dict(findings)
+    for code, n in raw.finding_counts.items():
+        if not n and str(code) not in entries:
             continue  # every code's series starts at 0: only raised findings are listed
-        findings.setdefault(str(code), {"code": str(code), "severity": None, "message": None,
-                                        "details": None, "events": 0, "times": []})["count"] = n
-    for f in findings.values():
-        f["first_time"] = min(f["times"]) if f.get("times") else None
-    drafts, accepted = raw["drafts"], raw["accepted_tokens"]
-    draft_tokens, agr_drafts = raw["draft_tokens"], raw["agreement_drafts"]
-    per_pos, agr_pos, lengths = raw["per_position"], raw["agreement_positions"], raw["lengths"]
+        entries.setdefault(str(code), {"code": str(code), "severity": None, "message": None,
+                                       "details": None, "events": 0, "times": []})
+        counts[str(code)] = n
+    return tuple(FindingSummary(
+        code=f["code"], severity=f["severity"], message=f["message"], details=f["details"],
+        events=f["events"], times=tuple(f["times"]), count=counts.get(code),
+        first_time=min(f["times"]) if f["times"] else None)
+        for code, f in sorted(entries.items(), key=lambda item: item[1]["code"]))
+
+
+def _figures(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint]
+             ) -> Figures:
+    """The figures every view shows, from raw totals (one process's, or their sum)."""
+    drafts, accepted = raw.drafts, raw.accepted_tokens
+    draft_tokens, agr_drafts = raw.draft_tokens, raw.agreement_drafts
+    per_pos, agr_pos, lengths = raw.per_position, raw.agreement_positions, raw.lengths
     pos_keys = sorted(per_pos, key=_sort_key)
     agr_keys = sorted(agr_pos, key=_sort_key)
-    return {
-        "steps": raw["steps"],
-        "drafts": drafts,
-        "draft_tokens": draft_tokens,
-        "accepted_tokens": accepted,
-        "mean_acceptance_length": (1 + accepted / drafts) if drafts else None,
-        "acceptance_rate": (accepted / draft_tokens) if draft_tokens else None,
-        "accepted_per_position": [per_pos[k] for k in pos_keys],
-        "acceptance_per_position": [per_pos[k] / drafts for k in pos_keys] if drafts else [],
-        "agreement_drafts": agr_drafts,
-        "agreed_per_position": [agr_pos[k] for k in agr_keys],
-        "agreement_per_position": ([agr_pos[k] / agr_drafts for k in agr_keys]
-                                   if agr_drafts else []),
-        "accept_length_counts": {str(k): lengths[k] for k in sorted(lengths, key=_sort_key)
-                                 if lengths[k]},  # lengths seen (series start at 0)
-        "hidden_state_passes": _judged_passes(raw["passes"], raw["expected_widths"]),
-        "expected_widths": raw["expected_widths"],
-        "fc_bypass": raw["fc_bypass"],
-        "width_mismatch": raw["width_mismatch"],
-        "internal_errors": raw["internal_errors"],
-        "telemetry_dropped": raw["telemetry_dropped"],
-        "findings": sorted(findings.values(), key=lambda f: f["code"]),
-        "timeline": timeline_figures(points),
-    }
+    return Figures(
+        steps=raw.steps,
+        drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        mean_acceptance_length=(1 + accepted / drafts) if drafts else None,
+        acceptance_rate=(accepted / draft_tokens) if draft_tokens else None,
+        accepted_per_position=tuple(per_pos[k] for k in pos_keys),
+        acceptance_per_position=tuple(per_pos[k] / drafts for k in pos_keys) if drafts else (),
+        agreement_drafts=agr_drafts,
+        agreed_per_position=tuple(agr_pos[k] for k in agr_keys),
+        agreement_per_position=(tuple(agr_pos[k] / agr_drafts for k in agr_keys)
+                                if agr_drafts else ()),
+        accept_length_counts={str(k): lengths[k] for k in sorted(lengths, key=_sort_key)
+                              if lengths[k]},  # lengths seen (series start at 0)
+        hidden_state_passes=_judged_passes(raw.passes, raw.expected_widths),
+        expected_widths=raw.expected_widths,
+        fc_bypass=raw.fc_bypass,
+        width_mismatch=raw.width_mismatch,
+        internal_errors=raw.internal_errors,
+        telemetry_dropped=raw.telemetry_dropped,
+        findings=_finding_summaries(raw, findings),
+        timeline=timeline_figures(points),
+    )
 
 
-def summarize_process(path: str) -> dict[str, Any]:
+def summarize_process(path: str) -> ProcessSummary:
     """One process's summary. Garbled, torn or oversized lines are skipped (and counted
     in `skipped_lines`); the totals come from the last complete metrics snapshot, the
     timeline from every snapshot."""
@@ -305,102 +318,98 @@ def summarize_process(path: str) -> dict[str, Any]:
     n_spans = sum(1 for _ in iter_jsonl(os.path.join(path, SPANS_FILE), stats))
     raw = _raw_totals(metrics)
     counted = resource.get(signals.RES_COUNTED)
-    return {
-        "process": os.path.basename(os.path.normpath(path)),
-        "pid": resource.get("process.pid"),
-        "role": resource.get(signals.RES_ROLE),
-        "tp_rank": resource.get(signals.RES_TP_RANK),
-        "dp_rank": resource.get(signals.RES_DP_RANK),
-        "pp_rank": resource.get(signals.RES_PP_RANK),
-        # `copy`: its request-steps and draft passes are its group's rank 0's (left out of
-        # the totals); `once` (or nothing, from an older spectrace: a single process)
-        "counted": counted if counted in (signals.COUNTED_ONCE, signals.COUNTED_COPY)
+    return ProcessSummary(
+        process=os.path.basename(os.path.normpath(path)),
+        pid=resource.get("process.pid"),
+        role=resource.get(signals.RES_ROLE),
+        tp_rank=resource.get(signals.RES_TP_RANK),
+        dp_rank=resource.get(signals.RES_DP_RANK),
+        pp_rank=resource.get(signals.RES_PP_RANK),
+        counted=counted if counted in (signals.COUNTED_ONCE, signals.COUNTED_COPY)
         else signals.COUNTED_ONCE,
-        "model": resource.get(signals.RES_MODEL),
-        "draft_model": resource.get(signals.RES_DRAFT_MODEL),
-        "runtime": resource.get(signals.RES_RUNTIME) or (
+        model=resource.get(signals.RES_MODEL),
+        draft_model=resource.get(signals.RES_DRAFT_MODEL),
+        runtime=resource.get(signals.RES_RUNTIME) or (
             signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None),
-        "runtime_version": resource.get(signals.RES_RUNTIME_VERSION,
-                                        resource.get(signals.RES_SGLANG_VERSION)),
-        "sglang_version": resource.get(signals.RES_SGLANG_VERSION),
-        "spectrace_version": resource.get(signals.RES_SPECTRACE_VERSION),
-        "started": started,
-        "metric_snapshots": n_snapshots,
-        "skipped_lines": stats.get("skipped", 0) + stats.get("torn", 0),
-        "spans": n_spans,
-        **_figures(raw, findings, timeline.points),
-        "_raw": raw,
-        "_points": timeline.points,
-    }
+        runtime_version=resource.get(signals.RES_RUNTIME_VERSION,
+                                     resource.get(signals.RES_SGLANG_VERSION)),
+        sglang_version=resource.get(signals.RES_SGLANG_VERSION),
+        spectrace_version=resource.get(signals.RES_SPECTRACE_VERSION),
+        started=started,
+        metric_snapshots=n_snapshots,
+        skipped_lines=stats.get("skipped", 0) + stats.get("torn", 0),
+        spans=n_spans,
+        figures=_figures(raw, findings, timeline.points),
+        raw=raw,
+        points=tuple(timeline.points),
+    )
 
 
-def combine(procs: list[dict]) -> dict[str, Any]:
-    """All readable processes together. Request-steps and draft passes (`counted_once`
-    metrics) are added over the processes that count them once: a tensor-parallel copy
-    sees the same ones as its group's rank 0 and is left out, while data-parallel groups
-    (different requests) add up. Findings, internal errors and dropped telemetry belong to
-    each process and are added over all of them. The timeline is the sum of the counting
+def combine(procs: list[ProcessSummary]) -> CombinedSummary:
+    """All processes together. Request-steps and draft passes (`counted_once` metrics) are
+    added over the processes that count them once: a tensor-parallel copy sees the same
+    ones as its group's rank 0 and is left out, while data-parallel groups (different
+    requests) add up. Findings, internal errors and dropped telemetry belong to each
+    process and are added over all of them. The timeline is the sum of the counting
     processes' latest totals at every time any of them wrote."""
-    procs = [p for p in procs if "_raw" in p]
-    once = [p for p in procs if counts_once(p.get("counted"))]
-    raw: dict[str, Any] = {k: (0 if attr is None else {}) for k, (_, attr) in SUMMED.items()}
-    raw["passes"], raw["expected_widths"] = [], {}
+    once = [p for p in procs if counts_once(p.counted)]
+    sums: dict[str, Any] = {k: (0 if attr is None else {}) for k, (_, attr) in SUMMED.items()}
+    expected_widths: dict = {}
     passes: dict = {}
     findings: dict[str, dict] = {}
     for p in procs:
-        r, counting = p["_raw"], counts_once(p.get("counted"))
+        r, counting = p.raw, counts_once(p.counted)
         for k, (spec, attr) in SUMMED.items():
             if spec.counted_once and not counting:
                 continue
             if attr is None:
-                raw[k] = _finite_sum((raw[k], r[k]))
+                sums[k] = _finite_sum((sums[k], getattr(r, k)))
                 continue
-            for key, v in r[k].items():
-                raw[k][key] = _finite_sum((raw[k].get(key, 0), v))
-        for x in r["passes"] if counting or not PASSES_COUNTED_ONCE else ():
-            key = (x["pass_kind"], x["width"])
-            passes[key] = _finite_sum((passes.get(key, 0), x["count"]))
-        for k, v in r["expected_widths"].items():
-            raw["expected_widths"].setdefault(k, v)
-        for f in p["findings"]:
-            c = findings.setdefault(f["code"], {k: f.get(k) for k in (
-                "code", "severity", "message", "details")} | {"events": 0, "times": []})
-            c["events"] += f["events"]
-            c["times"] = sorted(c["times"] + f["times"])[:MAX_POINTS]
-    raw["passes"] = [{"pass_kind": k, "width": w, "count": n} for (k, w), n in passes.items()]
-    return {"processes": [p["process"] for p in procs],
-            "counted_once": [p["process"] for p in once],
-            "copies": [p["process"] for p in procs if not counts_once(p.get("counted"))],
-            **_figures(raw, findings, _merge_points([p["_points"] for p in once]))}
+            for key, v in getattr(r, k).items():
+                sums[k][key] = _finite_sum((sums[k].get(key, 0), v))
+        for x in r.passes if counting or not PASSES_COUNTED_ONCE else ():
+            key = (x.pass_kind, x.width)
+            passes[key] = _finite_sum((passes.get(key, 0), x.count))
+        for k, v in r.expected_widths.items():
+            expected_widths.setdefault(k, v)
+        for f in p.figures.findings:
+            c = findings.setdefault(f.code, {
+                "code": f.code, "severity": f.severity, "message": f.message,
+                "details": f.details, "events": 0, "times": []})
+            c["events"] += f.events
+            c["times"] = sorted(c["times"] + list(f.times))[:MAX_POINTS]
+    raw = RawTotals(**sums, passes=tuple(PassCount(k, w, n) for (k, w), n in passes.items()),
+                    expected_widths=expected_widths)
+    return CombinedSummary(
+        processes=tuple(p.process for p in procs),
+        counted_once=tuple(p.process for p in once),
+        copies=tuple(p.process for p in procs if not counts_once(p.counted)),
+        figures=_figures(raw, findings, _merge_points([list(p.points) for p in once])))
 
 
-def _merge_points(series: list[list[tuple]]) -> list[tuple]:
+def _merge_points(series: list[list[TimelinePoint]]) -> list[TimelinePoint]:
     """Sum of step functions: at each time any series has a point, every series' latest
     totals at or before it."""
     series = [s for s in series if s]
     if len(series) == 1:
         return list(series[0])
-    events = sorted((pt[0], i, pt) for i, s in enumerate(series) for pt in s)
-    latest: dict[int, tuple] = {}
+    events = sorted((pt.time, i, pt) for i, s in enumerate(series) for pt in s)
+    latest: dict[int, TimelinePoint] = {}
     merged = Timeline()
     for t, i, pt in events:
         latest[i] = pt
-        merged.append((t, *(_finite_sum(v[j] for v in latest.values()) for j in (1, 2, 3))))
+        merged.append(TimelinePoint(t, *(_finite_sum(v[j] for v in latest.values())
+                                         for j in (1, 2, 3))))
     return merged.points
 
 
-def public(summary: dict) -> dict:
-    """A summary without its working fields (`_raw`, `_points`)."""
-    return {k: v for k, v in summary.items() if not k.startswith("_")}
-
-
-def read_process(path: str) -> dict[str, Any]:
+def read_process(path: str) -> ProcessSummary | UnreadableProcess:
     """`summarize_process`, or the folder's name and the error when it cannot be read."""
     try:
         return summarize_process(path)
     except (OSError, RecursionError, MemoryError) as exc:
-        return {"process": os.path.basename(os.path.normpath(path)),
-                "error": f"{type(exc).__name__}: {exc}"}
+        return UnreadableProcess(os.path.basename(os.path.normpath(path)),
+                                 f"{type(exc).__name__}: {exc}")
 
 
 def files_state(path: str) -> tuple:
@@ -417,7 +426,7 @@ def files_state(path: str) -> tuple:
     return tuple(out)
 
 
-def build_report(directory: str, read=read_process) -> dict[str, Any]:
+def build_report(directory: str, read=read_process) -> Report:
     """Summaries of every process folder under `directory` (or of `directory` itself when
     it is one process's folder), each from `read(path)`. An unusable `directory` raises
     `ReportError` with a one-line message; a process folder that cannot be read is listed
@@ -438,7 +447,6 @@ def build_report(directory: str, read=read_process) -> dict[str, Any]:
                               f"({exc.strerror or exc})") from None
         paths = [os.path.join(directory, n) for n in names]
         paths = [p for p in paths if os.path.isdir(p) and is_process_dir(p)]
-    procs = [read(path) for path in paths]
-    combined = combine(procs) if any("_raw" in p for p in procs) else None
-    return {"directory": directory, "processes": [public(p) for p in procs],
-            "combined": combined}
+    procs = tuple(read(path) for path in paths)
+    readable = [p for p in procs if isinstance(p, ProcessSummary)]
+    return Report(directory, procs, combine(readable) if readable else None)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import sys
 import time
 
+from .format import HEALTH_BANDS, combined_title, health_band, process_title
+from .records import ProcessSummary, Report, UnreadableProcess
 from .summary import ReportError, build_report, files_state, read_process
-from .text import HEALTH_BANDS, combined_title, figure_lines, health_band, process_title
+from .text import figure_lines
 
 EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
               "pip install 'spectrace[cli]'")
@@ -27,12 +29,12 @@ class ProcessCache:
     def __init__(self) -> None:
         self._entries: dict[str, tuple] = {}  # path: (files_state, summary)
 
-    def report(self, directory: str) -> dict:
+    def report(self, directory: str) -> Report:
         """`build_report(directory)`, reusing unchanged summaries; folders gone are
         forgotten."""
         previous, self._entries = self._entries, {}
 
-        def read(path: str) -> dict:
+        def read(path: str) -> ProcessSummary | UnreadableProcess:
             state = files_state(path)  # before reading: a change while reading shows next time
             entry = previous.get(path)
             if entry is None or entry[0] != state:
@@ -43,7 +45,7 @@ class ProcessCache:
         return build_report(directory, read)
 
 
-BAND_STYLES = ("bold red", "bold yellow", "bold green")  # of `text.HEALTH_BANDS`
+BAND_STYLES = ("bold red", "bold yellow", "bold green")  # of `format.HEALTH_BANDS`
 
 
 def health(mean_acceptance_length) -> tuple[str, str]:
@@ -54,36 +56,36 @@ def health(mean_acceptance_length) -> tuple[str, str]:
     return HEALTH_BANDS[band][1], BAND_STYLES[band]
 
 
-def render(report: dict, interval: float):
+def render(report: Report, interval: float):
     """The screen for one report: a header, then one panel per process (and all together)."""
     from rich.console import Group
     from rich.panel import Panel
     from rich.text import Text
 
     header = Text.assemble(
-        ("spectrace report --watch ", "bold"), (report["directory"], "cyan"),
+        ("spectrace report --watch ", "bold"), (report.directory, "cyan"),
         f"   updated {time.strftime('%H:%M:%S')}, every {interval:g} s; Ctrl-C to stop")
     parts = [header]
-    if not report["processes"]:
+    if not report.processes:
         parts.append(Text("no instrumented process has written here yet", style="dim"))
-    views = [(f"process {p['process']}" if "error" in p else process_title(p), p)
-             for p in report["processes"]]
-    combined = report.get("combined")
-    if combined and len(combined["processes"]) > 1:
+    views = [(f"process {p.process}" if isinstance(p, UnreadableProcess) else process_title(p),
+              p) for p in report.processes]
+    combined = report.combined
+    if combined and len(combined.processes) > 1:
         views.append((combined_title(combined), combined))
     for title, p in views:
-        if "error" in p:
-            parts.append(Panel(Text(f"unreadable ({p['error']})", style="red"), title=title,
+        if isinstance(p, UnreadableProcess):
+            parts.append(Panel(Text(f"unreadable ({p.error})", style="red"), title=title,
                                title_align="left"))
             continue
-        words, style = health(p["mean_acceptance_length"])
+        words, style = health(p.figures.mean_acceptance_length)
         status = Text.assemble("  speculation: ", (words, style), (
             "  (mean acceptance length "
             + ", ".join(f"{band}: {verdict}" for band, verdict in HEALTH_BANDS[:2]) + ")",
             "dim"))
         body = Text("\n").join([status] + [Text(line) for line in figure_lines(p)])
         parts.append(Panel(body, title=title, title_align="left",
-                           border_style="red" if p["findings"] else "blue"))
+                           border_style="red" if p.figures.findings else "blue"))
     return Group(*parts)
 
 
@@ -116,8 +118,7 @@ def watch(directory: str, interval: float | None = None) -> int:
                 try:
                     report = cache.report(directory)
                 except ReportError as exc:  # the folder went away: say so, keep watching
-                    report = {"directory": directory, "processes": [
-                        {"process": directory, "error": str(exc)}], "combined": None}
+                    report = Report(directory, (UnreadableProcess(directory, str(exc)),), None)
                 live.update(render(report, interval), refresh=True)
     except KeyboardInterrupt:
         pass

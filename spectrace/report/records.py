@@ -1,0 +1,239 @@
+"""The report's data, as `summary` builds it and `text`, `html`, `watch` and
+`findings` read it: one record per thing a figure belongs to (a process, all processes
+together, a finding, a hidden-state pass kind and width, a timeline).
+
+Each record's `to_json()` is its part of `spectrace report --json`, written out key by
+key: the JSON is a documented output (its keys name the figures the HTML tables carry in
+`data-key`), so a field added here reaches it only when `to_json` says so. The working
+sums a combined view is added up from (`RawTotals`, the timeline's `TimelinePoint`s) stay
+out of it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Union
+
+Number = Union[int, float]
+
+
+class TimelinePoint(NamedTuple):
+    """The cumulative totals of one metrics snapshot, at its time."""
+    time: Number
+    drafts: Number
+    accepted_tokens: Number
+    draft_tokens: Number
+
+
+@dataclass(frozen=True, slots=True)
+class PassCount:
+    """How many draft passes of one kind received hidden states of one width."""
+    pass_kind: Any  # str, or a number from a file not written by spectrace
+    width: Any
+    count: Number
+
+
+@dataclass(frozen=True, slots=True)
+class RawTotals:
+    """What one snapshot holds, by figure: the sums that processes are added up by
+    (`summary.SUMMED` names the metric of each)."""
+    steps: Number
+    drafts: Number
+    draft_tokens: Number
+    accepted_tokens: Number
+    per_position: dict
+    agreement_drafts: Number
+    agreement_positions: dict
+    lengths: dict
+    finding_counts: dict
+    fc_bypass: Number
+    width_mismatch: Number
+    internal_errors: Number
+    telemetry_dropped: Number
+    passes: tuple[PassCount, ...]
+    expected_widths: dict[str, Number]
+
+
+@dataclass(frozen=True, slots=True)
+class HiddenStatePass:
+    """A pass kind and width seen, with the width expected for the kind and the finding
+    code it raises (None where the draft's widths are unknown or it is as expected)."""
+    pass_kind: Any
+    width: Any
+    count: Number
+    expected: int | None
+    finding: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pass_kind": self.pass_kind, "width": self.width, "count": self.count,
+                "expected": self.expected, "finding": self.finding}
+
+
+@dataclass(frozen=True, slots=True)
+class FindingSummary:
+    """One finding code: as first written to events (severity, message, details), how
+    many events and their times, and its metric count (None where no metric counted it)."""
+    code: str
+    severity: str | None
+    message: str | None
+    details: dict | None
+    events: int
+    times: tuple[Number, ...]
+    count: Number | None
+    first_time: Number | None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"code": self.code, "severity": self.severity, "message": self.message,
+               "details": self.details, "events": self.events, "times": list(self.times)}
+        if self.count is not None:
+            out["count"] = self.count
+        out["first_time"] = self.first_time
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineFigures:
+    """Per snapshot: its time, the cumulative totals, and the mean acceptance length and
+    acceptance rate of the interval since the snapshot before (None where nothing was
+    verified, or where a total went down or time back)."""
+    time: tuple[Number, ...]
+    drafts: tuple[Number, ...]
+    accepted_tokens: tuple[Number, ...]
+    draft_tokens: tuple[Number, ...]
+    mean_acceptance_length: tuple[float | None, ...]
+    acceptance_rate: tuple[float | None, ...]
+
+    def to_json(self) -> dict[str, list]:
+        return {"time": list(self.time), "drafts": list(self.drafts),
+                "accepted_tokens": list(self.accepted_tokens),
+                "draft_tokens": list(self.draft_tokens),
+                "mean_acceptance_length": list(self.mean_acceptance_length),
+                "acceptance_rate": list(self.acceptance_rate)}
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """The figures every view shows, of one process or of all together."""
+    steps: Number
+    drafts: Number
+    draft_tokens: Number
+    accepted_tokens: Number
+    mean_acceptance_length: float | None
+    acceptance_rate: float | None
+    accepted_per_position: tuple[Number, ...]
+    acceptance_per_position: tuple[float, ...]
+    agreement_drafts: Number
+    agreed_per_position: tuple[Number, ...]
+    agreement_per_position: tuple[float, ...]
+    accept_length_counts: dict[str, Number]  # lengths seen, in order
+    hidden_state_passes: tuple[HiddenStatePass, ...]
+    expected_widths: dict[str, Number]
+    fc_bypass: Number
+    width_mismatch: Number
+    internal_errors: Number
+    telemetry_dropped: Number
+    findings: tuple[FindingSummary, ...]  # by code
+    timeline: TimelineFigures
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "mean_acceptance_length": self.mean_acceptance_length,
+            "acceptance_rate": self.acceptance_rate,
+            "accepted_per_position": list(self.accepted_per_position),
+            "acceptance_per_position": list(self.acceptance_per_position),
+            "agreement_drafts": self.agreement_drafts,
+            "agreed_per_position": list(self.agreed_per_position),
+            "agreement_per_position": list(self.agreement_per_position),
+            "accept_length_counts": dict(self.accept_length_counts),
+            "hidden_state_passes": [x.to_json() for x in self.hidden_state_passes],
+            "expected_widths": dict(self.expected_widths),
+            "fc_bypass": self.fc_bypass,
+            "width_mismatch": self.width_mismatch,
+            "internal_errors": self.internal_errors,
+            "telemetry_dropped": self.telemetry_dropped,
+            "findings": [f.to_json() for f in self.findings],
+            "timeline": self.timeline.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSummary:
+    """One process folder: who wrote it (from resource.json), how much was read, its
+    figures, and the raw totals and timeline points the combined view adds up."""
+    process: str  # the folder's name
+    pid: Any
+    role: Any
+    tp_rank: Any
+    dp_rank: Any
+    pp_rank: Any
+    # `copy`: its request-steps and draft passes are its group's rank 0's (left out of
+    # the totals); `once` (or nothing, from an older spectrace: a single process)
+    counted: str
+    model: Any
+    draft_model: Any
+    runtime: Any
+    runtime_version: Any
+    sglang_version: Any
+    spectrace_version: Any
+    started: Number | None
+    metric_snapshots: int
+    skipped_lines: int
+    spans: int
+    figures: Figures
+    raw: RawTotals
+    points: tuple[TimelinePoint, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"process": self.process, "pid": self.pid, "role": self.role,
+                "tp_rank": self.tp_rank, "dp_rank": self.dp_rank, "pp_rank": self.pp_rank,
+                "counted": self.counted, "model": self.model, "draft_model": self.draft_model,
+                "runtime": self.runtime, "runtime_version": self.runtime_version,
+                "sglang_version": self.sglang_version,
+                "spectrace_version": self.spectrace_version, "started": self.started,
+                "metric_snapshots": self.metric_snapshots,
+                "skipped_lines": self.skipped_lines, "spans": self.spans,
+                **self.figures.to_json()}
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableProcess:
+    """A process folder that could not be read, and why."""
+    process: str
+    error: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"process": self.process, "error": self.error}
+
+
+@dataclass(frozen=True, slots=True)
+class CombinedSummary:
+    """All readable processes together (`summary.combine`): which were added up, which
+    counted once, which were copies left out of the counted-once figures."""
+    processes: tuple[str, ...]
+    counted_once: tuple[str, ...]
+    copies: tuple[str, ...]
+    figures: Figures
+
+    def to_json(self) -> dict[str, Any]:
+        return {"processes": list(self.processes), "counted_once": list(self.counted_once),
+                "copies": list(self.copies), **self.figures.to_json()}
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Everything `spectrace report DIR` shows."""
+    directory: str
+    processes: tuple[ProcessSummary | UnreadableProcess, ...]
+    combined: CombinedSummary | None
+
+    @property
+    def readable(self) -> tuple[ProcessSummary, ...]:
+        return tuple(p for p in self.processes if isinstance(p, ProcessSummary))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"directory": self.directory,
+                "processes": [p.to_json() for p in self.processes],
+                "combined": self.combined.to_json() if self.combined else None}
