@@ -73,9 +73,11 @@ class Clients:
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                 time.sleep(1)
                 continue
+            # SGLang leaves the spec_* fields out of an answer that had no verify step
+            # (num_proposed_drafts 0: finished at its first token), so they count 0
             with self._lock:
-                self.verify += r["meta_info"]["spec_verify_ct"]
-                self.accepted += r["meta_info"]["spec_num_correct_drafts"]
+                self.verify += r["meta_info"].get("spec_verify_ct", 0)
+                self.accepted += r["meta_info"].get("spec_num_correct_drafts", 0)
                 self.answers += 1
 
     def stop(self) -> None:

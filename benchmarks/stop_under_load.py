@@ -76,8 +76,8 @@ def one_run(k: int, models: str, work: str, requests: int, max_new: int) -> dict
         stop_s = server.wait_stopped(timeout=300)
     finally:
         server.stop()
-    verify = sum(a["meta_info"]["spec_verify_ct"] for a in answers)
-    accepted = sum(a["meta_info"]["spec_num_correct_drafts"] for a in answers)
+    verify = sum(a["meta_info"].get("spec_verify_ct", 0) for a in answers)
+    accepted = sum(a["meta_info"].get("spec_num_correct_drafts", 0) for a in answers)
     procs = [p for p in report(data)["processes"] if p["drafts"] or p["hidden_state_passes"]]
     row = {"run": k, "requests": requests, "sglang_verify": verify, "sglang_accepted": accepted,
            "startup_s": round(started_s, 1), "stop_s": round(stop_s, 2),
