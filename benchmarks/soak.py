@@ -28,7 +28,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from benchmarks import stop_under_load  # noqa: E402
 from spectrace import signals  # noqa: E402
 from spectrace.export import history  # noqa: E402
 from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, SPANS_FILE  # noqa: E402
@@ -143,11 +143,7 @@ def file_sizes(folder: str) -> dict:
 
 
 def report(folder: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", folder, "--json"],
-                         capture_output=True, text=True, timeout=900, cwd=ROOT)
-    if out.returncode != 0:
-        raise RuntimeError(f"spectrace report failed: {out.stderr[-2000:]}")
-    return json.loads(out.stdout)
+    return stop_under_load.report(folder, timeout=900)
 
 
 def slope_per_10min(points: list[tuple[float, float]]) -> float:

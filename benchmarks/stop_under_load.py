@@ -39,9 +39,10 @@ def start_busy(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
-def report(folder: str) -> dict:
+def report(folder: str, timeout: float = 600) -> dict:
+    """`spectrace report --json` of `folder` (also used by soak.py)."""
     out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", folder, "--json"],
-                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+                         capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"spectrace report failed: {out.stderr[-2000:]}")
     return json.loads(out.stdout)

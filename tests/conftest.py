@@ -82,6 +82,13 @@ class ServerRun:
         return procs[0]
 
 
+def stop_keeping_logs(runs) -> None:
+    """A server fixture's teardown: stop every run, say where each one's log stays."""
+    stop_each(runs)
+    for run in runs:
+        print(f"server log kept at {run.log_path}")
+
+
 @pytest.fixture(scope="module")
 def sglang_server(tmp_path_factory, request):
     """sglang_server(models_dir, env=None, **start_kwargs) -> ServerRun. At most one server
@@ -104,9 +111,7 @@ def sglang_server(tmp_path_factory, request):
     try:
         yield start
     finally:
-        stop_each(runs)
-        for run in runs:
-            print(f"server log kept at {run.log_path}")
+        stop_keeping_logs(runs)
 
 
 # -- vLLM ------------------------------------------------------------------------------------
@@ -175,6 +180,4 @@ def vllm_server(tmp_path_factory):
     try:
         yield start
     finally:
-        stop_each(runs)
-        for run in runs:
-            print(f"server log kept at {run.log_path}")
+        stop_keeping_logs(runs)
