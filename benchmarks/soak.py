@@ -4,6 +4,12 @@ spectrace count anything as its own error, and are the totals exact at the end? 
 figures are in docs/reliability.md ("Soak").
 
     nice python benchmarks/soak.py [--minutes 20] [--clients 4] [--json OUT]
+    nice python benchmarks/soak.py --spectrace off ...   # the same server without spectrace
+
+`--spectrace off` is the comparison run that attributes the scheduler's memory: the same
+server, models, clients and sampling with `SPECTRACE_ENABLED=0` (no files; the scheduler is
+found by SGLang's own process title `sglang::scheduler`; only RSS, threads and SGLang's
+`meta_info` sums are recorded).
 
 One SGLang 0.5.23 CPU server (harness/server.py, the tiny `partial` models, at most 4
 running requests) with spectrace on (`SPECTRACE_ENABLED=1`, the file exporter). So that
@@ -142,6 +148,25 @@ def file_sizes(folder: str) -> dict:
     return sizes
 
 
+def scheduler_pid(group: int, timeout: float = 600) -> int:
+    """The pid of the process of `group` that SGLang titled `sglang::scheduler...`
+    (scheduler.py sets it with setproctitle), for a run without spectrace's files."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    title = fh.read()
+                if title.startswith(b"sglang::scheduler") and os.getpgid(int(name)) == group:
+                    return int(name)
+            except (OSError, ProcessLookupError):
+                continue
+        time.sleep(0.5)
+    raise TimeoutError(f"no sglang::scheduler process in group {group} after {timeout} s")
+
+
 def report(folder: str) -> dict:
     return stop_under_load.report(folder, timeout=900)
 
@@ -157,6 +182,36 @@ def slope_per_10min(points: list[tuple[float, float]]) -> float:
     return 600 * sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
 
 
+def rss_after_warmup(samples: list[dict], warmup_minutes: float) -> dict:
+    warm = [s for s in samples if s["t_s"] >= 60 * warmup_minutes]
+    rss = [s["rss_mib"] for s in warm] or [0]
+    return {"first": rss[0], "last": rss[-1], "min": min(rss), "max": max(rss),
+            "band_mib": round(max(rss) - min(rss), 1),
+            "band_pct": round(100 * (max(rss) - min(rss)) / max(min(rss), 1e-9), 2),
+            "slope_mib_per_10min": round(slope_per_10min([(s["t_s"], s["rss_mib"])
+                                                          for s in warm]), 2)}
+
+
+def summarize_off(args, result: dict, samples: list[dict], clients: Clients) -> int:
+    """The comparison run: RSS and threads over time, no spectrace figures."""
+    result.update(answers=clients.answers, n_client_errors=len(clients.errors),
+                  client_errors=clients.errors[:10],
+                  sglang={"verify": clients.verify, "accepted": clients.accepted},
+                  rss_after_warmup=rss_after_warmup(samples, args.warmup_minutes),
+                  threads=sorted({s["threads"] for s in samples}), samples=samples)
+    print("minute | scheduler RSS MiB | threads | answers | load")
+    print("--- | --- | --- | --- | ---")
+    per_minute = max(1, int(60 / args.sample_s))
+    for s in samples[::per_minute] + samples[-1:]:
+        print(f"{s['t_s'] / 60:.1f} | {s['rss_mib']} | {s['threads']} | {s['answers']} | "
+              f"{s['load']}")
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=20)
@@ -166,6 +221,8 @@ def main() -> int:
     ap.add_argument("--metric-interval", default="0.2")
     ap.add_argument("--step-sample-ratio", default="1")
     ap.add_argument("--json", help="write every sample and the summary here")
+    ap.add_argument("--spectrace", choices=("on", "off"), default="on",
+                    help="off: the comparison run without spectrace (RSS and threads only)")
     args = ap.parse_args()
     from harness.server import start_server
     from harness.tiny_models import make_tiny_models
@@ -174,24 +231,29 @@ def main() -> int:
     models = os.path.join(work, "tiny-partial")
     make_tiny_models(models, "partial")
     data = os.path.join(work, "spectrace-data")
+    on = args.spectrace == "on"
     env = {"SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": data,
            "SPECTRACE_METRIC_INTERVAL": args.metric_interval,
-           "SPECTRACE_STEP_SAMPLE_RATIO": args.step_sample_ratio}
+           "SPECTRACE_STEP_SAMPLE_RATIO": args.step_sample_ratio} if on else {
+           "SPECTRACE_ENABLED": "0"}
     server = start_server(models, os.path.join(work, "server.log"), env_extra=env)
     samples: list[dict] = []
     result: dict = {"settings": vars(args), "work": work, "bound_bytes": history.MAX_BYTES}
     clients = Clients(server, args.clients)
     try:
         clients.start()
-        folder = scheduler_folder(data)
-        pid = int(json.load(open(os.path.join(folder, "resource.json")))
-                  ["attributes"]["process.pid"])
+        if on:
+            folder = scheduler_folder(data)
+            pid = int(json.load(open(os.path.join(folder, "resource.json")))
+                      ["attributes"]["process.pid"])
+        else:
+            folder, pid = None, scheduler_pid(server.proc.pid)
         t0 = time.monotonic()
         end = t0 + 60 * args.minutes
         while time.monotonic() < end:
-            snap = newest_snapshot(os.path.join(folder, METRICS_FILE))
+            snap = newest_snapshot(os.path.join(folder, METRICS_FILE)) if on else None
             s = {"t_s": round(time.monotonic() - t0, 1), **proc_status(pid),
-                 "files": file_sizes(folder),
+                 "files": file_sizes(folder) if on else {},
                  "drafts": total(snap, signals.SPEC_DRAFTS.name),
                  "internal_errors": total(snap, signals.INTERNAL_ERRORS.name),
                  "dropped": total(snap, signals.TELEMETRY_DROPPED.name),
@@ -202,7 +264,8 @@ def main() -> int:
             time.sleep(args.sample_s)
         clients.stop()
         # the periodic export catches up with the last answers
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + (600 if on else 0)
+        snap = None
         while time.monotonic() < deadline:
             snap = newest_snapshot(os.path.join(folder, METRICS_FILE))
             if total(snap, signals.SPEC_DRAFTS.name) >= clients.verify:
@@ -216,6 +279,8 @@ def main() -> int:
     finally:
         clients.stop()
         server.stop()
+    if not on:
+        return summarize_off(args, result, samples, clients)
     proc = next(p for p in report(data)["processes"] if p["drafts"])
     result.update(
         answers=clients.answers, client_errors=clients.errors[:10],
@@ -227,14 +292,7 @@ def main() -> int:
                 "skipped_lines": proc["skipped_lines"],
                 "metric_snapshots": proc["metric_snapshots"], "spans": proc["spans"]},
         final_files=file_sizes(folder))
-    warm = [s for s in samples if s["t_s"] >= 60 * args.warmup_minutes]
-    rss = [s["rss_mib"] for s in warm] or [0]
-    result["rss_after_warmup"] = {
-        "first": rss[0], "last": rss[-1], "min": min(rss), "max": max(rss),
-        "band_mib": round(max(rss) - min(rss), 1),
-        "band_pct": round(100 * (max(rss) - min(rss)) / max(min(rss), 1e-9), 2),
-        "slope_mib_per_10min": round(slope_per_10min([(s["t_s"], s["rss_mib"])
-                                                      for s in warm]), 2)}
+    result["rss_after_warmup"] = rss_after_warmup(samples, args.warmup_minutes)
     result["threads"] = sorted({s["threads"] for s in samples})
     result["max_file_bytes"] = {k: max(s["files"][k] for s in samples)
                                 for k in samples[0]["files"]} if samples else {}

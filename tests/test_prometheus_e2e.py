@@ -73,7 +73,13 @@ class Prometheus:
             [PROMETHEUS, f"--config.file={workdir}/prometheus.yml",
              f"--storage.tsdb.path={workdir}/tsdb", f"--web.listen-address=127.0.0.1:{self.port}",
              "--log.level=warn"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait(lambda: self._get("/-/ready", raw=True), 30, "Prometheus did not get ready")
+        log.close()  # the child holds its own copy
+        try:
+            self._wait(lambda: self._get("/-/ready", raw=True), 120,
+                       "Prometheus did not get ready")
+        except BaseException:
+            self.stop()  # the caller gets no object to stop: end it here
+            raise
 
     def _get(self, path: str, raw: bool = False, **params):
         url = f"http://127.0.0.1:{self.port}{path}"
