@@ -316,6 +316,24 @@ def test_sglang_pipeline_stages_take_their_own_ports(monkeypatch):
     assert sglang_identity.port_offset({"server_args": args()}) is None
 
 
+def test_sglang_data_parallel_replicas_take_their_own_ports(monkeypatch):
+    """DP replicas without attention DP each number their tp ranks from 0, so the replica
+    adds a whole world; with attention DP (either spelling) the tp ranks are already
+    unique across replicas and the derived dp_rank adds nothing."""
+    for name in ("sglang.srt.runtime_context", "sglang.srt.distributed.parallel_state"):
+        monkeypatch.setitem(sys.modules, name, None)
+    replicas = [sglang_identity.port_offset({
+        "server_args": args(tp_size=2, pp_size=2, dp_size=2),
+        "tp_rank": tp, "pp_rank": pp, "dp_rank": dp})
+        for dp in range(2) for pp in range(2) for tp in range(2)]
+    assert replicas == list(range(8))
+    for spelling in ({"attn_dp_size": 2}, {"enable_dp_attention": True}):
+        attention_dp = [sglang_identity.port_offset({
+            "server_args": args(tp_size=4, dp_size=2, **spelling),
+            "tp_rank": tp, "dp_rank": tp // 2}) for tp in range(4)]
+        assert attention_dp == [0, 1, 2, 3], spelling
+
+
 @pytest.mark.sglang
 def test_sglang_real_parallel_context():
     """SGLang 0.5.23's own `ParallelContext` (no server: its ranks stated the way its

@@ -20,7 +20,8 @@ RESOURCE = (
     (S.RES_PROCESS_PID, "process_pid", "the worker process"),
     (S.RES_HOST_NAME, "host_name", "machine"),
     (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: the port "
-     "offset is pp_rank x tp_size + tp_rank; a vLLM EngineCore has none)"),
+     "offset is pp_rank x tp_size + tp_rank, plus dp_rank x pp_size x tp_size for DP "
+     "replicas without attention DP; a vLLM EngineCore has none)"),
     (S.RES_DP_RANK, "spectrace_dp_rank", "data-parallel rank, when known"),
     (S.RES_PP_RANK, "spectrace_pp_rank", "pipeline-parallel rank, when known"),
     (S.RES_COUNTED, "spectrace_counted", "`once`: this process's request-steps and draft "

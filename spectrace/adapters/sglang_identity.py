@@ -60,12 +60,28 @@ def models(named: dict) -> dict:
 def port_offset(named: dict) -> int | None:
     """The Prometheus port above the base: SGLang's own rank in its world,
     `pp_rank * tp_size + tp_rank` (`runtime_context.spawn_world_rank`), so that the
-    stages of a pipeline do not take the same ports; None when a rank is not known."""
+    stages of a pipeline do not take the same ports; data-parallel replicas without
+    attention DP each start their ranks at 0 (`data_parallel_controller`: every replica
+    launches tp ranks 0..tp_size-1 with its `dp_rank`), so a replica adds
+    `dp_rank * pp_size * tp_size`. With attention DP the tp ranks already span every
+    replica and `dp_rank` is derived from them: nothing is added. None when a rank is not
+    known."""
     r = ranks(named)
-    tp_size = _int(getattr(_server_args(named), "tp_size", None))
+    args = _server_args(named)
+    tp_size = _int(getattr(args, "tp_size", None)) or 1
     if _int(r.get("tp_rank")) is None:
         return None
-    return (_int(r.get("pp_rank")) or 0) * (tp_size or 1) + r["tp_rank"]
+    offset = (_int(r.get("pp_rank")) or 0) * tp_size + r["tp_rank"]
+    dp_rank = _int(r.get("dp_rank"))
+    if dp_rank and not _attention_dp(args):
+        offset += dp_rank * (_int(getattr(args, "pp_size", None)) or 1) * tp_size
+    return offset
+
+
+def _attention_dp(args) -> bool:
+    """Attention DP on: `attn_dp_size > 1` (0.5.2x) or `enable_dp_attention` (older)."""
+    size = _int(getattr(args, "attn_dp_size", None))
+    return (size or 0) > 1 or getattr(args, "enable_dp_attention", False) is True
 
 
 def placement(named: dict) -> Placement:
