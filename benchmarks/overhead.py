@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import json
 import os
 import platform
@@ -291,25 +290,6 @@ SERVER_ENV = {"OMP_NUM_THREADS": "1"}
 ARMS = ("off", "on", "control")
 
 
-def pin(pid: int, cpus: set) -> None:
-    """Every thread of `pid` and its children on `cpus`."""
-    import psutil
-    try:
-        procs = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return
-    for q in procs:
-        try:
-            tids = os.listdir(f"/proc/{q.pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                os.sched_setaffinity(int(tid), cpus)
-            except OSError:
-                pass
-
-
 def scheduler_pid(server_pid: int) -> int | None:
     """The pid of the server's scheduler process (SGLang names it `sglang::scheduler`)."""
     import psutil
@@ -353,7 +333,7 @@ def spread_text(sp: dict) -> str:
 
 
 def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
-               server_nice: int | None = None, side_by_side: bool = False) -> dict:
+               server_nice: int | None = None) -> dict:
     """Three servers (spectrace off, on, and off again as the control), all up; each run
     freezes the other two. A round runs the request set once on each, in an order that
     rotates from round to round; on/off and control/off are that round's pairs. Two
@@ -361,17 +341,12 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
     since the start order alone moved throughput by a few per cent in A/A runs.
     `on_env`: extra settings for the "on" server (e.g. SPECTRACE_STEP_SAMPLE_RATIO=0, to
     find where a cost comes from). `server_nice`: every server's niceness
-    and its session's (`harness.server.launch`), the same for all three. `side_by_side`:
-    each pair's two runs at the same time, each server on a CPU of its own (swapped every
-    round), so that what other jobs do to the machine's speed hits both alike."""
+    and its session's (`harness.server.launch`), the same for all three."""
     from concurrent.futures import ThreadPoolExecutor
 
     from harness.server import start_server
     from harness.tiny_models import make_tiny_models
 
-    cpu_pair = tuple(sorted(os.sched_getaffinity(0))[:2])
-    if side_by_side and len(cpu_pair) < 2:
-        raise SystemExit("--side-by-side needs two CPUs")
     models = os.path.join(out_dir, "tiny-partial")
     make_tiny_models(models, "partial")
     halves = (pairs // 2 + pairs % 2, pairs // 2)
@@ -386,31 +361,27 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
     out = {"pairs": pairs, "requests_per_run": len(prompts) * repeats,
            "concurrency": len(prompts), "max_new_tokens": max_new,
            "server_env": dict(SERVER_ENV), "on_env": dict(on_env or {}),
-           "server_nice": server_nice, "side_by_side": side_by_side, "load_before": load(),
+           "server_nice": server_nice, "load_before": load(),
            "startup_s": []}
     rows = []
     loop_pids: dict = {}  # arm -> its scheduler's pid
 
-    def run(servers: dict, names: tuple, cpus: tuple = ()) -> dict:
-        """One run of the request set on each server of `names` at the same time (each
-        with its own CPU of `cpus` when given), the others frozen (SIGSTOP to their process
-        groups): SGLang's CPU scheduler polls when idle and would take a core."""
-        others = [servers[n] for n in servers if n not in names]
+    def run(servers: dict, name: str) -> dict:
+        """One run of the request set on one server, the others frozen (SIGSTOP to their
+        process groups): SGLang's CPU scheduler polls when idle and would take a core."""
+        others = [servers[n] for n in servers if n != name]
         for o in others:
             os.killpg(o.proc.pid, signal.SIGSTOP)
-        for name, cpu in zip(names, cpus):
-            pin(servers[name].proc.pid, {cpu})
         try:
             time.sleep(0.2)
             idle0 = sum(proc_cpu_s(o.proc.pid) for o in others)
-            with ThreadPoolExecutor(len(names)) as side:
-                got = list(side.map(lambda n: measure(servers[n], n), names))
-            idle = round(sum(proc_cpu_s(o.proc.pid) for o in others) - idle0, 3)
+            got = measure(servers[name], name)
+            got["frozen_others_cpu_s"] = round(
+                sum(proc_cpu_s(o.proc.pid) for o in others) - idle0, 3)
         finally:
             for o in others:
                 os.killpg(o.proc.pid, signal.SIGCONT)
-        return {n: {**g, "frozen_others_cpu_s": idle, "cpu": cpu}
-                for n, g, cpu in itertools.zip_longest(names, got, cpus[:len(names)])}
+        return got
 
     def measure(s, name: str) -> dict:
         """The request set on server `s`, timed."""
@@ -448,37 +419,20 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
                 loop_pids[name] = scheduler_pid(servers[name].proc.pid)
             out["startup_s"].append(round(time.time() - t0, 1))
             for name in ARMS:  # warm-up (first requests allocate, fill caches)
-                run(servers, (name,))
+                run(servers, name)
             for k in range(n_pairs):
-                if side_by_side:
-                    # (off, on) at the same time, then (off, control); CPUs swapped
-                    # every round
-                    cpus = (cpu_pair if k % 2 == 0 else cpu_pair[::-1])
-                    first = ("off", "on") if k % 2 == 0 else ("on", "off")
-                    r = run(servers, first, cpus)
-                    r2 = run(servers, ("off", "control") if k % 2 == 0
-                             else ("control", "off"), cpus)
-                    r["control"], r["off_with_control"] = r2["control"], r2["off"]
-                    order = "+".join(first) + ", off+control"
-                else:
-                    order = ARMS[k % 3:] + ARMS[:k % 3]
-                    if (k // 3) % 2:
-                        order = tuple(reversed(order))
-                    r = {}
-                    for name in order:
-                        r.update(run(servers, (name,)))
-                    r["off_with_control"] = r["off"]
-                    order = "/".join(order)
+                order = ARMS[k % 3:] + ARMS[:k % 3]
+                if (k // 3) % 2:
+                    order = tuple(reversed(order))
+                r = {name: run(servers, name) for name in order}
                 r["ratio"] = r["on"]["tok_s"] / r["off"]["tok_s"]
-                r["control_ratio"] = (r["control"]["tok_s"]
-                                      / r["off_with_control"]["tok_s"])
+                r["control_ratio"] = r["control"]["tok_s"] / r["off"]["tok_s"]
                 r["cpu_ratio"] = r["on"]["tok_per_cpu_s"] / r["off"]["tok_per_cpu_s"]
                 r["uncontended_ratio"] = (r["on"]["uncontended_tok_s"]
                                           / r["off"]["uncontended_tok_s"])
-                r["uncontended_control_ratio"] = (
-                    r["control"]["uncontended_tok_s"]
-                    / r["off_with_control"]["uncontended_tok_s"])
-                r["order"] = order
+                r["uncontended_control_ratio"] = (r["control"]["uncontended_tok_s"]
+                                                  / r["off"]["uncontended_tok_s"])
+                r["order"] = "/".join(order)
                 r["started"] = "/".join(start_order)
                 rows.append(r)
                 print(f"  e2e pair {len(rows) - 1}: off {r['off']['tok_s']:.1f}, on "
@@ -505,6 +459,10 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
     out["uncontended_control_ratio"] = spread([r["uncontended_control_ratio"] for r in rows])
     out["median_ratio"] = out["ratio"]["median"]
     out["median_tok_s"] = {n: statistics.median(r[n]["tok_s"] for r in rows) for n in ARMS}
+    # the decode loop's CPU seconds for the same work (one request set), per server: what
+    # spectrace adds to the loop itself, whatever the machine's speed did to the wall time
+    out["median_loop_cpu_s"] = {n: statistics.median(r[n]["loop_on_cpu_s"] for r in rows)
+                                for n in ARMS}
     out["approx_step_ms"] = 1000 * statistics.median(
         r["off"]["wall_s"] / max(1, r["off"]["verify_ct"] / len(prompts)) for r in rows)
     out["load_after"] = load()
@@ -593,6 +551,11 @@ def table(res: dict) -> str:
                      f"load {e2e['load_before']} before, {e2e['load_after']} after)")
         lines.append(f"\nEND TO END on/off: {spread_text(e2e['ratio'])}\n"
                      f"OFF/OFF CONTROL:  {spread_text(e2e['control_ratio'])}\n"
+                     f"medians of each server's runs: tok/s on/off "
+                     f"{m['on'] / m['off']:.3f}, control/off {m['control'] / m['off']:.3f}; "
+                     f"decode loop CPU s per run off {e2e['median_loop_cpu_s']['off']:.3f}, "
+                     f"on {e2e['median_loop_cpu_s']['on']:.3f}, control "
+                     f"{e2e['median_loop_cpu_s']['control']:.3f}\n"
                      f"uncontended (wall less the decode loop's wait for a CPU): on/off "
                      f"{spread_text(e2e['uncontended_ratio'])}; control/off "
                      f"{spread_text(e2e['uncontended_control_ratio'])}")
@@ -640,8 +603,6 @@ def main(argv=None) -> int:
     ap.add_argument("--server-nice", type=int, default=None, metavar="N",
                     help="niceness of the servers and their sessions' autogroups (all "
                          "alike; N < 0 needs root), e.g. -10 on a shared machine")
-    ap.add_argument("--side-by-side", action="store_true",
-                    help="end to end: each pair's two runs at the same time, one CPU each")
     ap.add_argument("--on-env", action="append", default=[], metavar="VAR=VALUE",
                     help="a setting for the 'on' server only (repeatable), e.g. "
                          "SPECTRACE_STEP_SAMPLE_RATIO=0: where does a cost come from")
@@ -676,7 +637,7 @@ def main(argv=None) -> int:
             hb.shutdown_recorder()
         if not args.skip_e2e:
             print("end to end (three SGLang CPU servers) ...", file=sys.stderr)
-            res["e2e"] = end_to_end(pairs, tmp, on_env, args.server_nice, args.side_by_side)
+            res["e2e"] = end_to_end(pairs, tmp, on_env, args.server_nice)
     res["targets"] = targets(res)
     res["load_end"] = load()
     res["runtime_s"] = round(time.time() - started, 1)
