@@ -152,9 +152,11 @@ def start_server(models: str, log_path: str, env_extra: dict | None = None,
                  steps: int = 3, topk: int = 1, draft_tokens: int | None = None,
                  timeout: float = 240, python: str = sys.executable,
                  extra_args: list[str] | None = None, algorithm: str = "EAGLE3",
-                 background_job: bool = False, tp_size: int = 1) -> Server:
+                 background_job: bool = False, tp_size: int = 1,
+                 nice: int | None = None) -> Server:
     """`background_job`: start it with SIGINT ignored, as a shell script's `cmd &` does.
-    `tp_size`: tensor-parallel ranks (`--tp-size`; `tensor_parallel_env`)."""
+    `tp_size`: tensor-parallel ranks (`--tp-size`; `tensor_parallel_env`). `nice`: see
+    `launch`."""
     port = free_port()
     cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens,
                                            algorithm=algorithm) + (extra_args or [])
@@ -162,7 +164,7 @@ def start_server(models: str, log_path: str, env_extra: dict | None = None,
     if tp_size > 1:
         cmd += ["--tp-size", str(tp_size)]
     return launch(cmd, cpu_env(env), port, log_path, timeout,
-                  background_job=background_job)
+                  background_job=background_job, nice=nice)
 
 
 def _foreground_signals() -> None:
@@ -178,16 +180,35 @@ def _background_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _set_nice(nice: int) -> None:
+    """In the child, after `setsid`: this process's niceness and its new session's. With
+    the kernel's autogroups on (/proc/sys/kernel/sched_autogroup_enabled) every session is
+    scheduled as one group and a niceness only counts inside its group, so on a shared
+    machine the session's (autogroup) niceness is what raises a server above other jobs."""
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+    try:
+        with open("/proc/self/autogroup", "w") as fh:
+            fh.write(str(nice))
+    except OSError:
+        pass  # no autogroups: the process niceness is what counts
+
+
 def launch(cmd: list[str], env: dict, port: int, log_path: str, timeout: float,
-           label: str = "SGLang server", background_job: bool = False) -> Server:
+           label: str = "SGLang server", background_job: bool = False,
+           nice: int | None = None) -> Server:
     """Start `cmd` in its own session, logging to `log_path`; return once /health answers.
     Its signal dispositions are a terminal job's (or a background job's) whatever the
-    caller's are."""
+    caller's are. `nice`: the server's niceness, and its session's (`_set_nice`; below 0
+    needs root): benchmarks give every server they compare the same one."""
     log = open(log_path, "w")
+    signals_of_job = _background_signals if background_job else _foreground_signals
+
+    def preexec() -> None:
+        signals_of_job()
+        if nice is not None:
+            _set_nice(nice)
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                            preexec_fn=_background_signals if background_job
-                            else _foreground_signals)
+                            start_new_session=True, preexec_fn=preexec)
     server = Server(proc, port, log_path)
     try:
         deadline = time.time() + timeout
