@@ -168,6 +168,7 @@ MISSING_NORMS = Message(
     "trained ones. The draft runs a different network than the one trained, silently, and "
     "loses acceptance by as much as the trained weights differ from 1.{renamed}",
     "add the tensors under the names this version reads ({expected}).")
+MISSING_NORMS_EXPECTED = "`spectrace doctor` lists them for this runtime"
 MISSING_NORMS_RENAMED = (" The trained weights are in the checkpoint under {shown}, which "
                          "{subject} loads into a norm that layer never computes with; `--fix` "
                          "renames them.")
@@ -371,6 +372,7 @@ DTYPE_FLOAT16 = Message(
     "error.",
     "serve in bfloat16 (--dtype bfloat16; on SGLang also torch_dtype: bfloat16 in the draft's "
     "config.json) when the GPU has it, or check acceptance in float16 with `spectrace report`.")
+DTYPE_SAID_TWICE = "{config} by its config.json and {weights} by its weights"
 DTYPE_CAST = Message(
     signals.DTYPE_CAST,
     "{runtime} computes the draft in {dtype} ({how}); it was saved in {trained}. The cast "

@@ -122,7 +122,9 @@ def check_dtype(runtime: str, version: str, config_said: str | None, saved: str 
     if run.dtype == FLOAT16 and wide:
         return [Finding(signals.DTYPE_FLOAT16, WARNING, messages.DTYPE_FLOAT16.render(
             runtime=label, how=run.how, trained=wide[0]), details)]
-    if trained is not None and trained != run.dtype:
+    if trained is not None and run.dtype not in {config_said, saved} - {None}:
+        said = trained if saved in (None, config_said) or config_said is None else \
+            messages.DTYPE_SAID_TWICE.format(config=config_said, weights=saved)
         return [Finding(signals.DTYPE_CAST, INFO, messages.DTYPE_CAST.render(
-            runtime=label, how=run.how, trained=trained, dtype=run.dtype), details)]
+            runtime=label, how=run.how, trained=said, dtype=run.dtype), details)]
     return []

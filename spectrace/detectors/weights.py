@@ -105,17 +105,19 @@ def missing_params_finding(missing: list[str], subject: str, expected_keys: list
                            renamed: dict[str, str] | None = None) -> Finding:
     """`subject` names the runtime and version, e.g. "SGLang 0.5.23"; `renamed` maps
     checkpoint keys that hold the missing weights under another name to that name."""
-    if expected_keys and all(is_norm_param(m) for m in missing):
+    expected = _names(expected_keys or [])
+    if missing and all(is_norm_param(m) for m in missing):
         shown = ", ".join(f"`{a}`" for a in list(renamed or {})[:3])
         message = messages.MISSING_NORMS
         extra = {"renamed": messages.MISSING_NORMS_RENAMED.format(shown=shown, subject=subject)
                  if renamed else ""}
+        expected = expected or messages.MISSING_NORMS_EXPECTED
     else:
         message = messages.MISSING_PARAMS if expected_keys else messages.MISSING_PARAMS_UNNAMED
         extra = {}
     return Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, message.render(
-        count=len(missing), subject=subject, names=_names(missing),
-        expected=_names(expected_keys or []), **extra),
+        count=len(missing), subject=subject, names=_names(missing), expected=expected,
+        **extra),
         {"count": len(missing), "params": missing[:MAX_NAMES],
          **({"expected_keys": expected_keys[:MAX_NAMES]} if expected_keys else {}),
          **(details or {})})
