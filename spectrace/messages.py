@@ -418,3 +418,12 @@ SPECIAL_TOKENS_DIFFER = Message(
     "around turn boundaries.",
     "check that the draft was trained with the target's tokenizer and chat template, then "
     "write the target's ids into the draft's config.json.")
+SPECIAL_IDS_DIFFER = Message(
+    signals.VOCAB_SPECIAL_TOKENS_MISMATCH,
+    "the draft's config.json states other special token ids than the target's "
+    "({differences}). Neither runtime reads the draft's ids (both use the target's tokenizer "
+    "and ids), and some exporters write template defaults here (Model Optimizer's "
+    "llama_eagle_template_config: bos 1, eos 2), so this alone changes nothing at run time; "
+    "it matters only if the draft was trained with a tokenizer whose ids these are.",
+    "write the target's ids into the draft's config.json once you have checked which "
+    "tokenizer it was trained with.")

@@ -226,6 +226,14 @@ def test_special_tokens_differ():
     assert "tokenizer_config.json eos_token: draft '<|eot|>', target '</s>'" in f.message
 
 
+def test_config_ids_alone_are_information():
+    """Model Optimizer 0.47's export writes its template's bos 1 / eos 2 whatever the target."""
+    (f,) = check_tokenizers(_facts(ids={"bos_token_id": 1, "eos_token_id": 2}),
+                            _facts(ids={"bos_token_id": 0, "eos_token_id": 1}))
+    assert (f.code, f.severity) == ("vocab.special_tokens_mismatch", INFO)
+    assert "Neither runtime reads the draft's ids" in f.message
+
+
 def test_special_ids_and_tokens_are_read_from_every_level():
     assert tokenizer_match.special_ids({"transformer_layer_config": {"eos_token_id": 7},
                                         "pad_token_id": None}) == {"eos_token_id": 7}

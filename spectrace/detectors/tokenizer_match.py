@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .. import messages, signals
-from ..findings import ERROR, WARNING, Finding
+from ..findings import ERROR, INFO, WARNING, Finding
 
 SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
 SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -92,8 +92,12 @@ def _specials(d: TokenizerFacts, t: TokenizerFacts) -> list[Finding]:
     if not differ:
         return []
     shown = "; ".join(f"{what}: draft {dv!r}, target {tv!r}" for what, dv, tv in differ)
-    return [Finding(signals.VOCAB_SPECIAL_TOKENS_MISMATCH, WARNING,
-                    messages.SPECIAL_TOKENS_DIFFER.render(differences=shown),
+    # config.json ids alone are no evidence: the runtimes never read the draft's, and Model
+    # Optimizer's export writes its template's (llama_eagle_template_config: bos 1, eos 2)
+    tokenizer_says = any(w.startswith("tokenizer_config.json") for w, _, _ in differ)
+    message = messages.SPECIAL_TOKENS_DIFFER if tokenizer_says else messages.SPECIAL_IDS_DIFFER
+    return [Finding(signals.VOCAB_SPECIAL_TOKENS_MISMATCH, WARNING if tokenizer_says else INFO,
+                    message.render(differences=shown),
                     {"differences": [{"field": w, "draft": dv, "target": tv}
                                      for w, dv, tv in differ]})]
 
