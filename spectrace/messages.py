@@ -159,6 +159,19 @@ MISSING_PARAMS_UNNAMED = Message(
     signals.WEIGHTS_MISSING_PARAMS, MISSING_PARAMS.text,
     "check the checkpoint's key names against this runtime's draft class (`spectrace doctor` "
     "lists the expected names).")
+MISSING_NORMS = Message(
+    signals.WEIGHTS_MISSING_PARAMS,
+    "{count} draft norm weight(s) get no weight from the checkpoint under {subject} ({names}). "
+    "Not noise: the runtime builds them as RMSNorm, whose weight starts at ones (SGLang "
+    "`srt/layers/layernorm.py`, vLLM `model_executor/layers/layernorm.py`: "
+    "`torch.ones(hidden_size)`), so these layers normalise with unit weights instead of the "
+    "trained ones. The draft runs a different network than the one trained, silently, and "
+    "loses acceptance by as much as the trained weights differ from 1.{renamed}",
+    "add the tensors under the names this version reads ({expected}).")
+MISSING_NORMS_EXPECTED = "`spectrace doctor` lists them for this runtime"
+MISSING_NORMS_RENAMED = (" The trained weights are in the checkpoint under {shown}, which "
+                         "{subject} loads into a norm that layer never computes with; `--fix` "
+                         "renames them.")
 
 # -- a checkpoint's config (detectors.checkpoint) -------------------------------------------------
 CONFIG_TRANSLATABLE = Message(
@@ -228,10 +241,18 @@ FC_NOT_WHOLE_LAYERS = Message(
     "{target_hidden}.")
 FC_COUNT_MISMATCH = Message(
     signals.AUX_COUNT_MISMATCH,
-    "{what}, but fc takes {fc_layers} layers ({fc_in} = {fc_layers} x {target_hidden}). The "
-    "target sends {sent} x {target_hidden} wide hidden states, so the first target-fed draft "
-    "pass fails, or worse, runs on features the draft was not trained on.",
+    "{what}, but fc takes {fc_layers} layers ({fc_in} = {fc_layers} x {target_hidden}). "
+    "{consequence}",
     "list exactly the {fc_layers} layer ids the draft was trained with.")
+COUNT_FAILS_AT_LOAD = (
+    "{loader} sizes fc from {sized_by}, i.e. {num_aux} x {target_hidden} = {fc_built} inputs, so "
+    "loading fc.weight fails with a shape mismatch ('Attempted to load weight ... into "
+    "parameter ...' in default_weight_loader) and the server does not start.")
+COUNT_FAILS_AT_RUN = (
+    "{loader} builds fc for the checkpoint's {fc_layers} layers ({sized_by}), so the draft "
+    "loads, but the target sends {sent} x {target_hidden} wide hidden states: the first "
+    "target-fed draft pass fails on fc's shapes, or worse, runs on features the draft was not "
+    "trained on.")
 SENT_FOR_IDS = "the target is given aux layer ids {ids} and captures {sent} layers"
 SENT_BY_DEFAULT = ("no aux layer ids are given, so the target captures its default layers (the "
                    "inputs of {inputs}: {sent} distinct for {layers} layers)")
@@ -322,3 +343,87 @@ NORM_OUTPUT_IGNORED = ("the draft was trained to feed the post-norm state back t
 NORM_OUTPUT_DROPPED = " (its speculators translation drops the field)"
 MLA_NO_INPUT_NORM = ("the MLA draft of {loader} has no input_norm: the concatenated aux states "
                      "reach fc without the norm the draft was trained with")
+
+# -- dtype (detectors.dtypes; doctor.weight_scan) -------------------------------------------------
+DTYPE_HOW_OPTION = "launched with --dtype {dtype}"
+DTYPE_HOW_SGLANG = ("SGLang resolves --dtype auto from the draft's own config.json, which says "
+                    "{dtype}")
+DTYPE_HOW_SGLANG_F32 = ("SGLang resolves --dtype auto from the draft's own config.json, which "
+                        "{said}, and runs float32 or unstated as float16 (not as the target)")
+DTYPE_HOW_VLLM = "vLLM runs the draft in the target's dtype, {dtype} from the target's {source}"
+DTYPE_HOW_VLLM_F32 = ("vLLM runs the draft in the target's dtype, and the target's {said}, "
+                      "which --dtype auto runs as bfloat16 on GPUs that have it (float16 on "
+                      "those that do not, compute capability below 8.0)")
+DTYPE_OVERFLOW = Message(
+    signals.DTYPE_FLOAT16_OVERFLOW,
+    "{runtime} computes the draft in float16 ({how}), but {values} value(s) in {tensors} "
+    "tensor(s) saved in {saved} lie beyond float16's largest value 65504 (e.g. `{key}`, "
+    "|x| up to {largest}). Cast at load they become inf (65504 just below 65520), and every "
+    "draft pass through them yields inf/nan: proposals are garbage and acceptance collapses.",
+    "serve the draft in bfloat16 (--dtype bfloat16, on SGLang also torch_dtype: bfloat16 in "
+    "the draft's config.json), or retrain with weight decay / clipping so the weights fit "
+    "float16.")
+DTYPE_FLOAT16 = Message(
+    signals.DTYPE_FLOAT16,
+    "{runtime} computes the draft in float16 ({how}), but it was saved in {trained}, whose "
+    "range float16 lacks. No weight is beyond 65504 (all were read), but activations that "
+    "fit {trained} can overflow float16 (inf/nan from the first large hidden state) and "
+    "values below 6e-8 flush to zero: acceptance may fall on long or unusual inputs with no "
+    "error.",
+    "serve in bfloat16 (--dtype bfloat16; on SGLang also torch_dtype: bfloat16 in the draft's "
+    "config.json) when the GPU has it, or check acceptance in float16 with `spectrace report`.")
+DTYPE_SAID_TWICE = "{config} by its config.json and {weights} by its weights"
+DTYPE_CAST = Message(
+    signals.DTYPE_CAST,
+    "{runtime} computes the draft in {dtype} ({how}); it was saved in {trained}. The cast "
+    "keeps the values within range; only rounding differs from what was trained, which "
+    "barely moves acceptance.")
+
+# -- the target's quantization (detectors.quantization) -------------------------------------------
+TARGET_QUANTIZED = Message(
+    signals.TARGET_QUANTIZED,
+    "the target is quantized ({method}: {scheme}; from {where}) and {runtime} serves it so. "
+    "Its hidden states, which the draft reads from the aux layers, and the tokens it accepts "
+    "are the quantized model's; {effect}",
+    "train (or fine-tune) the draft on hidden states generated by this quantized target, "
+    "served the way it will be served; then compare acceptance with `spectrace report`.")
+QUANT_EFFECT = ("a draft trained on the unquantized model's hidden states sees slightly "
+                "shifted features and usually loses some acceptance.")
+QUANT_EFFECT_LOW_BITS = ("at 4 bits or fewer the features shift visibly, and a draft trained on "
+                         "the unquantized model's hidden states loses noticeably more acceptance "
+                         "than at 8 bits.")
+
+# -- the tokenizers (detectors.tokenizer_match) ---------------------------------------------------
+TOKENIZER_VOCAB_DIFFERS = Message(
+    signals.VOCAB_TOKENIZER_MISMATCH,
+    "the draft's tokenizer.json has another vocabulary than the target's ({draft_size} vs "
+    "{target_size} tokens; {moved} of the draft's tokens have another id in the target's, "
+    "{only_target} of the target's are not in the draft's). Both runtimes tokenize with the "
+    "target's tokenizer only, so the draft reads ids that meant other strings in training and "
+    "proposes ids that mean other strings to the target: acceptance collapses.",
+    "pair the draft with the target it was trained for, or retrain it with the target's "
+    "tokenizer (and rebuild `d2t` from it).")
+TOKENIZER_FILE_DIFFERS = Message(
+    signals.VOCAB_TOKENIZER_MISMATCH,
+    "the draft's {file} differs from the target's ({sections}), though the vocabulary is the "
+    "same where it can be compared. The runtime uses the target's; if the draft was trained "
+    "with the other one, texts were split differently and acceptance may drop.",
+    "check that the draft was trained with the target's tokenizer (copy the target's files "
+    "into the draft directory once it is).")
+SPECIAL_TOKENS_DIFFER = Message(
+    signals.VOCAB_SPECIAL_TOKENS_MISMATCH,
+    "the draft and the target state different special tokens ({differences}). The runtime "
+    "uses the target's; a draft trained with other ids for begin/end/padding proposes its "
+    "own end token where the target continues (or misses the target's), so acceptance drops "
+    "around turn boundaries.",
+    "check that the draft was trained with the target's tokenizer and chat template, then "
+    "write the target's ids into the draft's config.json.")
+SPECIAL_IDS_DIFFER = Message(
+    signals.VOCAB_SPECIAL_TOKENS_MISMATCH,
+    "the draft's config.json states other special token ids than the target's "
+    "({differences}). Neither runtime reads the draft's ids (both use the target's tokenizer "
+    "and ids), and some exporters write template defaults here (Model Optimizer's "
+    "llama_eagle_template_config: bos 1, eos 2), so this alone changes nothing at run time; "
+    "it matters only if the draft was trained with a tokenizer whose ids these are.",
+    "write the target's ids into the draft's config.json once you have checked which "
+    "tokenizer it was trained with.")

@@ -163,6 +163,15 @@ VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
 DOCTOR_FINDINGS = (FC_CONFIG_WIDTH_MISMATCH, AUX_LAYER_IDS_OUT_OF_RANGE, AUX_LAYER_IDS_MISREAD,
                    SHAPE_MISMATCH, CONFIG_LAYERS_UNSUPPORTED, CONFIG_UNSUPPORTED,
                    CONFIG_SETTING_IGNORED, VOCAB_D2T_DTYPE)
+# dtype, quantized target, tokenizer (docs/doctor.md "Beyond the weight keys")
+DTYPE_FLOAT16_OVERFLOW = "dtype.float16_overflow"  # weights beyond float16's range, run in float16
+DTYPE_FLOAT16 = "dtype.float16"                    # a wider-range draft run in float16
+DTYPE_CAST = "dtype.cast"                          # run in another dtype than saved (harmless)
+TARGET_QUANTIZED = "target.quantized"              # the target is served quantized
+VOCAB_TOKENIZER_MISMATCH = "vocab.tokenizer_mismatch"  # draft and target tokenizer files differ
+VOCAB_SPECIAL_TOKENS_MISMATCH = "vocab.special_tokens_mismatch"  # bos/eos/pad ids differ
+DOCTOR_FINDINGS += (DTYPE_FLOAT16_OVERFLOW, DTYPE_FLOAT16, DTYPE_CAST, TARGET_QUANTIZED,
+                    VOCAB_TOKENIZER_MISMATCH, VOCAB_SPECIAL_TOKENS_MISMATCH)
 
 # Metrics.
 SPEC_STEPS = MetricSpec(

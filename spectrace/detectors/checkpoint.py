@@ -25,7 +25,7 @@ from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKey
                       shard_shape, shared_from_target, simulate_load, unused_params)
 from .runtime_view import runtime_view
 from .trained_settings import settings
-from .translation import suggest_renames, translate_config
+from .translation import suggest_renames, translate_config, upper_norm_rename
 from .vocab import check_vocab_map
 from .weights import MAX_NAMES, is_network_weight, missing_params_finding, unused_keys_finding
 
@@ -133,7 +133,9 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
                                        details={**facts, "expected_keys": expected[:MAX_NAMES]},
                                        drop=drop))
     if missing:
-        out.append(missing_params_finding(missing, loader.name, expected, details=facts))
+        renamed = {k: n for k in shapes if (n := upper_norm_rename(k, fmt, loader)) in expected}
+        out.append(missing_params_finding(missing, loader.name, expected, details=facts,
+                                          renamed=renamed))
     return out
 
 

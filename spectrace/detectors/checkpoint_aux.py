@@ -89,7 +89,7 @@ def _fc_width(a: FcAux, cfg: Mapping[str, Any]) -> tuple[list[Finding], int]:
     # out-of-range ids are reported on their own (one cause, one finding)
     sent = len(a.inputs) if a.ids is None else len(set(a.id_inputs()))
     if a.capture_on and k != sent:
-        return [_count_mismatch(a, k, sent)], k
+        return [_count_mismatch(a, k, sent, cfg)], k
     if k != g.num_aux:
         return [_loader_width(a, k)], k
     return [], k
@@ -108,12 +108,32 @@ def _not_whole_layers(a: FcAux) -> Finding:
         fc_in=a.fc_in, target_hidden=a.target_hidden, loader=a.loader.name), a.details)
 
 
-def _count_mismatch(a: FcAux, k: int, sent: int) -> Finding:
+def _count_mismatch(a: FcAux, k: int, sent: int, cfg: Mapping[str, Any]) -> Finding:
     what = (messages.SENT_FOR_IDS.format(ids=a.ids, sent=sent) if a.ids else
             messages.SENT_BY_DEFAULT.format(inputs=a.inputs, sent=sent, layers=a.target_layers))
+    g = a.geometry
+    facts = dict(loader=a.loader.name, sized_by=_sized_by(a, cfg), num_aux=g.num_aux,
+                 target_hidden=a.target_hidden, fc_built=g.num_aux * g.hidden_in, fc_layers=k,
+                 sent=sent)
+    fails_at_load = g.num_aux != k
+    consequence = (messages.COUNT_FAILS_AT_LOAD if fails_at_load else
+                   messages.COUNT_FAILS_AT_RUN).format(**facts)
     return Finding(signals.AUX_COUNT_MISMATCH, ERROR, messages.FC_COUNT_MISMATCH.render(
-        what=what, fc_layers=k, fc_in=a.fc_in, target_hidden=a.target_hidden, sent=sent),
-        {**a.details, "fc_layers": k, "target_sends": sent})
+        what=what, fc_layers=k, fc_in=a.fc_in, target_hidden=a.target_hidden,
+        consequence=consequence),
+        {**a.details, "fc_layers": k, "target_sends": sent,
+         "fails": "load" if fails_at_load else "first target-fed draft pass"})
+
+
+def _sized_by(a: FcAux, cfg: Mapping[str, Any]) -> str:
+    """What this loader's fc width comes from, for this config (`loaders.num_aux`)."""
+    if a.loader.aux_count == AuxCount.THREE:
+        return "nothing in the config (always 3 aux layers)"
+    n = cfg.get("num_aux_hidden_states")
+    if a.loader.aux_count == AuxCount.CONFIG and n is not None:
+        return f"num_aux_hidden_states = {n}"
+    return (f"the number of aux layer ids ({len(a.ids)})" if a.ids else
+            "no ids: the default of 3 aux layers")
 
 
 def _loader_width(a: FcAux, k: int) -> Finding:

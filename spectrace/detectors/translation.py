@@ -110,6 +110,8 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
                                  f"Llama layer and has no place for its q_norm/k_norm weights")
         new = plan.config = {k: v for k, v in fmt.flat.items()}
         new.update(architectures=["LlamaForCausalLMEagle3"], model_type="llama")
+        # SGLang resolves --dtype auto from this config: without it, float16 (dtypes.py)
+        new.update({k: cfg[k] for k in ("torch_dtype", "dtype") if cfg.get(k)})
         ec: dict[str, Any] = {"use_aux_hidden_state": True}
         new["eagle_config"] = ec
         change("config.json rewritten in SpecForge/SGLang form: transformer_layer_config's "

@@ -95,13 +95,29 @@ def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
                     "network_keys": sorted(network)[:MAX_NAMES], **(details or {})})
 
 
+def is_norm_param(name: str) -> bool:
+    """An RMSNorm weight: both runtimes start it at ones, not uninitialised."""
+    return bool(re.search(r"(^|\.)(\w*norm(_\d+)?|fc_norm\.\d+)\.weight$", name))
+
+
 def missing_params_finding(missing: list[str], subject: str, expected_keys: list[str] | None = None,
-                           details: dict | None = None) -> Finding:
-    """`subject` names the runtime and version, e.g. "SGLang 0.5.23"."""
-    message = messages.MISSING_PARAMS if expected_keys else messages.MISSING_PARAMS_UNNAMED
+                           details: dict | None = None,
+                           renamed: dict[str, str] | None = None) -> Finding:
+    """`subject` names the runtime and version, e.g. "SGLang 0.5.23"; `renamed` maps
+    checkpoint keys that hold the missing weights under another name to that name."""
+    expected = _names(expected_keys or [])
+    if missing and all(is_norm_param(m) for m in missing):
+        shown = ", ".join(f"`{a}`" for a in list(renamed or {})[:3])
+        message = messages.MISSING_NORMS
+        extra = {"renamed": messages.MISSING_NORMS_RENAMED.format(shown=shown, subject=subject)
+                 if renamed else ""}
+        expected = expected or messages.MISSING_NORMS_EXPECTED
+    else:
+        message = messages.MISSING_PARAMS if expected_keys else messages.MISSING_PARAMS_UNNAMED
+        extra = {}
     return Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, message.render(
-        count=len(missing), subject=subject, names=_names(missing),
-        expected=_names(expected_keys or [])),
+        count=len(missing), subject=subject, names=_names(missing), expected=expected,
+        **extra),
         {"count": len(missing), "params": missing[:MAX_NAMES],
          **({"expected_keys": expected_keys[:MAX_NAMES]} if expected_keys else {}),
          **(details or {})})

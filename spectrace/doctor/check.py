@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ..detectors.checkpoint import Judgement, NotADraft, judge
+from ..detectors.dtypes import AUTO, parse_dtype_option
 from ..detectors.formats import MLA_ARCHS, is_speculators
 from ..detectors.inputs import CheckpointView, Target
 from ..detectors.loaders import NEWEST, parse_version
 from ..findings import ERROR, Finding
 from ..runtimes import RUNTIMES, SGLANG, Runtime, installed_version
 from .errors import UnusableInput
+from .pairing import check_pairing
 from .safetensors_header import INT_FORMATS, SafetensorsHeader, TensorInfo, parse_header, \
     read_int_tensor, read_marked_ids
 
@@ -49,6 +51,7 @@ class DoctorReport:
     version: str
     version_source: str  # "argument", "installed", "newest known"
     judgement: Judgement
+    dtype: dict[str, Any] = field(default_factory=dict)  # saved / run in (pairing.check_pairing)
 
     @property
     def errors(self) -> list[Finding]:
@@ -68,7 +71,7 @@ class DoctorReport:
                 "target": self.target, "format": j.format.to_dict(), "runtime": self.runtime,
                 "version": self.version, "version_source": self.version_source,
                 "loader": j.loader.to_dict() if j.loader else None,
-                "judged_translation": j.translated}
+                "judged_translation": j.translated, "dtype": self.dtype}
 
 
 # -- which runtime --------------------------------------------------------------------------
@@ -108,29 +111,40 @@ def resolve_runtime(spec: str | None, sglang_version: str | None = None
 
 # -- the check ------------------------------------------------------------------------------
 def check_checkpoint(draft_dir: str | os.PathLike, target: str | os.PathLike,
-                     runtime: str | None = None, sglang_version: str | None = None
-                     ) -> DoctorReport:
+                     runtime: str | None = None, sglang_version: str | None = None,
+                     dtype: str | None = None) -> DoctorReport:
     """Check the EAGLE-3 draft in `draft_dir` against `target` (a model directory with
     config.json, or a config.json path) for the loader of `runtime` (`sglang[==V]` or
-    `vllm[==V]`; a bare version such as "0.5.8" means SGLang)."""
+    `vllm[==V]`; a bare version such as "0.5.8" means SGLang), launched with `--dtype
+    dtype` (default auto)."""
     if runtime is not None and re.match(r"^\s*v?\d", runtime):
         runtime, sglang_version = None, runtime
     rt, version, source = resolve_runtime(runtime, sglang_version)
+    run_dtype = resolve_dtype(dtype)
     ck = read_checkpoint(draft_dir)
     tgt = read_target(target)
-    return judge_checkpoint(ck, tgt, rt, version, source)
+    return judge_checkpoint(ck, tgt, rt, version, source, run_dtype)
+
+
+def resolve_dtype(option: str | None) -> str:
+    """`--dtype` as the runtimes read it (auto, half, float16, bfloat16, float, float32)."""
+    try:
+        return parse_dtype_option(option)
+    except ValueError as e:
+        raise UnusableInput(str(e)) from None
 
 
 def judge_checkpoint(ck: Checkpoint, tgt: tuple[Target, Path], runtime: str, version: str,
-                     source: str) -> DoctorReport:
+                     source: str, dtype: str = AUTO) -> DoctorReport:
     target, target_file = tgt
     try:
         j = judge(ck.view, target, runtime, version)
     except NotADraft as e:
         raise UnusableInput(f"{ck.path / 'config.json'}: {e}") from None
     cfg = j.view or j.format.flat
+    pairing = check_pairing(ck, target_file, runtime, version, j, dtype)
     return DoctorReport(
-        findings=j.findings,
+        findings=j.findings + pairing.findings,
         draft={"path": str(ck.path), "format": j.format.name,
                "architecture": (ck.view.config.get("architectures") or [None])[0],
                "weight_files": [os.path.basename(f) for f in ck.files],
@@ -138,7 +152,9 @@ def judge_checkpoint(ck: Checkpoint, tgt: tuple[Target, Path], runtime: str, ver
                "draft_vocab_size": cfg.get("draft_vocab_size"),
                "hidden_size": cfg.get("hidden_size")},
         target={"config": str(target_file), "architectures": list(target.archs),
-                **{k: target.config[k] for k in TARGET_INT_KEYS}},
+                **{k: target.config[k] for k in TARGET_INT_KEYS},
+                "quantization": pairing.facts["target_quantization"]},
+        dtype=pairing.facts["dtype"],
         runtime=runtime, version=str(version), version_source=source, judgement=j)
 
 

@@ -1,5 +1,5 @@
-"""`spectrace doctor DRAFT_DIR --target TARGET [--runtime sglang[==V]|vllm[==V]] [--json]
-[--fix OUT_DIR]`.
+"""`spectrace doctor DRAFT_DIR --target TARGET [--runtime sglang[==V]|vllm[==V]]
+[--dtype DTYPE] [--json] [--fix OUT_DIR]`.
 
 Exit status: 0 no errors (warnings allowed; with --fix: the copy was written and has no
 errors), 1 errors found (with --fix: refused, nothing written, or the copy still has
@@ -13,7 +13,7 @@ import sys
 
 from ..findings import ERROR, WARNING
 from .check import DoctorReport, judge_checkpoint, read_checkpoint, read_target, \
-    resolve_runtime
+    resolve_dtype, resolve_runtime
 from .errors import UnusableInput
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "newest known)")
     parser.add_argument("--sglang-version", default=None, metavar="VERSION",
                         help="same as --runtime sglang==VERSION")
+    parser.add_argument("--dtype", default=None, metavar="DTYPE",
+                        help="the runtime's --dtype: auto (default), half, float16, bfloat16, "
+                             "float, float32; SGLang runs the draft in it (auto: the draft "
+                             "config's dtype, float32 as float16), vLLM in the target's")
     parser.add_argument("--fix", default=None, metavar="OUT_DIR",
                         help="write a corrected copy for that runtime into OUT_DIR (new or "
                              "empty; never in place), then check the copy")
@@ -40,13 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         runtime, version, source = resolve_runtime(args.runtime, args.sglang_version)
+        dtype = resolve_dtype(args.dtype)
         ck = read_checkpoint(args.draft_dir)
         tgt = read_target(args.target)
-        report = judge_checkpoint(ck, tgt, runtime, version, source)
+        report = judge_checkpoint(ck, tgt, runtime, version, source, dtype)
         result = None
         if args.fix is not None:
             from .fix import fix_checkpoint
-            result = fix_checkpoint(ck, tgt, runtime, version, source, args.fix)
+            result = fix_checkpoint(ck, tgt, runtime, version, source, args.fix, dtype=dtype)
     except UnusableInput as e:
         print(f"spectrace doctor: {' '.join(str(e).splitlines())}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -67,7 +72,10 @@ def format_text(report: DoctorReport) -> str:
     lines = [f"spectrace doctor: {report.draft['path']} against {report.target['config']}",
              f"  format: {j.format.title} ({j.format.evidence})",
              f"  judged for {report.runtime_label} (version: {report.version_source})"
-             + (f"; note: {j.loader.assumed}" if j.loader and j.loader.assumed else "")]
+             + (f"; note: {j.loader.assumed}" if j.loader and j.loader.assumed else ""),
+             f"  dtype: saved in {report.dtype.get('weights') or '?'}"
+             f" (config: {report.dtype.get('config') or 'not stated'}), runs in "
+             f"{report.dtype.get('runtime')}: {report.dtype.get('how')}"]
     if j.translated:
         lines.append(f"  {report.runtime_label} cannot read this config as it is; the findings "
                      f"after config.unsupported are for the translation --fix writes")

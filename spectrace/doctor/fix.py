@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..detectors.dtypes import AUTO
 from ..detectors.fix_plan import plan_fix
 from ..detectors.translation import Plan
 from .check import PICKLE_SUFFIXES, Checkpoint, DoctorReport, judge_checkpoint, read_checkpoint
@@ -70,7 +71,8 @@ def check_out_dir(draft_dir: Path, out_dir: Path) -> None:
 
 
 def fix_checkpoint(ck: Checkpoint, tgt, runtime: str, version: str, source: str,
-                   out_dir: str | os.PathLike, progress: bool | None = None) -> FixResult:
+                   out_dir: str | os.PathLike, progress: bool | None = None,
+                   dtype: str = AUTO) -> FixResult:
     out = Path(out_dir)
     check_out_dir(ck.path, out)
     target, _ = tgt
@@ -87,7 +89,7 @@ def fix_checkpoint(ck: Checkpoint, tgt, runtime: str, version: str, source: str,
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    check = judge_checkpoint(read_checkpoint(out), tgt, runtime, version, source)
+    check = judge_checkpoint(read_checkpoint(out), tgt, runtime, version, source, dtype)
     return FixResult(plan, True, out, check, copied, seconds)
 
 
