@@ -276,6 +276,12 @@ HOT_METHODS = {
         "EAGLEWorkerV2": ("forward_batch_generation", "verify", "on_verify_complete_cpu"),
         "EagleDraftWorker": ("draft", "_draft_extend_for_decode")},
     "sglang/srt/models/llama_eagle3.py": {"LlamaModel": ("forward",)},
+    "sglang/srt/speculative/base_spec_worker.py": {
+        "BaseSpecWorker": ("on_verify_complete_cpu",)},
+    "sglang/srt/speculative/dflash_worker_v2.py": {
+        "DFlashWorkerV2": ("__init__", "forward_batch_generation")},
+    "sglang/srt/speculative/ngram_worker.py": {
+        "NGRAMWorker": ("__init__", "forward_batch_generation", "on_verify_complete_cpu")},
 }
 HOT_METHODS_V1 = {"sglang/srt/speculative/eagle_worker.py": {"EAGLEWorker": (
     "forward_batch_generation", "draft", "verify", "forward_draft_extend_after_decode")}}
@@ -328,6 +334,8 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
     vllm_mods = make_vllm_modules()
     mods = {"EAGLEWorkerV2": make_v2_module(), "EagleDraftWorker": make_v2_module(),
             "LlamaModel": make_eagle3_module(), "EAGLEWorker": make_v1_module(),
+            **dict.fromkeys(("BaseSpecWorker", "DFlashWorkerV2", "NGRAMWorker"),
+                            make_algorithm_module()),
             **{name: m for m in vllm_mods.values() for name in vars(m)
                if isinstance(vars(m)[name], type)}}
     problems = []
@@ -581,7 +589,8 @@ def make_algorithm_module():
         def __init__(self, server_args, gpu_id, nccl_port, target_worker):
             super().__init__(server_args, gpu_id, nccl_port, target_worker)
 
-        def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None):
+        def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
+                                     pp_proxy_tensors=None):
             return super().forward_batch_generation(batch)
 
     class NGRAMWorker(_Worker):
