@@ -276,6 +276,12 @@ HOT_METHODS = {
         "EAGLEWorkerV2": ("forward_batch_generation", "verify", "on_verify_complete_cpu"),
         "EagleDraftWorker": ("draft", "_draft_extend_for_decode")},
     "sglang/srt/models/llama_eagle3.py": {"LlamaModel": ("forward",)},
+    "sglang/srt/speculative/base_spec_worker.py": {
+        "BaseSpecWorker": ("on_verify_complete_cpu",)},
+    "sglang/srt/speculative/dflash_worker_v2.py": {
+        "DFlashWorkerV2": ("__init__", "forward_batch_generation")},
+    "sglang/srt/speculative/ngram_worker.py": {
+        "NGRAMWorker": ("__init__", "forward_batch_generation", "on_verify_complete_cpu")},
 }
 HOT_METHODS_V1 = {"sglang/srt/speculative/eagle_worker.py": {"EAGLEWorker": (
     "forward_batch_generation", "draft", "verify", "forward_draft_extend_after_decode")}}
@@ -328,6 +334,8 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
     vllm_mods = make_vllm_modules()
     mods = {"EAGLEWorkerV2": make_v2_module(), "EagleDraftWorker": make_v2_module(),
             "LlamaModel": make_eagle3_module(), "EAGLEWorker": make_v1_module(),
+            **dict.fromkeys(("BaseSpecWorker", "DFlashWorkerV2", "NGRAMWorker"),
+                            make_algorithm_module()),
             **{name: m for m in vllm_mods.values() for name in vars(m)
                if isinstance(vars(m)[name], type)}}
     problems = []
@@ -549,6 +557,97 @@ def naive_wrapper(histogram, counter):
             counter.add(c)
         return wrapped(*args, **kwargs)
     return wrapper
+
+
+# -- SGLang's other algorithms (adapters/sglang_algorithms.py) --------------------------------
+def make_algorithm_module():
+    """A module object with the worker classes of SGLang 0.5.23's other algorithms, shaped
+    like theirs: `BaseSpecWorker` (its no-op `on_verify_complete_cpu`, which DFlash, DSpark,
+    Uno, multi-layer EAGLE and plugins inherit), `DFlashWorkerV2` (a step of its own),
+    `NGRAMWorker` (a step and a counts hand-over of its own) and a plugin's worker."""
+
+    class BaseSpecWorker:
+        def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
+            pass
+
+    class _Worker(BaseSpecWorker):
+        def __init__(self, server_args, gpu_id, nccl_port, target_worker):
+            self.server_args = server_args
+            self.target_worker = target_worker
+            self.topk = TOPK
+            self.speculative_num_steps = STEPS
+            self.speculative_num_draft_tokens = NUM_DRAFT_TOKENS
+            self.adaptive_controller = None
+            self.draft_worker = None
+
+        def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None):
+            if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+                return None
+            return None
+
+    class DFlashWorkerV2(_Worker):
+        def __init__(self, server_args, gpu_id, nccl_port, target_worker):
+            super().__init__(server_args, gpu_id, nccl_port, target_worker)
+
+        def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
+                                     pp_proxy_tensors=None):
+            return super().forward_batch_generation(batch)
+
+    class NGRAMWorker(_Worker):
+        def __init__(self, server_args, gpu_id, nccl_port, target_worker):
+            super().__init__(server_args, gpu_id, nccl_port, target_worker)
+
+        def forward_batch_generation(self, batch, on_publish=None, pp_proxy_tensors=None):
+            return super().forward_batch_generation(batch)
+
+        def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
+            if self.adaptive_controller is not None:
+                self.adaptive_controller.on_verify_complete(num_correct_drafts_per_req)
+
+    class PluginWorker(_Worker):
+        """A plugin's worker: only the counts are spectrace's."""
+
+    mod = types.ModuleType("spectrace_bench.algorithms")
+    for cls in (BaseSpecWorker, DFlashWorkerV2, NGRAMWorker, PluginWorker):
+        setattr(mod, cls.__name__, cls)
+    return mod
+
+
+ALGORITHM_STEPS = ("NGRAMWorker", "DFlashWorkerV2", "PluginWorker")
+
+
+class AlgorithmStep:
+    """One decode step of another algorithm's worker (`worker`: one of ALGORITHM_STEPS)
+    plus the scheduler's accept-count hand-over, with spectrace's tables for those
+    workers (`hooks` "spectrace") or none."""
+
+    def __init__(self, bs: int, hooks: str | None, worker: str) -> None:
+        from spectrace.patching import Patcher
+        FM = forward_mode()
+        self.bs = bs
+        self.patcher = Patcher()
+        self.mod = make_algorithm_module()
+        if hooks == "spectrace":
+            from spectrace.adapters import sglang_algorithms as algos
+            for table in (algos.BASE_SPEC_WORKER, algos.DFLASH, algos.NGRAM):
+                self.patcher.apply(self.mod, table)
+            assert len(self.patcher.patches) == 6, self.patcher.patches
+        self.worker = getattr(self.mod, worker)(
+            server_args=None, gpu_id=0, nccl_port=0,
+            target_worker=types.SimpleNamespace(tp_rank=0))
+        self.batch = types.SimpleNamespace(forward_mode=FM.DECODE, is_extend_in_batch=False,
+                                           reqs=[None] * bs, seq_lens=None, spec_info=None)
+        self.lists = accept_lists(bs)
+        self.i = 0
+
+    def __call__(self) -> None:
+        w = self.worker
+        w.forward_batch_generation(self.batch)
+        self.i = i = (self.i + 1) & 63
+        w.on_verify_complete_cpu(list(self.lists[i]), batch_size=self.bs)
+
+    def close(self) -> None:
+        self.patcher.restore_all()
 
 
 # -- vLLM -------------------------------------------------------------------------------------

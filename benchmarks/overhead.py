@@ -137,6 +137,18 @@ def hot_path(quick: bool, out_dir: str) -> dict:
         t = hb.make_tensors(bs)
         out["v1"][bs] = on_off(hb.V1Step(bs, None, t), hb.V1Step(bs, "spectrace", t),
                                max(4, rounds // 2), per_round)
+    # SGLang's other algorithms' hooks against the EAGLE-3 worker's (out["v2"])
+    out["algorithms"] = {}
+    for worker in hb.ALGORITHM_STEPS:
+        out["algorithms"][worker] = {}
+        for bs in BATCHES:
+            out["algorithms"][worker][bs] = row = on_off(
+                hb.AlgorithmStep(bs, None, worker), hb.AlgorithmStep(bs, "spectrace", worker),
+                max(4, rounds // 2), per_round)
+            eagle3 = out["v2"][bs]["spectrace_added"]["median_us"]
+            print(f"  {worker} batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} "
+                  f"us (median), EAGLE-3 worker +{eagle3:.2f} us; load {row['load_before']}",
+                  file=sys.stderr)
     for log_stats, key in ((True, "vllm"), (False, "vllm_no_stats")):
         out[key] = {}
         for bs in VLLM_BATCHES:

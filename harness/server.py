@@ -30,16 +30,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_args(models: str, port: int, steps: int = 3, topk: int = 1,
+def server_args(models: str, port: int, steps: int | None = 3, topk: int = 1,
                 draft_tokens: int | None = None, max_running: int = 4,
-                algorithm: str = "EAGLE3") -> list[str]:
-    n = draft_tokens if draft_tokens is not None else (steps + 1 if topk == 1 else 2 * steps)
+                algorithm: str = "EAGLE3", draft: str | None = "draft") -> list[str]:
+    """`draft`: the draft model's folder in `models` (None: no draft model, as NGRAM);
+    `steps` None: no step count or top-k (NGRAM sets its own from the draft tokens)."""
+    spec = ["--speculative-algorithm", algorithm]
+    if draft is not None:
+        spec += ["--speculative-draft-model-path", os.path.join(models, draft)]
+    if steps is not None:
+        n = draft_tokens if draft_tokens is not None else (
+            steps + 1 if topk == 1 else 2 * steps)
+        spec += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
+                 "--speculative-num-draft-tokens", str(n)]
+    elif draft_tokens is not None:
+        spec += ["--speculative-num-draft-tokens", str(draft_tokens)]
     return [
-        "--model-path", os.path.join(models, "target"),
-        "--speculative-algorithm", algorithm,
-        "--speculative-draft-model-path", os.path.join(models, "draft"),
-        "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
-        "--speculative-num-draft-tokens", str(n),
+        "--model-path", os.path.join(models, "target"), *spec,
         "--device", "cpu", "--attention-backend", "intel_amx", "--sampling-backend", "pytorch",
         "--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled",
         "--dtype", "bfloat16", "--max-total-tokens", "4096",
@@ -149,17 +156,17 @@ class Server:
 
 
 def start_server(models: str, log_path: str, env_extra: dict | None = None,
-                 steps: int = 3, topk: int = 1, draft_tokens: int | None = None,
+                 steps: int | None = 3, topk: int = 1, draft_tokens: int | None = None,
                  timeout: float = 240, python: str = sys.executable,
                  extra_args: list[str] | None = None, algorithm: str = "EAGLE3",
                  background_job: bool = False, tp_size: int = 1,
-                 nice: int | None = None) -> Server:
+                 nice: int | None = None, draft: str | None = "draft") -> Server:
     """`background_job`: start it with SIGINT ignored, as a shell script's `cmd &` does.
     `tp_size`: tensor-parallel ranks (`--tp-size`; `tensor_parallel_env`). `nice`: see
-    `launch`."""
+    `launch`. `draft`, `steps`: see `server_args`."""
     port = free_port()
     cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens,
-                                           algorithm=algorithm) + (extra_args or [])
+                                           algorithm=algorithm, draft=draft) + (extra_args or [])
     env = {**tensor_parallel_env(tp_size), **(env_extra or {})}
     if tp_size > 1:
         cmd += ["--tp-size", str(tp_size)]

@@ -37,6 +37,21 @@ E3 = "sglang/srt/models/llama_eagle3.py"
 K25 = "sglang/srt/models/kimi_k25_eagle3.py"  # the MLA EAGLE-3 draft (0.5.12+)
 LLAMA = "sglang/srt/models/llama.py"
 REQ = "sglang/srt/managers/schedule_batch.py"
+# The other algorithms' workers (adapters/sglang_algorithms.py: rows of 0.5.23)
+SPECD = "sglang/srt/speculative/"
+BASE = SPECD + "base_spec_worker.py"
+STANDALONE = SPECD + "standalone_worker_v2.py"
+FROZEN = SPECD + "frozen_kv_mtp_worker_v2.py"
+MULTI = SPECD + "multi_layer_eagle_worker_v2.py"
+DFLASH = SPECD + "dflash_worker_v2.py"
+DSPARK = SPECD + "dspark_components/dspark_worker_v2.py"
+UNO = SPECD + "uno_worker_v2.py"
+NGRAM = SPECD + "ngram_worker.py"
+V23 = ("0.5.23",)
+# (file, class) of every worker with a constructor and a step of its own
+OWN_STEP = [(FROZEN, "FrozenKVMTPWorkerV2"), (MULTI, "MultiLayerEagleWorkerV2"),
+            (DFLASH, "DFlashWorkerV2"), (DSPARK, "DSparkWorkerV2"), (UNO, "UnoWorkerV2"),
+            (NGRAM, "NGRAMWorker")]
 
 # Methods a wrapper is installed on: (file, "Class.method", versions).
 WRAPPED = [
@@ -56,6 +71,11 @@ WRAPPED = [
     (E3, "LlamaForCausalLMEagle3.load_weights", ALL),
     (K25, "Eagle3MLAModel.forward", since("0.5.12")),
     (K25, "Eagle3DeepseekV2ForCausalLM.load_weights", since("0.5.12")),
+    (BASE, "BaseSpecWorker.on_verify_complete_cpu", V23),
+    (NGRAM, "NGRAMWorker.on_verify_complete_cpu", V23),
+    (STANDALONE, "StandaloneWorkerV2.__init__", V23),
+    *[(f, f"{c}.{m}", V23) for f, c in OWN_STEP for m in ("__init__",
+                                                           "forward_batch_generation")],
 ]
 
 # Absences the adapters rely on (feature detection takes the other path there).
@@ -63,6 +83,13 @@ ABSENT = [
     (W2, "EAGLEWorkerV2.on_verify_complete_cpu", until("0.5.8")),  # counts from the mixin
     (W1, None, since("0.5.16")),                                   # no v1 module at all
     (MIXIN, None, since("0.5.16")),
+    # inherited from EAGLEWorkerV2, whose hooks count them (wrapping them again would not)
+    (STANDALONE, "StandaloneWorkerV2.forward_batch_generation", V23),
+    (STANDALONE, "StandaloneWorkerV2.on_verify_complete_cpu", V23),
+    (FROZEN, "FrozenKVMTPWorkerV2.on_verify_complete_cpu", V23),
+    (FROZEN, "FrozenKVMTPWorkerV2.verify", V23),  # EAGLEWorkerV2.verify: the agreement
+    # BaseSpecWorker's default receives their counts
+    *[(f, f"{c}.on_verify_complete_cpu", V23) for f, c in OWN_STEP if c != "NGRAMWorker"],
 ]
 
 # Parameters read by name or by position: (file, "Class.method", index with self, name, versions).
@@ -73,6 +100,9 @@ PARAMS = [
      since("0.5.12")),
     (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", 1, "result",
      until("0.5.8")),
+    (BASE, "BaseSpecWorker.on_verify_complete_cpu", 1, "num_correct_drafts_per_req", V23),
+    (NGRAM, "NGRAMWorker.on_verify_complete_cpu", 1, "num_correct_drafts_per_req", V23),
+    *[(f, f"{c}.forward_batch_generation", 1, "batch", V23) for f, c in OWN_STEP],
     (E3, "LlamaModel.forward", 3, "forward_batch", ALL),  # the adapter reads args[2]
     (K25, "Eagle3MLAModel.forward", 3, "forward_batch", since("0.5.12")),
 ]
@@ -109,6 +139,13 @@ ATTRS = [
     (LLAMA, "LlamaForCausalLM", "set_eagle3_layers_to_capture", ALL),
     (LLAMA, "LlamaForCausalLM", "capture_aux_hidden_states", ALL),
     (LLAMA, "LlamaModel", "layers_to_capture", ALL),
+    # the draft positions and span attributes of each worker (sglang_algorithms.positions)
+    *[(f, c, "speculative_num_draft_tokens", V23) for f, c in OWN_STEP],
+    *[(f, c, a, V23) for f, c in [(STANDALONE, "StandaloneWorkerV2")] + OWN_STEP
+      if c not in ("DFlashWorkerV2", "DSparkWorkerV2")
+      for a in ("speculative_num_steps", "topk")],
+    *[(f, c, "target_worker", V23) for f, c in OWN_STEP],
+    *[(f, c, "server_args", V23) for f, c in [(STANDALONE, "StandaloneWorkerV2")] + OWN_STEP],
 ]
 
 # Expressions a wrapped method must contain, as `ast.unparse` spells them:

@@ -17,6 +17,10 @@ RESOURCE = (
     (S.RES_MODEL, "spectrace_model", "the served model name; the dashboards' Model "
      "variable"),
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
+    (S.RES_SPEC_ALGORITHM, "spectrace_spec_algorithm", "SGLang: the speculative algorithm "
+     "(`--speculative-algorithm`: EAGLE3, NGRAM, STANDALONE, a plugin's name, ...)"),
+    (S.RES_SPEC_WORKER, "spectrace_spec_worker", "SGLang: the worker class that runs it "
+     "(`EAGLEWorkerV2`, `NGRAMWorker`, `StandaloneWorkerV2`, ...)"),
     (S.RES_PROCESS_PID, "process_pid", "the worker process"),
     (S.RES_HOST_NAME, "host_name", "machine"),
     (S.RES_TP_RANK, "spectrace_tp_rank", "tensor-parallel rank (SGLang: the port "

@@ -15,6 +15,20 @@ ADAPTERS = {
     "sglang.srt.managers.scheduler_output_processor_mixin":
         "spectrace.adapters.sglang_v2:SCHEDULER",
     "sglang.srt.speculative.eagle_worker": "spectrace.adapters.sglang_v1:WORKER_POINTS",
+    # SGLang's other speculative algorithms (one row each: sglang_algorithms.ALGORITHMS)
+    "sglang.srt.speculative.base_spec_worker":
+        "spectrace.adapters.sglang_algorithms:BASE_SPEC_WORKER",
+    "sglang.srt.speculative.standalone_worker_v2":
+        "spectrace.adapters.sglang_algorithms:STANDALONE",
+    "sglang.srt.speculative.frozen_kv_mtp_worker_v2":
+        "spectrace.adapters.sglang_algorithms:FROZEN_KV_MTP",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2":
+        "spectrace.adapters.sglang_algorithms:MULTI_LAYER_EAGLE",
+    "sglang.srt.speculative.dflash_worker_v2": "spectrace.adapters.sglang_algorithms:DFLASH",
+    "sglang.srt.speculative.dspark_components.dspark_worker_v2":
+        "spectrace.adapters.sglang_algorithms:DSPARK",
+    "sglang.srt.speculative.uno_worker_v2": "spectrace.adapters.sglang_algorithms:UNO",
+    "sglang.srt.speculative.ngram_worker": "spectrace.adapters.sglang_algorithms:NGRAM",
     # vLLM (V1 engine): the EngineCore's scheduler, the worker's runners and draft classes
     "vllm.v1.core.sched.scheduler": "spectrace.adapters.vllm_engine:SCHEDULER",
     "vllm.v1.engine.core": "spectrace.adapters.vllm_engine:ENGINE_CORE",

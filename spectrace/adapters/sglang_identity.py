@@ -57,6 +57,14 @@ def models(named: dict) -> dict:
             "draft_model": args.speculative_draft_model_path}
 
 
+def algorithm(named: dict, worker) -> dict:
+    """The speculative algorithm the `server_args` name (`NGRAM`, `STANDALONE`, a plugin's
+    name, ...) and the worker class that runs it."""
+    name = getattr(_server_args(named), "speculative_algorithm", None)
+    return {"spec_algorithm": str(name).upper() if name else None,
+            "spec_worker": type(worker).__name__}
+
+
 def port_offset(named: dict) -> int | None:
     """The Prometheus port above the base: SGLang's own rank in its world,
     `pp_rank * tp_size + tp_rank` (`runtime_context.spawn_world_rank`), so that the

@@ -33,11 +33,13 @@ def worker_state(worker) -> WorkerState:
     return st
 
 
-def _before_init(instance, named: dict):
+def before_init(instance, named: dict):
     """On entry to the worker's constructor (the draft model loads inside it): fix the
     process's identity from its arguments by name (with whether it counts its request-steps
-    once or is a copy of its attention group's rank 0), then start its telemetry."""
+    once or is a copy of its attention group's rank 0, the speculative algorithm and the
+    worker class), then start its telemetry."""
     note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named),
+                  **sglang_identity.algorithm(named, instance),
                   counted=counting.scope(sglang_identity.placement(named)),
                   port_offset=sglang_identity.port_offset(named))
     recorder()
@@ -52,7 +54,7 @@ def _after_init(ctx, worker, result) -> None:
 
 def init_point(cls: str, hook: str) -> WrapPoint:
     """The constructor wrap point of an eagle worker class."""
-    return WrapPoint(f"{cls}.__init__", hook, before=_before_init, after=_after_init,
+    return WrapPoint(f"{cls}.__init__", hook, before=before_init, after=_after_init,
                      reads="all")
 
 

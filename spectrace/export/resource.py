@@ -42,7 +42,9 @@ def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
                       ("pp_rank", signals.RES_PP_RANK)):
         if identity.get(key) is not None:
             attrs[attr] = int(identity[key])
-    for key, attr in (("model", signals.RES_MODEL), ("draft_model", signals.RES_DRAFT_MODEL)):
+    for key, attr in (("model", signals.RES_MODEL), ("draft_model", signals.RES_DRAFT_MODEL),
+                      ("spec_algorithm", signals.RES_SPEC_ALGORITHM),
+                      ("spec_worker", signals.RES_SPEC_WORKER)):
         if identity.get(key):
             attrs[attr] = str(identity[key])
     # OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME are merged by Resource.create.

@@ -49,7 +49,15 @@ def process_identity(p: ProcessSummary, models: bool = False) -> str:
             parts.append(f"{word} {rank}")
     if models:
         parts.append(f"model {v(p.model)}, draft {v(p.draft_model)}")
+        if p.spec_algorithm or p.spec_worker:
+            parts.append(algorithm_text(p))
     return ", ".join(parts + [runtime_label(p)])
+
+
+def algorithm_text(p: ProcessSummary) -> str:
+    """"algorithm NGRAM (NGRAMWorker)": the speculative algorithm and its worker class."""
+    worker = f" ({p.spec_worker})" if p.spec_worker else ""
+    return f"algorithm {p.spec_algorithm or '-'}{worker}"
 
 
 def process_title(p: ProcessSummary) -> str:

@@ -252,14 +252,16 @@ def _identity_table(report: Report) -> str:
     for p in report.processes:
         if not isinstance(p, ProcessSummary):
             rows.append(f"<tr><th scope=row>{_e(p.process)}</th>"
-                        f"<td colspan=10>unreadable: {_e(p.error)}</td></tr>")
+                        f"<td colspan=12>unreadable: {_e(p.error)}</td></tr>")
             continue
         rows.append(f"<tr><th scope=row>{_e(p.process)}</th>" + "".join(
             f"<td>{_e(x)}</td>" for x in (p.pid, p.role, p.tp_rank, p.dp_rank, p.pp_rank,
-                                          p.counted, p.model, p.draft_model))
+                                          p.counted, p.model, p.draft_model,
+                                          p.spec_algorithm, p.spec_worker))
             + f"<td>{_e(runtime_label(p))}</td><td>{_e(_utc(p.started))}</td></tr>")
     return _table("Processes", ["process", "pid", "role", "tp rank", "dp rank", "pp rank",
-                                "counted", "model", "draft", "runtime", "started"], rows,
+                                "counted", "model", "draft", "algorithm", "worker",
+                                "runtime", "started"], rows,
                   "wide")
 
 

@@ -174,6 +174,8 @@ class ProcessSummary:
     counted: str
     model: Any
     draft_model: Any
+    spec_algorithm: Any  # SGLang: the speculative algorithm and the worker class running it
+    spec_worker: Any
     runtime: Any
     runtime_version: Any
     sglang_version: Any
@@ -190,6 +192,7 @@ class ProcessSummary:
         return {"process": self.process, "pid": self.pid, "role": self.role,
                 "tp_rank": self.tp_rank, "dp_rank": self.dp_rank, "pp_rank": self.pp_rank,
                 "counted": self.counted, "model": self.model, "draft_model": self.draft_model,
+                "spec_algorithm": self.spec_algorithm, "spec_worker": self.spec_worker,
                 "runtime": self.runtime, "runtime_version": self.runtime_version,
                 "sglang_version": self.sglang_version,
                 "spectrace_version": self.spectrace_version, "started": self.started,

@@ -329,6 +329,8 @@ def summarize_process(path: str) -> ProcessSummary:
         else signals.COUNTED_ONCE,
         model=resource.get(signals.RES_MODEL),
         draft_model=resource.get(signals.RES_DRAFT_MODEL),
+        spec_algorithm=resource.get(signals.RES_SPEC_ALGORITHM),
+        spec_worker=resource.get(signals.RES_SPEC_WORKER),
         runtime=resource.get(signals.RES_RUNTIME) or (
             signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None),
         runtime_version=resource.get(signals.RES_RUNTIME_VERSION,

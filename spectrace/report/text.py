@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import signals
 from .format import (
-    COPY_LINE, combined_title, count_text, expected_widths_text, finding_count,
+    COPY_LINE, algorithm_text, combined_title, count_text, expected_widths_text, finding_count,
     finding_severity, process_title, ratio_text,
 )
 from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
@@ -21,6 +21,8 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
         lines.append(COPY_LINE)
     if proc and proc.model:
         lines.append(f"  model {proc.model}, draft {proc.draft_model}")
+    if proc and (proc.spec_algorithm or proc.spec_worker):
+        lines.append(f"  {algorithm_text(proc)}")
     if p.drafts:
         lines.append(f"  speculative steps {count_text(p.steps)}, request-steps verified "
                      f"{count_text(p.drafts)}, draft tokens {count_text(p.draft_tokens)}, "

@@ -1,0 +1,214 @@
+"""A process for tests/test_algorithm_workers.py: SGLang's real worker class of every
+speculative algorithm (and a plugin registered through `SpeculativeAlgorithm.register`),
+built without weights (`cls.__new__`, the attributes its constructor would set), spectrace's
+tables applied by its own Patcher, and the wrapped methods driven; prints `RESULT {json}`.
+
+What stands in for what cannot run here, and nothing else:
+- `BaseSpecWorker.__init__`, which every constructor calls first, raises once the
+  constructor's hook has run (the rest would build draft models);
+- the draft worker of FROZEN_KV_MTP (a stub proposing fixed tokens) and
+  `eagle_worker_v2.run_eagle_verify` (the target's verify forward, which needs weights);
+- a step's original method (not FROZEN_KV_MTP's) fails on the stub batch after its hook
+  ran, and the error is caught here.
+
+    python tests/programs/algorithm_workers.py OUTPUT_DIR   (needs SGLang; cpu_env)
+"""
+import importlib
+import importlib.util
+import json
+import sys
+import types
+
+import torch
+
+from benchmarks import hookbench as hb
+from harness import sglang_families as fams
+from spectrace import process
+from spectrace.adapters import ADAPTERS
+from spectrace.adapters.sglang_algorithms import ALGORITHMS
+from spectrace.patching import Patcher
+from spectrace.safety import INTERNAL_ERRORS
+
+OUT = sys.argv[1]
+BS, N = 2, 4  # requests per step, draft tokens (3 steps, top-k 1)
+
+fams.prepare()
+from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
+from sglang.srt.speculative import base_spec_worker, eagle_worker_v2  # noqa: E402
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+
+result = {"not_built": {}, "counts": {}, "identity": {}, "steps": {}, "missing": []}
+
+# -- every worker module of the installed SGLang, spectrace's tables applied -------------
+patcher = Patcher()
+modules = {}
+for name, ref in ADAPTERS.items():
+    if not name.startswith("sglang.srt.speculative."):
+        continue
+    if importlib.util.find_spec(name.rpartition(".")[0]) is None or \
+            importlib.util.find_spec(name) is None:
+        continue  # not in this release (the v1 eagle worker)
+    try:
+        mod = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - e.g. Uno needs flashinfer (CUDA only)
+        result["not_built"][name] = f"{type(exc).__name__}: {exc}"
+        continue
+    adapter, table = ref.split(":")
+    patcher.apply(mod, getattr(importlib.import_module(adapter), table))
+    modules[name] = mod
+result["missing"] = patcher.missing
+
+
+class PluginWorker(base_spec_worker.BaseSpecWorker):
+    """A plugin algorithm's worker: only BaseSpecWorker's hooks apply."""
+
+    target_worker = draft_worker = None
+
+    def forward_batch_generation(self, batch, **kw):
+        raise NotImplementedError
+
+
+SpeculativeAlgorithm.register("SPECTRACE_PROBE")(lambda server_args: PluginWorker)
+result["plugin_registered"] = type(SpeculativeAlgorithm.from_string("spectrace_probe")).__name__
+
+
+def worker_classes():
+    for row in ALGORITHMS:
+        mod = modules.get(row.module)
+        if mod is not None and row.worker != "BaseSpecWorker":
+            yield row, getattr(mod, row.worker)
+    yield None, PluginWorker
+
+
+def bare(cls, **attrs):
+    w = cls.__new__(cls)
+    w.__dict__.update(dict(topk=1, speculative_num_steps=3, speculative_num_draft_tokens=N,
+                           adaptive_controller=None, _target_worker=None,
+                           _draft_worker=None, server_args=None))
+    w.__dict__.update(attrs)
+    return w
+
+
+ACCEPTED = [[0, 3], [2, 1], [3, 3]]  # correct drafts per request, three hand-overs
+
+# -- counts: the real on_verify_complete_cpu each class inherits or defines ----------------
+for row, cls in worker_classes():
+    w = bare(cls, speculative_num_draft_tokens=8 if cls.__name__ == "DFlashWorkerV2" else N)
+    with hb.own_recorder(OUT) as rec:
+        for counts in ACCEPTED:
+            w.on_verify_complete_cpu(list(counts), batch_size=len(counts))
+        rec.acceptance.fold()
+        a = rec.acceptance
+        result["counts"][cls.__name__] = {
+            "drafts": a.drafts, "accepted": a.accepted, "draft_tokens": a.draft_tokens,
+            "per_position": list(a.per_position),
+            "lengths": {str(k): v for k, v in a.length_counts.items() if v}}
+
+
+# -- constructors: the hook notes the algorithm and the worker class ---------------------
+class StopHere(Exception):
+    pass
+
+
+def stop(self):
+    raise StopHere
+
+
+real_base_init = base_spec_worker.BaseSpecWorker.__init__
+base_spec_worker.BaseSpecWorker.__init__ = stop
+try:
+    for row, cls in worker_classes():
+        if row is None or not row.own_init:
+            continue
+        args = types.SimpleNamespace(speculative_algorithm=row.name.split()[0].lower(),
+                                     speculative_draft_model_path="/drafts/d",
+                                     served_model_name="target-m", tp_size=1)
+        with hb.own_recorder(OUT):
+            process.STATE.identity.clear()
+            try:
+                cls(args, 0, 0, types.SimpleNamespace(tp_rank=0))
+            except StopHere:
+                pass
+            result["identity"][cls.__name__] = {
+                k: process.STATE.identity.get(k)
+                for k in ("spec_algorithm", "spec_worker", "draft_model", "model")}
+finally:
+    base_spec_worker.BaseSpecWorker.__init__ = real_base_init
+
+
+# -- steps: each own forward_batch_generation counts decode steps, skips prefill ---------
+def batch(mode):
+    return types.SimpleNamespace(forward_mode=mode, is_extend_in_batch=False, reqs=[None] * BS,
+                                 seq_lens=torch.zeros(BS), spec_info=None)
+
+
+for row, cls in worker_classes():
+    if row is None or not row.own_step or cls.__name__ == "FrozenKVMTPWorkerV2":
+        continue
+    w = bare(cls)
+    with hb.own_recorder(OUT, step_sample_ratio=1.0) as rec:
+        for mode in (ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.DECODE):
+            try:
+                cls.forward_batch_generation(w, batch(mode))
+            except Exception:  # noqa: BLE001 - the original, on the stub batch
+                pass
+        result["steps"][cls.__name__] = {"steps": dict(rec.steps),
+                                         "span_left_open": rec.step_span is not None}
+
+
+# -- FROZEN_KV_MTP: its real step and the inherited, wrapped EAGLEWorkerV2.verify ---------
+class FrozenDraft:
+    """Proposes token 5 at every position; the target's verify (stood in) agrees on the
+    first position only."""
+
+    parallel_layout = types.SimpleNamespace(tp_group=None)
+
+    def draft(self, batch):
+        info = types.SimpleNamespace(draft_token=torch.full((BS * N,), 5),
+                                     is_verify_input=lambda: True)
+        return info
+
+    def _draft_extend_for_decode(self, batch, out):
+        pass
+
+    def _idle_seed(self):
+        return None
+
+
+def stand_in_verify(batch, **kw):
+    pred = torch.full((BS, N), 9)
+    pred[:, 0] = 5
+    return types.SimpleNamespace(accept_lens=torch.full((BS,), 2), next_token_ids=pred.reshape(-1),
+                                 new_seq_lens=None)
+
+
+def frozen_run(every: int, steps: int, with_frozen_table: bool) -> dict:
+    from sglang.srt.speculative import frozen_kv_mtp_worker_v2 as fk
+    own = Patcher()
+    saved = eagle_worker_v2.run_eagle_verify
+    eagle_worker_v2.run_eagle_verify = stand_in_verify
+    try:
+        if not with_frozen_table:  # as before: only the EAGLE worker's table on its class
+            own.patches = [p for p in patcher.patches if p.owner is fk.FrozenKVMTPWorkerV2]
+            own.restore_all()
+        w = bare(fk.FrozenKVMTPWorkerV2, _draft_worker=FrozenDraft(), req_to_token_pool=None,
+                 token_to_kv_pool_allocator=None, plan_stream=None, plan_stream_ctx=None,
+                 device="cpu")
+        with hb.own_recorder(OUT, agreement_every=every, step_sample_ratio=1.0) as rec:
+            for _ in range(steps):
+                b = batch(ForwardMode.DECODE)
+                b.spec_info = object()
+                w.forward_batch_generation(b)
+            rec.agreement.fold()  # CPU tensors: every copy is done
+            return {"comparisons": rec.agreement.drafts // BS,
+                    "agreement_per_position": list(rec.agreement.per_position),
+                    "steps": dict(rec.steps)}
+    finally:
+        eagle_worker_v2.run_eagle_verify = saved
+
+
+result["frozen"] = frozen_run(every=4, steps=12, with_frozen_table=True)
+result["frozen_every_1"] = frozen_run(every=1, steps=5, with_frozen_table=True)
+result["frozen_without_its_table"] = frozen_run(every=4, steps=12, with_frozen_table=False)
+result["internal_errors"] = dict(INTERNAL_ERRORS.counts)
+print("RESULT " + json.dumps(result))

@@ -1,0 +1,105 @@
+"""SGLang's real worker class of every speculative algorithm of the installed SGLang
+(0.5.23), and a plugin registered through its own `SpeculativeAlgorithm.register`, built
+without weights and driven through spectrace's wrapped methods
+(tests/programs/algorithm_workers.py says what stands in for what cannot run here):
+
+- counts: whichever `on_verify_complete_cpu` the class has (EAGLEWorkerV2's,
+  BaseSpecWorker's default, NGRAMWorker's own) reaches the Recorder, with the class's
+  number of draft positions;
+- constructors that skip EAGLEWorkerV2's record the algorithm and the worker class;
+- each `forward_batch_generation` of its own counts decode steps and skips prefill;
+- FROZEN_KV_MTP: its token agreement runs every Nth step as configured (before its step
+  was wrapped, the step counter never moved and the agreement ran on every step);
+- Uno cannot be imported here (it needs flashinfer): the test lists it with why, and
+  tests/test_wrap_points.py checks its wrap points against the wheel's source.
+
+NGRAM and STANDALONE also run end to end (tests/test_e2e_algorithms.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.server import cpu_env
+
+pytestmark = pytest.mark.sglang
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "tests", "programs", "algorithm_workers.py")
+# correct drafts per request the program hands over: [0, 3], [2, 1], [3, 3]
+ACCEPTED, DRAFTS = 12, 6
+PER_POSITION = [5, 4, 3]  # request-steps that accepted at least 1, 2, 3 drafts
+LENGTHS = {"1": 1, "2": 1, "3": 1, "4": 3}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    env = {k: v for k, v in cpu_env().items() if not k.startswith("SPECTRACE_")}
+    env["PYTHONPATH"] = os.pathsep.join((ROOT, env["PYTHONPATH"]))
+    out = subprocess.run([sys.executable, SCRIPT, str(tmp_path_factory.mktemp("aw"))],
+                         capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-4000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def test_every_table_installs_on_the_real_classes(results):
+    assert results["missing"] == []
+    assert results["internal_errors"] == {}
+    # the one worker module of 0.5.23 that cannot be imported on this machine, and why
+    assert list(results["not_built"]) == ["sglang.srt.speculative.uno_worker_v2"]
+    assert "flashinfer" in results["not_built"]["sglang.srt.speculative.uno_worker_v2"]
+
+
+@pytest.mark.parametrize("worker", ["EAGLEWorkerV2", "StandaloneWorkerV2",
+                                    "FrozenKVMTPWorkerV2", "MultiLayerEagleWorkerV2",
+                                    "DFlashWorkerV2", "DSparkWorkerV2", "NGRAMWorker",
+                                    "PluginWorker"])
+def test_counts_reach_the_recorder_for_every_algorithm(results, worker):
+    got = results["counts"][worker]
+    assert (got["drafts"], got["accepted"]) == (DRAFTS, ACCEPTED)
+    assert got["lengths"] == LENGTHS
+    # DFlash drafts a block of speculative_num_draft_tokens (8 here): 7 positions
+    positions = 7 if worker == "DFlashWorkerV2" else 3
+    assert got["per_position"] == (PER_POSITION + [0] * positions)[:positions]
+    assert got["draft_tokens"] == DRAFTS * positions
+
+
+def test_a_plugin_algorithm_is_sglangs_own_registration(results):
+    assert results["plugin_registered"] == "CustomSpecAlgo"
+
+
+@pytest.mark.parametrize("worker,algorithm", [
+    ("StandaloneWorkerV2", "STANDALONE"), ("FrozenKVMTPWorkerV2", "FROZEN_KV_MTP"),
+    ("MultiLayerEagleWorkerV2", "EAGLE"), ("DFlashWorkerV2", "DFLASH"),
+    ("DSparkWorkerV2", "DSPARK"), ("NGRAMWorker", "NGRAM")])
+def test_constructors_record_the_worker_identity(results, worker, algorithm):
+    assert results["identity"][worker] == {"spec_algorithm": algorithm, "spec_worker": worker,
+                                           "draft_model": "/drafts/d", "model": "target-m"}
+
+
+@pytest.mark.parametrize("worker", ["MultiLayerEagleWorkerV2", "DFlashWorkerV2",
+                                    "DSparkWorkerV2", "NGRAMWorker"])
+def test_own_steps_count_decode_not_prefill(results, worker):
+    """One prefill and two decode batches: two steps, under the worker's class; the
+    sampled span is ended although the original failed on the stub batch."""
+    assert results["steps"][worker] == {"steps": {worker: 2}, "span_left_open": False}
+
+
+def test_frozen_kv_mtp_agreement_runs_every_nth_step(results):
+    """SPECTRACE_AGREEMENT_EVERY=4 over 12 decode steps: 3 comparisons (steps 4, 8, 12),
+    each of 2 requests agreeing on the first position only."""
+    assert results["frozen"] == {"comparisons": 3, "agreement_per_position": [6, 0, 0],
+                                 "steps": {"EAGLEWorkerV2": 12}}
+    assert results["frozen_every_1"]["comparisons"] == 5
+
+
+def test_frozen_kv_mtp_without_its_step_hook_compared_every_step(results):
+    """The bug this fixes: with only EAGLEWorkerV2's table, no step was counted and the
+    agreement ran on all 12 steps."""
+    assert results["frozen_without_its_table"] == {
+        "comparisons": 12, "agreement_per_position": [24, 0, 0], "steps": {}}
