@@ -34,11 +34,12 @@ else
   mkdir -p "$(dirname "$VENV")"
   step "creating $VENV with $PY" "$PY" -m venv "$VENV"
 fi
+# always (a no-op when they are there): a requirement added later reaches an existing VENV
+step "installing torch (CPU) and what the trainers' draft code imports" \
+  pip_ -r requirements/trainers.txt
 if installed; then
   note "the trainers: already installed"
 else
-  step "installing torch (CPU) and what the trainers' draft code imports" \
-    pip_ -r requirements/trainers.txt
   # shellcheck disable=SC2086
   step "installing $TRAINERS (--no-deps)" pip_ --no-deps $TRAINERS
 fi
@@ -47,5 +48,6 @@ from speculators.models.eagle3 import Eagle3DraftModel
 from speculators.convert.eagle.eagle3_converter import Eagle3Converter
 from specforge.modeling.draft.llama3_eagle import LlamaForCausalLMEagle3
 from specforge.export.to_sglang import export_to_sglang
+from speculators.train.cli import create_transformer_layer_config
 import modelopt.torch.speculative, modelopt.torch.export"
 echo "trainers' environment ready: SPECTRACE_TRAINERS_PYTHON=$VENV/bin/python"

@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "newest known)")
     parser.add_argument("--sglang-version", default=None, metavar="VERSION",
                         help="same as --runtime sglang==VERSION")
+    parser.add_argument("--context-length", type=int, default=None, metavar="TOKENS",
+                        help="the context length the pair will be served at (default: the "
+                             "target's max_position_embeddings, what both runtimes default to)")
     parser.add_argument("--fix", default=None, metavar="OUT_DIR",
                         help="write a corrected copy for that runtime into OUT_DIR (new or "
                              "empty; never in place), then check the copy")
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         runtime, version, source = resolve_runtime(args.runtime, args.sglang_version)
         ck = read_checkpoint(args.draft_dir)
-        tgt = read_target(args.target)
+        tgt = read_target(args.target, args.context_length)
         report = judge_checkpoint(ck, tgt, runtime, version, source)
         result = None
         if args.fix is not None:
@@ -98,6 +101,11 @@ def format_fix(result) -> str:
     check = result.check
     lines.append(f"--fix: the copy checked again for {check.runtime_label}: {summary(check)}")
     lines += [f"{f.severity.upper():7} {f.code}: {f.message}" for f in check.findings]
+    left = [f for f in check.findings if f.severity != ERROR]
+    if left:
+        lines.append("--fix: not changed in the copy (a launch option, the serving context or "
+                     "the training decides them; each finding's Fix says what to do): "
+                     + ", ".join(sorted({f.code for f in left})))
     return "\n".join(lines)
 
 
