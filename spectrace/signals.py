@@ -162,6 +162,9 @@ CONFIG_LAYERS_UNSUPPORTED = "config.num_layers_unsupported"
 CONFIG_UNSUPPORTED = "config.unsupported"        # the runtime cannot build the draft at all
 CONFIG_SETTING_IGNORED = "config.setting_ignored"  # trained with a setting the runtime lacks
 VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
+POSITIONS_BEYOND_DRAFT = "positions.beyond_draft"  # served longer than the draft's positions
+POSITIONS_ROPE_CHANGED = "positions.rope_changed"  # the draft's RoPE is not the target's
+AUX_LAYER_IDS_DEFAULT = "aux.layer_ids_default"    # no ids: the runtime captures its default
 DOCTOR_FINDINGS = (FC_CONFIG_WIDTH_MISMATCH, AUX_LAYER_IDS_OUT_OF_RANGE, AUX_LAYER_IDS_MISREAD,
                    SHAPE_MISMATCH, CONFIG_LAYERS_UNSUPPORTED, CONFIG_UNSUPPORTED,
                    CONFIG_SETTING_IGNORED, VOCAB_D2T_DTYPE)
@@ -174,6 +177,7 @@ VOCAB_TOKENIZER_MISMATCH = "vocab.tokenizer_mismatch"  # draft and target tokeni
 VOCAB_SPECIAL_TOKENS_MISMATCH = "vocab.special_tokens_mismatch"  # bos/eos/pad ids differ
 DOCTOR_FINDINGS += (DTYPE_FLOAT16_OVERFLOW, DTYPE_FLOAT16, DTYPE_CAST, TARGET_QUANTIZED,
                     VOCAB_TOKENIZER_MISMATCH, VOCAB_SPECIAL_TOKENS_MISMATCH)
+DOCTOR_FINDINGS += (POSITIONS_BEYOND_DRAFT, POSITIONS_ROPE_CHANGED, AUX_LAYER_IDS_DEFAULT)
 
 # Metrics.
 SPEC_STEPS = MetricSpec(

@@ -181,3 +181,21 @@ def vllm_server(tmp_path_factory):
         yield start
     finally:
         stop_keeping_logs(runs)
+
+
+# -- the trainers ----------------------------------------------------------------------------
+TRAINERS_PYTHON_VAR = "SPECTRACE_TRAINERS_PYTHON"
+
+
+def trainers_python_or_skip() -> str:
+    """The trainers' environment's python (`SPECTRACE_TRAINERS_PYTHON`: speculators, SpecForge,
+    Model Optimizer). Without it the test fails in CI (scripts/test.sh builds it there) and is
+    skipped elsewhere."""
+    python = os.environ.get(TRAINERS_PYTHON_VAR) or None
+    if python is None or not os.path.exists(python):
+        msg = (f"needs the trainers' environment: run scripts/setup-env-trainers.sh, then set "
+               f"{TRAINERS_PYTHON_VAR}=.venv-trainers/bin/python (now: {python!r})")
+        if os.environ.get("CI"):
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return python

@@ -25,6 +25,7 @@ TIERS = {
     "torch": "PyTorch",
     "sglang": "SGLang 0.5.23 (and torch)",
     "vllm": "the vLLM environment",
+    "trainers": "the trainers' environment (speculators, SpecForge, Model Optimizer)",
     "sources": "released runtime sources (scripts/fetch-release-sources)",
     "browser": "Chromium",
     "prometheus": "the Prometheus server or promtool",

@@ -23,6 +23,7 @@ from .inputs import CheckpointView, Target
 from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKeys,
                       checkpoint_keys, eagle_config, expected_params, geometry, route_key,
                       shard_shape, shared_from_target, simulate_load, unused_params)
+from .positions import check_positions
 from .runtime_view import runtime_view
 from .trained_settings import settings
 from .translation import suggest_renames, translate_config, upper_norm_rename
@@ -91,6 +92,7 @@ def check_loaded(fmt: Format, cfg: dict, ck: CheckpointView, target: Target,
     out += check_shapes(cfg, ck.shapes, params, target, loader)
     out += check_fc_and_aux(fmt, cfg, ck.shapes, params, target, loader)
     out += check_settings(fmt, cfg, loader)
+    out += check_positions(fmt, cfg, target, loader)
     out += check_vocab(cfg, ck, params, target, loader)
     n = cfg.get("num_hidden_layers") or 1
     if loader.layers == Layers.ONE and int(n) != 1:

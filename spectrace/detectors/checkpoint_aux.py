@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .. import messages, signals
-from ..findings import ERROR, WARNING, Finding
+from ..findings import ERROR, INFO, WARNING, Finding
 from ..runtimes import VLLM
-from .formats import Format
+from . import aux
+from .formats import Format, FormatName
 from .inputs import Target
 from .layer_ids import capturable, captured_inputs, id_inputs, keeps_ids, misread_ids, \
     runtime_ids
@@ -72,7 +73,28 @@ def check_fc_and_aux(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, t
     out += _capture_disabled(a, fc_layers)
     if a.capture_on and not any(f.code.startswith("aux.") for f in out):
         out += check_id_meaning(fmt, cfg, target, loader)
+    if a.capture_on and a.ids is None and not any(f.code.startswith("aux.") for f in out):
+        out.append(_default_ids(fmt, cfg, a))
     return out
+
+
+def _default_ids(fmt: Format, cfg: Mapping[str, Any], a: FcAux) -> Finding:
+    """`aux.layer_ids_default`: no ids, so the runtime captures its default layers; a
+    warning where the format records them (speculators: a null means a converter lost
+    them), information where leaving them out is the format's practice."""
+    lost = fmt.name == FormatName.SPECULATORS
+    ids = aux.default_ids(a.target_layers)
+    return Finding(signals.AUX_LAYER_IDS_DEFAULT, WARNING if lost else INFO,
+                   messages.IDS_DEFAULT.render(
+                       where=messages.IDS_DEFAULT_WHERE_NULL if lost else "",
+                       loader=a.loader.name, layers=a.target_layers, ids=ids, inputs=a.inputs,
+                       rule=messages.IDS_DEFAULT_RULE[a.loader.runtime],
+                       meaning=messages.IDS_DEFAULT_LOST if lost else messages.IDS_DEFAULT_NORMAL,
+                       fix=messages.IDS_DEFAULT_FIX_LOST if lost else
+                       messages.IDS_DEFAULT_FIX_NORMAL),
+                   {"default_ids": ids, "captured_inputs": a.inputs, "format": fmt.name,
+                    "target_num_layers": a.target_layers, "runtime": a.loader.runtime,
+                    "version": a.loader.version})
 
 
 def _fc_width(a: FcAux, cfg: Mapping[str, Any]) -> tuple[list[Finding], int]:

@@ -26,6 +26,7 @@ class Target:
 
     config: dict
     archs: tuple[str, ...]
+    context: int | None = None  # the serving context length (None: the target's own)
 
     @property
     def hidden(self) -> int:

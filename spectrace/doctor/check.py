@@ -112,17 +112,19 @@ def resolve_runtime(spec: str | None, sglang_version: str | None = None
 # -- the check ------------------------------------------------------------------------------
 def check_checkpoint(draft_dir: str | os.PathLike, target: str | os.PathLike,
                      runtime: str | None = None, sglang_version: str | None = None,
-                     dtype: str | None = None) -> DoctorReport:
+                     dtype: str | None = None,
+                     context_length: int | None = None) -> DoctorReport:
     """Check the EAGLE-3 draft in `draft_dir` against `target` (a model directory with
     config.json, or a config.json path) for the loader of `runtime` (`sglang[==V]` or
     `vllm[==V]`; a bare version such as "0.5.8" means SGLang), launched with `--dtype
-    dtype` (default auto)."""
+    dtype` (default auto), served at `context_length` tokens (default: the target's
+    max_position_embeddings)."""
     if runtime is not None and re.match(r"^\s*v?\d", runtime):
         runtime, sglang_version = None, runtime
     rt, version, source = resolve_runtime(runtime, sglang_version)
     run_dtype = resolve_dtype(dtype)
     ck = read_checkpoint(draft_dir)
-    tgt = read_target(target)
+    tgt = read_target(target, context_length)
     return judge_checkpoint(ck, tgt, rt, version, source, run_dtype)
 
 
@@ -240,7 +242,8 @@ def _check_draft_config(cfg: dict, path: Path) -> None:
                                     f"integer)")
 
 
-def read_target(target: str | os.PathLike) -> tuple[Target, Path]:
+def read_target(target: str | os.PathLike, context_length: int | None = None
+                ) -> tuple[Target, Path]:
     """The target as the runtime reads it: a multimodal config's `text_config` (Kimi-K2.5:
     `KimiK25ForConditionalGeneration` around a DeepSeek-V3 text model) fills what the top
     level lacks; architectures of both levels decide how aux layer ids are read."""
@@ -257,7 +260,10 @@ def read_target(target: str | os.PathLike) -> tuple[Target, Path]:
         cfg = {**text, **{k: v for k, v in raw.items() if k in TARGET_INT_KEYS}}
         archs += list(text.get("architectures") or [])
     _positive_ints(cfg, TARGET_INT_KEYS, p, "target config")
-    return Target(cfg, tuple(a for a in archs if isinstance(a, str))), p
+    if context_length is not None and (type(context_length) is not int or context_length <= 0):
+        raise UnusableInput(f"--context-length {context_length!r}: expected a positive number "
+                            f"of tokens")
+    return Target(cfg, tuple(a for a in archs if isinstance(a, str)), context_length), p
 
 
 def weight_files(draft_dir: Path) -> list[str]:

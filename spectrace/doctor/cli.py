@@ -1,5 +1,5 @@
 """`spectrace doctor DRAFT_DIR --target TARGET [--runtime sglang[==V]|vllm[==V]]
-[--dtype DTYPE] [--json] [--fix OUT_DIR]`.
+[--dtype DTYPE] [--context-length TOKENS] [--json] [--fix OUT_DIR]`.
 
 Exit status: 0 no errors (warnings allowed; with --fix: the copy was written and has no
 errors), 1 errors found (with --fix: refused, nothing written, or the copy still has
@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the runtime's --dtype: auto (default), half, float16, bfloat16, "
                              "float, float32; SGLang runs the draft in it (auto: the draft "
                              "config's dtype, float32 as float16), vLLM in the target's")
+    parser.add_argument("--context-length", type=int, default=None, metavar="TOKENS",
+                        help="the context length the pair will be served at (default: the "
+                             "target's max_position_embeddings, what both runtimes default to)")
     parser.add_argument("--fix", default=None, metavar="OUT_DIR",
                         help="write a corrected copy for that runtime into OUT_DIR (new or "
                              "empty; never in place), then check the copy")
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         runtime, version, source = resolve_runtime(args.runtime, args.sglang_version)
         dtype = resolve_dtype(args.dtype)
         ck = read_checkpoint(args.draft_dir)
-        tgt = read_target(args.target)
+        tgt = read_target(args.target, args.context_length)
         report = judge_checkpoint(ck, tgt, runtime, version, source, dtype)
         result = None
         if args.fix is not None:
@@ -106,6 +109,11 @@ def format_fix(result) -> str:
     check = result.check
     lines.append(f"--fix: the copy checked again for {check.runtime_label}: {summary(check)}")
     lines += [f"{f.severity.upper():7} {f.code}: {f.message}" for f in check.findings]
+    left = [f for f in check.findings if f.severity != ERROR]
+    if left:
+        lines.append("--fix: not changed in the copy (a launch option, the serving context or "
+                     "the training decides them; each finding's Fix says what to do): "
+                     + ", ".join(sorted({f.code for f in left})))
     return "\n".join(lines)
 
 
