@@ -199,3 +199,23 @@ def trainers_python_or_skip() -> str:
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
     return python
+
+
+@pytest.fixture(scope="session")
+def trainer_drafts(tmp_path_factory) -> dict:
+    """Tiny EAGLE-3 drafts (and their Llama target) written once per session by the
+    trainers' own classes and export functions (`harness/trainer_drafts.py`, run in the
+    trainers' environment): name -> directory. Test modules copy one before planting."""
+    import json
+    import subprocess
+    from pathlib import Path
+    python = trainers_python_or_skip()
+    out = tmp_path_factory.mktemp("trainers")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    run = subprocess.run([python, "-m", "harness.trainer_drafts", str(out)], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    # the trainers print lines of their own first; the map is the last thing written
+    return {k: Path(v) for k, v in json.loads(run.stdout[run.stdout.index("{"):]).items()}
