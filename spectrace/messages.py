@@ -322,3 +322,16 @@ NORM_OUTPUT_IGNORED = ("the draft was trained to feed the post-norm state back t
 NORM_OUTPUT_DROPPED = " (its speculators translation drops the field)"
 MLA_NO_INPUT_NORM = ("the MLA draft of {loader} has no input_norm: the concatenated aux states "
                      "reach fc without the norm the draft was trained with")
+
+
+# -- acceptance by context length (detectors.context; judged by `spectrace report`) -------------
+LONG_CONTEXT = Message(
+    signals.LONG_CONTEXT,
+    "acceptance falls with context length: mean accept length {long_length:.2f} in contexts "
+    "of {long} tokens ({long_drafts} request-steps) against {short_length:.2f} at {short} "
+    "({short_drafts} request-steps). The wiring is not at fault: the draft proposes worse "
+    "the longer the context. {trained}",
+    "train or fine-tune the draft on sequences as long as the ones served (SpecForge: a "
+    "longer max_length), or serve long requests without speculation, or with fewer steps.")
+TRAINED_KNOWN = "The draft's config says: {settings}."
+TRAINED_UNKNOWN = "The draft's config names no trained length."

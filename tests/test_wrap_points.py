@@ -37,6 +37,7 @@ E3 = "sglang/srt/models/llama_eagle3.py"
 K25 = "sglang/srt/models/kimi_k25_eagle3.py"  # the MLA EAGLE-3 draft (0.5.12+)
 LLAMA = "sglang/srt/models/llama.py"
 REQ = "sglang/srt/managers/schedule_batch.py"
+BRP = "sglang/srt/managers/scheduler_components/batch_result_processor.py"  # 0.5.16+
 
 # Methods a wrapper is installed on: (file, "Class.method", versions).
 WRAPPED = [
@@ -47,6 +48,9 @@ WRAPPED = [
     (W2, "EagleDraftWorker.draft", ALL),
     (W2, "EagleDraftWorker._draft_extend_for_decode", ALL),
     (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", until("0.5.8")),
+    # context-length buckets (the batch's seq_lens_cpu) and finished requests
+    (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", since("0.5.16")),
+    (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", since("0.5.23")),
     (W1, "EAGLEWorker.__init__", V1),
     (W1, "EAGLEWorker.forward_batch_generation", V1),
     (W1, "EAGLEWorker.draft", V1),
@@ -73,6 +77,10 @@ PARAMS = [
      since("0.5.12")),
     (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", 1, "result",
      until("0.5.8")),
+    (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", 2, "batch",
+     since("0.5.16")),
+    (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", 1, "req",
+     since("0.5.23")),
     (E3, "LlamaModel.forward", 3, "forward_batch", ALL),  # the adapter reads args[2]
     (K25, "Eagle3MLAModel.forward", 3, "forward_batch", since("0.5.12")),
 ]
@@ -96,6 +104,10 @@ ATTRS = [
     (INFO, "EagleVerifyInput", "retrieve_next_token", since("0.5.16")),  # tree agreement
     (REQ, "Req", "spec_accepted_tokens", until("0.5.8")),     # v1 accept counts
     (REQ, "Req", "spec_num_correct_drafts", ("0.5.12",)),
+    *[(REQ, "Req", a, since("0.5.23")) for a in (
+        "rid", "spec_verify_ct", "spec_num_correct_drafts", "spec_correct_drafts_histogram",
+        "sampling_params")],
+    (REQ, "ScheduleBatch", "seq_lens_cpu", since("0.5.16")),
     (E3, None, "default_weight_loader", ALL),
     (E3, "LlamaModel", "fc", ALL),
     (E3, "LlamaModel", "midlayer", until("0.5.8")),
