@@ -21,7 +21,10 @@ One v2 step (SGLang 0.5.23 `EAGLEWorkerV2.forward_batch_generation`, decode batc
   draft_worker.draft(batch)                  -> draft model forward x (steps - 1), DECODE
   self.verify(batch, ...)                    -> result.accept_lens [bs], next_token_ids [bs*n]
   draft_worker._draft_extend_for_decode(...) -> draft model forward x 1, DRAFT_EXTEND_V2
-then the scheduler: worker.on_verify_complete_cpu(list_of_bs_ints, batch_size=bs).
+then the scheduler: processor._resolve_spec_v2_tokens(result, batch), which calls
+worker.on_verify_complete_cpu(list_of_bs_ints, batch_size=bs) (the batch's seq_lens_cpu,
+a CPU tensor, is what the context-length buckets read), and one finished request's
+processor._prepare_kv_cache_release(req) per step (batch 256 at ~256 output tokens).
 So the draft model's `LlamaModel.forward` runs `steps` times per step (eager mode).
 """
 from __future__ import annotations
@@ -157,6 +160,26 @@ def make_v2_module():
     return mod
 
 
+def make_result_processor_module():
+    """A module shaped like `sglang.srt.managers.scheduler_components.batch_result_processor`."""
+
+    class SchedulerBatchResultProcessor:
+        def __init__(self, model_worker, counts):
+            self.model_worker = model_worker
+            self.counts = counts
+
+        def _resolve_spec_v2_tokens(self, result, batch):
+            self.model_worker.on_verify_complete_cpu(self.counts, batch_size=len(batch.reqs))
+            return None
+
+        def _prepare_kv_cache_release(self, req):
+            return None
+
+    mod = types.ModuleType("spectrace_bench.batch_result_processor")
+    mod.SchedulerBatchResultProcessor = SchedulerBatchResultProcessor
+    return mod
+
+
 def make_v1_module():
     """A module object shaped like `sglang.srt.speculative.eagle_worker` (0.5.12, v1)."""
 
@@ -282,6 +305,9 @@ HOT_METHODS = {
         "DFlashWorkerV2": ("__init__", "forward_batch_generation")},
     "sglang/srt/speculative/ngram_worker.py": {
         "NGRAMWorker": ("__init__", "forward_batch_generation", "on_verify_complete_cpu")},
+    "sglang/srt/managers/scheduler_components/batch_result_processor.py": {
+        "SchedulerBatchResultProcessor": ("_resolve_spec_v2_tokens",
+                                          "_prepare_kv_cache_release")},
 }
 HOT_METHODS_V1 = {"sglang/srt/speculative/eagle_worker.py": {"EAGLEWorker": (
     "forward_batch_generation", "draft", "verify", "forward_draft_extend_after_decode")}}
@@ -336,6 +362,7 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
             "LlamaModel": make_eagle3_module(), "EAGLEWorker": make_v1_module(),
             **dict.fromkeys(("BaseSpecWorker", "DFlashWorkerV2", "NGRAMWorker"),
                             make_algorithm_module()),
+            "SchedulerBatchResultProcessor": make_result_processor_module(),
             **{name: m for m in vllm_mods.values() for name in vars(m)
                if isinstance(vars(m)[name], type)}}
     problems = []
@@ -470,10 +497,12 @@ class V2Step:
         self.bs = bs
         self.patcher = Patcher()
         self.mod, self.mod3 = make_v2_module(), make_eagle3_module()
+        self.mod_rp = make_result_processor_module()
         if hooks == "spectrace":
             from spectrace.adapters import sglang_eagle3, sglang_v2
             self.patcher.apply(self.mod, sglang_v2.WORKER_POINTS)
             self.patcher.apply(self.mod3, sglang_eagle3.LLAMA_EAGLE3)
+            self.patcher.apply(self.mod_rp, sglang_v2.RESULT_PROCESSOR)
             assert not self.patcher.missing, self.patcher.missing
         elif hooks == "naive":
             self.patcher.wrap(self.mod.EAGLEWorkerV2, "on_verify_complete_cpu",
@@ -488,9 +517,16 @@ class V2Step:
         w.result = types.SimpleNamespace(accept_lens=t.accept_lens,
                                          next_token_ids=t.next_token_ids, new_seq_lens=None)
         self.worker = w
+        import torch
         self.batch = types.SimpleNamespace(
             forward_mode=FM.DECODE, is_extend_in_batch=False, reqs=[None] * bs,
-            seq_lens=None, spec_info=types.SimpleNamespace(draft_token=t.draft_token))
+            seq_lens=None, spec_info=types.SimpleNamespace(draft_token=t.draft_token),
+            seq_lens_cpu=torch.randint(1, 40_000, (bs,), dtype=torch.int64))
+        self.processor = self.mod_rp.SchedulerBatchResultProcessor(w, None)
+        self.finished = types.SimpleNamespace(
+            rid="bench-request", spec_verify_ct=100, spec_num_correct_drafts=150,
+            spec_correct_drafts_histogram=[20, 30, 30, 20],
+            sampling_params=types.SimpleNamespace(temperature=1.0, top_k=1))
         self.lists = accept_lists(bs)
         self.i = 0
 
@@ -498,7 +534,9 @@ class V2Step:
         w, bs = self.worker, self.bs
         w.forward_batch_generation(self.batch)
         self.i = i = (self.i + 1) & 63
-        w.on_verify_complete_cpu(list(self.lists[i]), batch_size=bs)
+        self.processor.counts = list(self.lists[i])
+        self.processor._resolve_spec_v2_tokens(w.result, self.batch)
+        self.processor._prepare_kv_cache_release(self.finished)
 
     def draft_forward(self) -> None:
         """One draft-model pass alone (the width hook)."""

@@ -21,6 +21,13 @@ Modes:
   bypass  : partial weights, but the draft's eagle_config switches aux capture off: the
             target sends one hidden layer, the draft skips fc, and acceptance collapses to
             about 1.0 with no error anywhere
+  context : acceptance that changes at a known context length (llama pair only): a
+            4096-token vocabulary, each token written in two digits (x mod 64, x // 64:
+            two one-hot halves of the hidden state), the target emits x + 1, and the
+            draft is `partial` for proposals below CONTEXT_RIGHT_BELOW (1024) and wrong
+            from there on. A prompt walking 0, 1, 2 ... n-1 puts token p at position p, so
+            requests shorter than 1024 tokens accept 2.0 with 3 steps and requests past it
+            1.0 (send such input_ids, `walk(n)`)
 In partial/bypass, fc scrambles the first aux layer with a permutation and the draft's
 lm_head undoes it, so only a draft whose input really went through fc proposes the right
 token. Keep prompts' last token id small (send input_ids) so x + steps stays below H.
@@ -38,11 +45,14 @@ import json
 import os
 import shutil
 
-MODES = ("random", "partial", "full", "bypass")
+MODES = ("random", "partial", "full", "bypass", "context")
 LAYOUTS = ("midlayer", "layers")
 PAIRS = ("llama", "qwen3-llama", "dsv3-llama", "dsv3-mla", "dsv3-nextn")
 V, H, L, DV = 512, 128, 4, 256  # target vocab, hidden size, target layers, draft vocab
 AUX_IDS = [0, 1, 2]             # the draft's eagle_aux_hidden_state_layer_ids
+CONTEXT_V, DIGIT = 4096, 64     # `context`: vocabulary, base of its two digits (H = 2 x 64)
+CONTEXT_RIGHT_BELOW = 1024      # `context`: the draft proposes right only below this id
+CONTEXT_MAX_POSITIONS = 4096    # `context`: max_position_embeddings of target and draft
 
 
 def _save_tokenizer(dirs: list[str]) -> None:
@@ -101,22 +111,67 @@ def draft_head(mode: str) -> dict:
     return sd
 
 
-def finish_draft(sd: dict) -> dict:
+def finish_draft(sd: dict, dv: int = DV, v: int = V) -> dict:
     """bfloat16 weights plus the vocabulary map: `d2t` offsets (draft id i -> target id
     i + d2t[i]; zeros: the draft vocabulary is the first DV target ids) and `t2d`."""
     import torch
     sd = {k: v.to(torch.bfloat16) for k, v in sd.items()}
-    sd["d2t"] = torch.zeros(DV, dtype=torch.int64)
-    sd["t2d"] = torch.arange(V) < DV
+    sd["d2t"] = torch.zeros(dv, dtype=torch.int64)
+    sd["t2d"] = torch.arange(v) < dv
     return sd
+
+
+# -- `context`: a vocabulary the sequence walks through in order -----------------------------
+def walk(n: int) -> list[int]:
+    """A `context` prompt: token p at position p (the target continues n, n + 1, ...)."""
+    return list(range(n))
+
+
+def two_digit_embeddings():
+    """E[x]: one-hot of x mod 64 in the first half, of x // 64 in the second."""
+    import torch
+    e = torch.zeros(CONTEXT_V, H)
+    x = torch.arange(CONTEXT_V)
+    e[x, x % DIGIT] = 1
+    e[x, DIGIT + x // DIGIT] = 1
+    return e
+
+
+def two_digit_head(shift: int, right_below: int = CONTEXT_V):
+    """An lm_head over two-digit hidden states whose argmax is x + shift: row y scores 2
+    on the low digit y - shift (mod 64) and 1 on the high digit y // 64 less the carry,
+    so only y = x + shift scores 3. Rows from `right_below` on are zero (never chosen
+    over a 2)."""
+    import torch
+    head = torch.zeros(CONTEXT_V, H)
+    for y in range(min(right_below, CONTEXT_V)):
+        low, high = y % DIGIT, y // DIGIT
+        head[y, (low - shift) % DIGIT] = 2
+        carry = 1 if low < shift else 0
+        if 0 <= high - carry < DIGIT:
+            head[y, DIGIT + high - carry] = 1
+    return head
+
+
+def context_target_head(prefix: str = "model.") -> dict:
+    return {f"{prefix}embed_tokens.weight": two_digit_embeddings(),
+            f"{prefix}norm.weight": torch_ones(H), "lm_head.weight": two_digit_head(1)}
+
+
+def torch_ones(n: int):
+    import torch
+    return torch.ones(n)
 
 
 # -- the Llama EAGLE-3 draft ------------------------------------------------------------------
 def draft_config(mode: str) -> dict:
+    context = mode == "context"
     return dict(
-        architectures=["LlamaForCausalLMEagle3"], model_type="llama", vocab_size=V,
-        draft_vocab_size=DV, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=1,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        architectures=["LlamaForCausalLMEagle3"], model_type="llama",
+        vocab_size=CONTEXT_V if context else V, draft_vocab_size=CONTEXT_V if context else DV,
+        hidden_size=H, intermediate_size=2 * H, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=CONTEXT_MAX_POSITIONS if context else 2048,
         rms_norm_eps=1e-6, hidden_act="silu", bos_token_id=0, eos_token_id=1,
         tie_word_embeddings=False, torch_dtype="bfloat16", rope_theta=10000.0,
         eagle_config={"eagle_aux_hidden_state_layer_ids": list(AUX_IDS),
@@ -140,10 +195,14 @@ def draft_state_dict(mode: str, layout: str = "midlayer") -> dict:
     if mode != "random":
         dec["self_attn.o_proj.weight"].zero_()
         dec["mlp.down_proj.weight"].zero_()
-    sd = draft_head(mode)
+    sd = draft_head("partial" if mode == "context" else mode)
+    if mode == "context":  # lm_head: P undone, x_t + 2, right only below CONTEXT_RIGHT_BELOW
+        perm = sd["fc.weight"][:, :H]
+        sd["lm_head.weight"] = two_digit_head(2, CONTEXT_RIGHT_BELOW) @ perm.T
     prefix = "midlayer." if layout == "midlayer" else "layers.0."
     sd.update({prefix + k: v for k, v in dec.items()})
-    return finish_draft(sd)
+    return finish_draft(sd, CONTEXT_V if mode == "context" else DV,
+                        CONTEXT_V if mode == "context" else V)
 
 
 # -- HF-built targets -------------------------------------------------------------------------
@@ -151,7 +210,8 @@ def _exact_hf_target(m, mode: str) -> None:
     """Every layer adds zero, so the residual stays E[x]; the head emits x + 1 (or 0)."""
     import torch
     with torch.no_grad():
-        for name, value in exact_target_head(mode).items():
+        head = context_target_head() if mode == "context" else exact_target_head(mode)
+        for name, value in head.items():
             owner = m if name == "lm_head.weight" else m.model
             getattr(owner, name.removeprefix("model.").split(".")[0]).weight.copy_(value)
         for lyr in m.model.layers:
@@ -166,9 +226,11 @@ def make_llama_target(out_dir: str, mode: str, layers: int = L) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
+    context = mode == "context"
     m = LlamaForCausalLM(LlamaConfig(
-        vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        vocab_size=CONTEXT_V if context else V, hidden_size=H, intermediate_size=2 * H,
+        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=CONTEXT_MAX_POSITIONS if context else 1024,
         bos_token_id=0, eos_token_id=1, tie_word_embeddings=False))
     if mode != "random":
         _exact_hf_target(m, mode)
@@ -207,6 +269,8 @@ def make_tiny_models(out: str, mode: str, layout: str | None = None,
         layout = "layers" if pair == "dsv3-mla" else "midlayer"
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if mode == "context" and pair != "llama":
+        raise ValueError(f"mode 'context' is made for pair 'llama' only, got {pair!r}")
     from . import tiny_mla
 
     tgt, drf = os.path.join(out, "target"), os.path.join(out, "draft")

@@ -221,6 +221,9 @@ class Config:
     step_sample_ratio: float = _setting(
         "SPECTRACE_STEP_SAMPLE_RATIO", Number(False, 0.0, 1.0, "a number from 0 to 1"), 0.01,
         "fraction of decode steps recorded as spans")
+    request_sample_ratio: float = _setting(
+        "SPECTRACE_REQUEST_SAMPLE_RATIO", Number(False, 0.0, 1.0, "a number from 0 to 1"), 0.1,
+        "fraction of finished requests recorded as a span with the runtime's request id")
     agreement_every: int = _setting(
         "SPECTRACE_AGREEMENT_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
                                             "it off, N compares every Nth step)"), 16,

@@ -509,3 +509,15 @@ IDS_DEFAULT_FIX_NORMAL = ("nothing, if the draft was trained on those layers; ot
                           "the trained ids into the config.")
 IDS_DEFAULT_RULE = {"vllm": "vLLM's default, models/llama.py get_eagle3_aux_hidden_state_layers",
                     "sglang": "SGLang's default, models/llama.py set_eagle3_layers_to_capture"}
+
+# -- acceptance by context length (detectors.context; judged by `spectrace report`) -------------
+LONG_CONTEXT = Message(
+    signals.LONG_CONTEXT,
+    "acceptance falls with context length: mean accept length {long_length:.2f} in contexts "
+    "of {long} tokens ({long_drafts} request-steps) against {short_length:.2f} at {short} "
+    "({short_drafts} request-steps). The wiring is not at fault: the draft proposes worse "
+    "the longer the context. {trained}",
+    "train or fine-tune the draft on sequences as long as the ones served (SpecForge: a "
+    "longer max_length), or serve long requests without speculation, or with fewer steps.")
+TRAINED_KNOWN = "The draft's config says: {settings}."
+TRAINED_UNKNOWN = "The draft's config names no trained length."

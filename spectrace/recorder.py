@@ -51,9 +51,18 @@ class AcceptanceTotals:
         self.accepted = 0
         self.per_position: list[int] = []
         self.length_counts: dict[int, int] = {}
+        # request-steps by (context bucket, accept length), and accepted tokens by bucket
+        self.by_context: dict[tuple[str, int], int] = {}
+        self.accepted_by_context: dict[str, int] = {}
+        self._with_lengths: list = []  # (counts, steps, sequence lengths) of this fold
 
-    def add(self, correct_per_request, num_steps: int) -> None:
-        self._pending.append((correct_per_request, num_steps))
+    def add(self, correct_per_request, num_steps: int, seq_lens=None) -> None:
+        """`seq_lens`: the requests' sequence lengths as the runtime holds them on the CPU
+        (a list, CPU tensor or array, kept by reference), or None when it holds none."""
+        if seq_lens is None:
+            self._pending.append((correct_per_request, num_steps))
+        else:
+            self._pending.append((correct_per_request, num_steps, seq_lens))
 
     def add_positions(self, counts: PositionCounts) -> None:
         self._pending.append((counts, None))
@@ -76,8 +85,12 @@ class AcceptanceTotals:
         with self._lock:
             groups: dict[int, tuple[bytearray, list]] = {}
             pending = self._pending
+            with_lengths = self._with_lengths
             while pending:
-                counts, steps = pending.popleft()
+                item = pending.popleft()
+                counts, steps = item[0], item[1]
+                if len(item) == 3:
+                    with_lengths.append(item)
                 if isinstance(counts, PositionCounts):
                     self._fold_positions(counts)
                     continue
@@ -105,6 +118,41 @@ class AcceptanceTotals:
                     self.length_counts[c + 1] = self.length_counts.get(c + 1, 0) + k
                     for p in range(min(c, len(self.per_position))):
                         self.per_position[p] += k
+            if with_lengths:
+                self._fold_context(with_lengths)
+                with_lengths.clear()
+
+    def _fold_context(self, items: list) -> None:
+        """Count request-steps by (context bucket, accept length): per speculative-step
+        setting, every step's buckets and counts concatenated and counted in one
+        `numpy.bincount`. A step whose lengths do not match its counts goes to `unknown`."""
+        import numpy
+        from .detectors.context import BUCKETS, UNKNOWN, bucket_index
+        groups: dict[int, tuple[list, list]] = {}
+        nb = len(BUCKETS) + 1  # the last index: unknown
+        for counts, steps, lengths in items:
+            c = numpy.asarray(counts, dtype=numpy.int64).ravel()
+            try:
+                b = bucket_index(numpy.asarray(lengths).ravel())
+            except (TypeError, ValueError):
+                b = None
+            if b is None or b.shape != c.shape:
+                b = numpy.full(c.shape, nb - 1)
+            group = groups.setdefault(int(steps), ([], []))
+            group[0].append(numpy.clip(c, 0, steps))
+            group[1].append(b)
+        names = BUCKETS + (UNKNOWN,)
+        for steps, (cs, bs) in groups.items():
+            width = steps + 1
+            tally = numpy.bincount(numpy.concatenate(bs) * width + numpy.concatenate(cs),
+                                   minlength=nb * width).reshape(nb, width)
+            for bi, ci in zip(*numpy.nonzero(tally)):
+                n = int(tally[bi, ci])
+                key = (names[bi], int(ci) + 1)
+                self.by_context[key] = self.by_context.get(key, 0) + n
+                name = names[bi]
+                self.accepted_by_context[name] = (self.accepted_by_context.get(name, 0)
+                                                  + int(ci) * n)
 
 
     def _fold_positions(self, counts: PositionCounts) -> None:
@@ -133,6 +181,48 @@ def _byte_counts(packed: bytearray) -> list[tuple[int, int]]:
         return [(v, packed.count(v)) for v in range(max(packed) + 1) if v in packed]
     counts = numpy.bincount(numpy.frombuffer(packed, dtype=numpy.uint8))
     return [(v, int(k)) for v, k in enumerate(counts.tolist()) if k]
+
+
+class FinishedRequest(NamedTuple):
+    """What a runtime says about a request when it finishes."""
+    request_id: str
+    verify_steps: int
+    accepted_tokens: int
+    correct_histogram: list  # request-steps by correct draft tokens (index), or None
+    temperature: float | None
+    top_k: int | None
+
+
+class RequestTotals:
+    """Finished requests: by sampling bucket, their request-steps by accept length; by
+    their own mean accept length, a count. `add` keeps a reference; `fold` counts."""
+
+    def __init__(self) -> None:
+        self._pending: deque = deque()
+        self._lock = threading.Lock()
+        self.by_sampling: dict[tuple[str, int], int] = {}
+        self.by_mean_length: dict[str, int] = {}
+
+    def add(self, r: FinishedRequest) -> None:
+        self._pending.append(r)
+
+    def fold(self) -> None:
+        from .detectors.requests import request_bucket, sampling_bucket
+        with self._lock:
+            while self._pending:
+                r = self._pending.popleft()
+                if r.verify_steps <= 0:
+                    continue
+                bucket = sampling_bucket(r.temperature, r.top_k)
+                hist = r.correct_histogram or []
+                if sum(hist) != r.verify_steps:  # no usable histogram: the mean only
+                    hist = []
+                for correct, n in enumerate(hist):
+                    if n:
+                        key = (bucket, correct + 1)
+                        self.by_sampling[key] = self.by_sampling.get(key, 0) + n
+                name = request_bucket(1 + r.accepted_tokens / r.verify_steps)
+                self.by_mean_length[name] = self.by_mean_length.get(name, 0) + 1
 
 
 class AgreementTotals:
@@ -179,9 +269,11 @@ class Recorder:
         self._scope = {signals.ATTR_COUNTED: counted}
         self.acceptance = AcceptanceTotals()
         self.agreement = AgreementTotals()
+        self.requests = RequestTotals()
         self.steps: dict[str, int] = {}
         self.passes: dict[tuple[str, int], int] = {}
         self.expected_width: dict[str, int] = {}
+        self.draft_context: dict[str, float] = {}  # detectors.context.trained_context
         self._finding_counts: dict[str, int] = {}
         self._warned: set[str] = set()
         self._lock = threading.Lock()
@@ -209,6 +301,20 @@ class Recorder:
         self._observe(signals.SPEC_ACCEPT_LENGTH, lambda: [
             Observation(v, {signals.ATTR_LENGTH: n})
             for n, v in sorted(self._acc().length_counts.items())])
+        self._observe(signals.SPEC_ACCEPT_LENGTH_BY_CONTEXT, lambda: [
+            Observation(v, {signals.ATTR_CONTEXT: b, signals.ATTR_LENGTH: n})
+            for (b, n), v in sorted(self._acc().by_context.items())])
+        self._observe(signals.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, lambda: [
+            Observation(v, {signals.ATTR_CONTEXT: b})
+            for b, v in sorted(self._acc().accepted_by_context.items())])
+        self._observe(signals.EAGLE3_DRAFT_CONTEXT, lambda: [
+            Observation(v, {signals.ATTR_KIND: k}) for k, v in dict(self.draft_context).items()])
+        self._observe(signals.SPEC_ACCEPT_LENGTH_BY_SAMPLING, lambda: [
+            Observation(v, {signals.ATTR_SAMPLING: b, signals.ATTR_LENGTH: n})
+            for (b, n), v in sorted(self._req().by_sampling.items())])
+        self._observe(signals.SPEC_REQUESTS, lambda: [
+            Observation(v, {signals.ATTR_REQUEST_LENGTH: b})
+            for b, v in sorted(self._req().by_mean_length.items())])
         self._observe(signals.SPEC_AGREEMENT_DRAFTS, lambda: [Observation(self._agr().drafts)])
         self._observe(signals.SPEC_AGREEMENT_PER_POSITION, lambda: [
             Observation(v, {signals.ATTR_POSITION: p})
@@ -242,6 +348,10 @@ class Recorder:
         self.acceptance.fold()
         return self.acceptance
 
+    def _req(self) -> RequestTotals:
+        self.requests.fold()
+        return self.requests
+
     def _agr(self) -> AgreementTotals:
         self.agreement.fold()
         return self.agreement
@@ -256,6 +366,22 @@ class Recorder:
         steps[worker] = steps.get(worker, 0) + 1
         r = self.cfg.step_sample_ratio
         return r > 0 and (r >= 1 or self._rand() < r)
+
+    def request_finished(self, r: FinishedRequest) -> None:
+        """A request finished: count it; record a sampled one as a span carrying the
+        runtime's request id (so a request found in the runtime's traces or logs leads
+        to its acceptance)."""
+        self.requests.add(r)
+        ratio = self.cfg.request_sample_ratio
+        if r.verify_steps > 0 and ratio > 0 and (ratio >= 1 or self._rand() < ratio):
+            from .detectors.requests import sampling_bucket
+            span = self.tel.tracer.start_span(signals.SPAN_REQUEST, attributes={
+                signals.SPAN_ATTR_REQUEST_ID: str(r.request_id),
+                signals.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
+                signals.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
+                signals.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
+                signals.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)})
+            span.end()
 
     def count_pass(self, kind: str, width: int) -> None:
         key = (kind, width)

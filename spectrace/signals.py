@@ -65,6 +65,9 @@ ATTR_MODEL = "model"                # served model name / path basename
 ATTR_COUNTED = "counted"            # COUNTED_ONCE | COUNTED_COPY, on `counted_once` metrics
 COUNTED_ONCE = "once"               # the rank whose request-steps totals add
 COUNTED_COPY = "copy"               # another rank's request-steps: per rank, never added
+ATTR_CONTEXT = "context"            # context-length bucket of a request-step (detectors.context)
+ATTR_SAMPLING = "sampling"          # a request's sampling bucket (detectors.requests)
+ATTR_REQUEST_LENGTH = "mean_accept_length"  # a finished request's bucket (detectors.requests)
 ATTR_KIND = "kind"                  # expected width: fc_in | draft_hidden | target_hidden | num_aux
 
 PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target
@@ -96,6 +99,13 @@ SPAN_ATTR_ANOMALY = "spectrace.anomaly"
 SPAN_ATTR_FINDING_CODE = "spectrace.finding.code"
 SPAN_ATTR_FINDING_SEVERITY = "spectrace.finding.severity"
 SPAN_ATTR_FINDING_MESSAGE = "spectrace.finding.message"
+# one finished request (sampled, SPECTRACE_REQUEST_SAMPLE_RATIO): the runtime's request id
+SPAN_REQUEST = "spectrace.request"
+SPAN_ATTR_REQUEST_ID = "spectrace.request.id"
+SPAN_ATTR_REQUEST_STEPS = "spectrace.request.verify_steps"
+SPAN_ATTR_REQUEST_ACCEPTED = "spectrace.request.accepted_tokens"
+SPAN_ATTR_REQUEST_MEAN_LENGTH = "spectrace.request.mean_accept_length"
+SPAN_ATTR_REQUEST_SAMPLING = "spectrace.request.sampling"
 SPAN_ATTR_FORWARD_MODE = "spectrace.forward_mode"  # SGLang: the draft pass's ForwardMode
 
 # Resource attributes (one set per process); the first three are OpenTelemetry's.
@@ -143,6 +153,10 @@ RUNTIME_FINDINGS = {
     WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
     VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
 }
+# Findings `spectrace report` judges from the totals (no run-time event; a floor of
+# request-steps, detectors.context).
+LONG_CONTEXT = "acceptance.long_context"
+REPORT_FINDINGS = {LONG_CONTEXT: "warning"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:
 # a mean acceptance length (bonus token included) below 1.2 means speculation gains
 # nothing (broken deployments show 1.00-1.12), 1.2-2.0 is weak, above 2.0 healthy (chain
@@ -249,11 +263,39 @@ TELEMETRY_DROPPED = MetricSpec(
     "Telemetry items dropped because an exporter queue was full or a sink failed.",
     (ATTR_SIGNAL,))
 
+SPEC_ACCEPT_LENGTH_BY_CONTEXT = MetricSpec(
+    "spectrace.spec.accept_length_by_context", COUNTER, "{draft}",
+    "Accept-length distribution by context length: request-steps whose request's sequence "
+    "length fell in the `context` bucket (<512, 512-1k, ... >=128k; `unknown` where the "
+    "runtime held no lengths on the CPU) and whose accept length equals `length`.",
+    (ATTR_CONTEXT, ATTR_LENGTH), counted_once=True)
+SPEC_ACCEPTED_TOKENS_BY_CONTEXT = MetricSpec(
+    "spectrace.spec.accepted_tokens_by_context", COUNTER, "{token}",
+    "Draft tokens accepted (bonus excluded) by context-length bucket (`context`); with "
+    "accept_length_by_context summed over `length`, the mean accept length per bucket.",
+    (ATTR_CONTEXT,), counted_once=True)
+EAGLE3_DRAFT_CONTEXT = MetricSpec(
+    "spectrace.eagle3.draft_context", GAUGE, "1",
+    "What the draft's config says about its context, in `kind`: max_position_embeddings, "
+    "sliding_window, rope_scaling_factor, original_max_position_embeddings.", (ATTR_KIND,))
+SPEC_ACCEPT_LENGTH_BY_SAMPLING = MetricSpec(
+    "spectrace.spec.accept_length_by_sampling", COUNTER, "{draft}",
+    "Accept-length distribution by sampling: request-steps of finished requests by the "
+    "request's `sampling` bucket (greedy, t<0.5, 0.5<=t<1, t>=1) and accept `length`; "
+    "counted when the request finishes.", (ATTR_SAMPLING, ATTR_LENGTH), counted_once=True)
+SPEC_REQUESTS = MetricSpec(
+    "spectrace.spec.requests", COUNTER, "{request}",
+    "Finished requests with speculative steps, by their mean accept length (bonus "
+    "included) in quarter-token buckets (`mean_accept_length`: 1.00-1.25 ... >=5.00).",
+    (ATTR_REQUEST_LENGTH,), counted_once=True)
+
 ALL_METRICS: tuple[MetricSpec, ...] = (
     SPEC_STEPS, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS,
     SPEC_ACCEPTED_PER_POSITION, SPEC_ACCEPT_LENGTH, SPEC_AGREEMENT_DRAFTS,
     SPEC_AGREEMENT_PER_POSITION, EAGLE3_PASSES, EAGLE3_EXPECTED_WIDTH, EAGLE3_FC_BYPASS,
     EAGLE3_WIDTH_MISMATCH, EAGLE3_UNUSED_KEYS, EAGLE3_UNLOADED_PARAMS, FINDINGS,
     INTERNAL_ERRORS, TELEMETRY_DROPPED,
+    SPEC_ACCEPT_LENGTH_BY_CONTEXT, SPEC_ACCEPTED_TOKENS_BY_CONTEXT, EAGLE3_DRAFT_CONTEXT,
+    SPEC_ACCEPT_LENGTH_BY_SAMPLING, SPEC_REQUESTS,
 )
 METRICS_BY_NAME = {m.name: m for m in ALL_METRICS}

@@ -52,6 +52,7 @@ V23 = ("0.5.23",)
 OWN_STEP = [(FROZEN, "FrozenKVMTPWorkerV2"), (MULTI, "MultiLayerEagleWorkerV2"),
             (DFLASH, "DFlashWorkerV2"), (DSPARK, "DSparkWorkerV2"), (UNO, "UnoWorkerV2"),
             (NGRAM, "NGRAMWorker")]
+BRP = "sglang/srt/managers/scheduler_components/batch_result_processor.py"  # 0.5.16+
 
 # Methods a wrapper is installed on: (file, "Class.method", versions).
 WRAPPED = [
@@ -62,6 +63,9 @@ WRAPPED = [
     (W2, "EagleDraftWorker.draft", ALL),
     (W2, "EagleDraftWorker._draft_extend_for_decode", ALL),
     (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", until("0.5.8")),
+    # context-length buckets (the batch's seq_lens_cpu) and finished requests
+    (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", since("0.5.16")),
+    (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", since("0.5.23")),
     (W1, "EAGLEWorker.__init__", V1),
     (W1, "EAGLEWorker.forward_batch_generation", V1),
     (W1, "EAGLEWorker.draft", V1),
@@ -103,6 +107,10 @@ PARAMS = [
     (BASE, "BaseSpecWorker.on_verify_complete_cpu", 1, "num_correct_drafts_per_req", V23),
     (NGRAM, "NGRAMWorker.on_verify_complete_cpu", 1, "num_correct_drafts_per_req", V23),
     *[(f, f"{c}.forward_batch_generation", 1, "batch", V23) for f, c in OWN_STEP],
+    (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", 2, "batch",
+     since("0.5.16")),
+    (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", 1, "req",
+     since("0.5.23")),
     (E3, "LlamaModel.forward", 3, "forward_batch", ALL),  # the adapter reads args[2]
     (K25, "Eagle3MLAModel.forward", 3, "forward_batch", since("0.5.12")),
 ]
@@ -126,6 +134,10 @@ ATTRS = [
     (INFO, "EagleVerifyInput", "retrieve_next_token", since("0.5.16")),  # tree agreement
     (REQ, "Req", "spec_accepted_tokens", until("0.5.8")),     # v1 accept counts
     (REQ, "Req", "spec_num_correct_drafts", ("0.5.12",)),
+    *[(REQ, "Req", a, since("0.5.23")) for a in (
+        "rid", "spec_verify_ct", "spec_num_correct_drafts", "spec_correct_drafts_histogram",
+        "sampling_params")],
+    (REQ, "ScheduleBatch", "seq_lens_cpu", since("0.5.16")),
     (E3, None, "default_weight_loader", ALL),
     (E3, "LlamaModel", "fc", ALL),
     (E3, "LlamaModel", "midlayer", until("0.5.8")),

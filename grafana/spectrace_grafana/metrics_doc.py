@@ -47,8 +47,18 @@ SPANS = (
     (S.SPAN_VERIFY, "SGLang: the target's verify pass of a sampled step"),
     (S.SPAN_DRAFT_EXTEND, "SGLang: the draft's extend pass after verify"),
     (S.SPAN_FINDING, "one finding (the first ones of each code per process)"),
+    (S.SPAN_REQUEST, "SGLang: one finished request (`SPECTRACE_REQUEST_SAMPLE_RATIO`, "
+     "default 0.1), named by SGLang's own request id"),
 )
 SPAN_ATTRIBUTES = (
+    (S.SPAN_ATTR_REQUEST_ID, "request: the runtime's request id (SGLang's `rid`, as in "
+     "its meta_info `id` and its logs)"),
+    (S.SPAN_ATTR_REQUEST_STEPS, "request: its verify steps (meta_info `spec_verify_ct`)"),
+    (S.SPAN_ATTR_REQUEST_ACCEPTED, "request: draft tokens accepted (meta_info "
+     "`spec_num_correct_drafts`)"),
+    (S.SPAN_ATTR_REQUEST_MEAN_LENGTH, "request: 1 + accepted / verify steps"),
+    (S.SPAN_ATTR_REQUEST_SAMPLING, "request: its sampling bucket (`greedy`, `t<0.5`, "
+     "`0.5<=t<1`, `t>=1`)"),
     (S.SPAN_ATTR_BATCH_SIZE, "step: requests in the batch"),
     (S.SPAN_ATTR_NUM_STEPS, "step: speculative steps (draft tokens per chain)"),
     (S.SPAN_ATTR_TOPK, "step: draft top-k (1 for a chain)"),
@@ -133,6 +143,35 @@ def render() -> str:
         lines.append(_row([f"`{m.name}`", f"`{m.prometheus_name}`", m.kind, f"`{m.unit}`",
                            attrs, m.description]))
     lines += [
+        "",
+        "## Breakdowns: context length, sampling, request",
+        "",
+        "Where each runtime gives spectrace the data (no device sync, fixed bounded "
+        "attribute values):",
+        "",
+        "| breakdown | SGLang v2 worker (0.5.23) | SGLang v2 0.5.5 - 0.5.22, v1 worker | vLLM |",
+        "|---|---|---|---|",
+        "| `accept_length_by_context` | each request-step, from the batch's `seq_lens_cpu` "
+        "(SGLang's host copy of the sequence lengths, kept by reference, bucketed at "
+        "collection); `unknown` where the attention backend opts out of that copy "
+        "(`needs_cpu_seq_lens = False`, e.g. trtllm_mha) | not recorded (no hook on the "
+        "scheduler's resolve step there) | not recorded: vLLM's `SpecDecodingStats` "
+        "aggregates per step without sequence lengths |",
+        "| `accept_length_by_sampling` | each finished request's own histogram "
+        "(`spec_correct_drafts_histogram`), by its temperature / top_k | not recorded | "
+        "not recorded |",
+        "| `requests`, request spans | at `_prepare_kv_cache_release` (not with decode KV "
+        "offload, `disaggregation_decode_enable_offload_kvcache`) | not recorded | not "
+        "recorded |",
+        "",
+        "The sampling and request figures count a request when it finishes (aborted "
+        "requests that never reach release are not counted). On the CPU SGLang verifies "
+        "every request greedily (`_verify_uses_greedy`), so sampled requests accept as "
+        "greedy ones there. `spectrace report` raises `acceptance.long_context` (warning) "
+        "when the longest and the shortest context bucket with at least 200 request-steps "
+        "each, two buckets apart or more, differ: the long one's accepted tokens per "
+        "request-step at most half the short one's and 0.3 fewer; it names what the "
+        "draft's config says (`spectrace.eagle3.draft_context`).",
         "",
         "## Counting once across ranks",
         "",

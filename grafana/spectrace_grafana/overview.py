@@ -169,6 +169,12 @@ def panels() -> list[dict]:
               "Per process.",
               [_target(Q.stotal(S.INTERNAL_ERRORS, BY + (S.ATTR_HOOK,), F),
                        "{{instance}} {{hook}}")], (16, 29, 8, 8), steps=ZERO_IS_GOOD),
+        _bars("Mean acceptance length by context length", "1 + accepted/request-steps "
+              "over the selected range, by the request's sequence length when verified "
+              "(<512 ... >=128k); a fall in the long buckets is a draft trained on shorter "
+              f"sequences (`spectrace report` names it). {HEALTHY_ACCEPT_LENGTH}. " + ONCE,
+              [_target(Q.mean_acceptance_length_by_context(RANGE, (), F), "{{context}}")],
+              (0, 37, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
     ]
     for i, p in enumerate(out, start=1):
         p["id"] = i

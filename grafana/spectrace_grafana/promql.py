@@ -99,3 +99,10 @@ def dropped_weights(by=(), flt="") -> str:
     """Checkpoint keys the runtime dropped plus draft parameters nothing loaded (each
     process loads its own copy of the draft: a figure per process)."""
     return f"{stotal(S.EAGLE3_UNUSED_KEYS, by, flt)} + {stotal(S.EAGLE3_UNLOADED_PARAMS, by, flt)}"
+
+
+def mean_acceptance_length_by_context(window: str, by=(), flt="", copies=False) -> str:
+    """1 + accepted / request-steps in each context-length bucket (`context`)."""
+    by = tuple(by) + (S.ATTR_CONTEXT,)
+    return (f"1 + {srate(S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, window, by, flt, copies=copies)}"
+            f" / {srate(S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, window, by, flt, copies=copies)}")

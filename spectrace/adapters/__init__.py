@@ -14,6 +14,8 @@ ADAPTERS = {
     "sglang.srt.speculative.eagle_worker_common": "spectrace.adapters.sglang_v2:VERIFY_COMMON",
     "sglang.srt.managers.scheduler_output_processor_mixin":
         "spectrace.adapters.sglang_v2:SCHEDULER",
+    "sglang.srt.managers.scheduler_components.batch_result_processor":
+        "spectrace.adapters.sglang_v2:RESULT_PROCESSOR",
     "sglang.srt.speculative.eagle_worker": "spectrace.adapters.sglang_v1:WORKER_POINTS",
     # SGLang's other speculative algorithms (one row each: sglang_algorithms.ALGORITHMS)
     "sglang.srt.speculative.base_spec_worker":

@@ -6,6 +6,12 @@ Accept counts: read where SGLang already has them on the CPU, `on_verify_complet
 (`SCHEDULER`). Draft/target agreement is computed on the device in `verify`; for trees
 (0.5.16+) from the predictions SGLang passes to `_finalize_accept_tree_path`
 (`VERIFY_COMMON`).
+
+Context length: the scheduler resolves each verified batch in `_resolve_spec_v2_tokens`
+(0.5.23; `RESULT_PROCESSOR`), which calls `on_verify_complete_cpu` with that batch's
+counts; its `seq_lens_cpu` (SGLang's host copy of the sequence lengths, rebound to a new
+tensor every step, absent where the attention backend opts out of it) is kept by
+reference beside the counts and bucketed at collection time.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from .. import signals, spans
 from ..detectors.tokens import compare_chain_tokens, compare_tree_top1_path
 from ..patching import WrapPoint
 from ..process import STATE, recorder
+from ..recorder import FinishedRequest
 from . import sglang_worker
 
 WORKER = signals.WORKER_V2
@@ -61,6 +68,19 @@ class VerifyContext(NamedTuple):
     span: object | None          # the verify span, under a sampled step
     draft_tokens: object | None  # a chain agreement is due: the draft tokens to compare
     tree_due: Token | None       # a tree agreement is due: the token that marked it
+
+
+# The sequence lengths of the batch being resolved, for the duration of that call.
+_seq_lens: ContextVar = ContextVar("spectrace_seq_lens", default=None)
+
+
+def _before_resolve_v2(processor, batch) -> Token:
+    return _seq_lens.set(getattr(batch, "seq_lens_cpu", None))
+
+
+def _end_resolve_v2(token: Token | None) -> None:
+    if token is not None:
+        _seq_lens.reset(token)
 
 
 # The tree agreement due, for the duration of that verify call.
@@ -111,7 +131,8 @@ def _before_finalize_tree(module, batch, predict, bs):
 
 
 def _before_verify_complete_cpu(instance, counts):
-    (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps)
+    (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps,
+                                                  _seq_lens.get())
 
 
 def _before_resolve_overlap(scheduler, res):
@@ -156,4 +177,25 @@ SCHEDULER = (
               "v2.resolve_spec_overlap", before=_before_resolve_overlap, reads=("result",),
               after=_after_resolve_overlap, after_needs_ctx=True, required=False,
               when=_scheduler_has_counts),
+)
+
+def _before_release(processor, req) -> None:
+    """A finished request (`_prepare_kv_cache_release`, once per finished request): its
+    own speculative counters, as SGLang reports them in meta_info."""
+    steps = getattr(req, "spec_verify_ct", 0)
+    if not steps:
+        return
+    params = getattr(req, "sampling_params", None)
+    (STATE.recorder or recorder()).request_finished(FinishedRequest(
+        req.rid, steps, req.spec_num_correct_drafts,
+        getattr(req, "spec_correct_drafts_histogram", None),
+        getattr(params, "temperature", None), getattr(params, "top_k", None)))
+
+
+RESULT_PROCESSOR = (
+    WrapPoint("SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "v2.resolve_v2_tokens",
+              before=_before_resolve_v2, reads=("batch",), cleanup=_end_resolve_v2,
+              required=False),
+    WrapPoint("SchedulerBatchResultProcessor._prepare_kv_cache_release",
+              "v2.request_finished", before=_before_release, reads=("req",), required=False),
 )

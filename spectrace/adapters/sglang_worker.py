@@ -12,6 +12,7 @@ from ..patching import WrapPoint
 from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
 from . import sglang_identity
+from ..detectors.context import trained_context
 from .sglang_target import audit_pair
 
 STATE_ATTR = "_spectrace_worker"
@@ -69,6 +70,7 @@ def audit_once(worker, target_model, draft_model) -> None:
         return
     algorithm = getattr(getattr(worker, "server_args", None), "speculative_algorithm", None)
     rec = recorder()
+    rec.draft_context.update(trained_context(getattr(draft_model, "config", None)))
     for f in audit_pair(target_model, draft_model,
                         algorithm=algorithm if isinstance(algorithm, str) else None):
         rec.finding(f)

@@ -229,6 +229,57 @@ def _has_data(kind: str, d: dict) -> bool:
     return bool(d["widths"])
 
 
+def _context_table(v: Figures) -> str:
+    """Acceptance by context length (`by_context.<i>.*` in --json)."""
+    if not v.by_context:
+        return ""
+    width = max(len(c.acceptance_per_position) for c in v.by_context)
+    rows = []
+    for i, c in enumerate(v.by_context):
+        key = f"by_context.{i}"
+        pos = "".join(_cell(c.acceptance_per_position[p],
+                            f"{key}.acceptance_per_position.{p}",
+                            _ratio(c.acceptance_per_position[p]))
+                      if p < len(c.acceptance_per_position) else "<td>-</td>"
+                      for p in range(width))
+        rows.append(f"<tr><th scope=row>{_e(c.context)}</th>"
+                    f"{_cell(c.mean_acceptance_length, f'{key}.mean_acceptance_length', _ratio(c.mean_acceptance_length))}"
+                    f"{pos}{_cell(c.drafts, f'{key}.drafts', count_text(c.drafts))}</tr>")
+    return _table("Acceptance by context length (tokens in the request so far)",
+                  ["context", "mean accept length"] + [f"position {p}" for p in range(width)]
+                  + ["request-steps"], rows)
+
+
+def _sampling_table(v: Figures) -> str:
+    """Acceptance by sampling (`by_sampling.<i>.*` in --json)."""
+    if not v.by_sampling:
+        return ""
+    rows = []
+    for i, c in enumerate(v.by_sampling):
+        key = f"by_sampling.{i}"
+        rows.append(f"<tr><th scope=row>{_e(c.sampling)}</th>"
+                    f"{_cell(c.mean_acceptance_length, f'{key}.mean_acceptance_length', _ratio(c.mean_acceptance_length))}"
+                    f"{_cell(c.drafts, f'{key}.drafts', count_text(c.drafts))}</tr>")
+    return _table("Acceptance by sampling (finished requests)",
+                  ["sampling", "mean accept length", "request-steps"], rows)
+
+
+def _requests_table(v: Figures) -> str:
+    """Finished requests by mean accept length, and the recorded ones lowest first."""
+    r = v.requests
+    if r is None:
+        return ""
+    rows = [f"<tr><th scope=row>{_e(k)}</th>"
+            f"{_cell(n, f'requests.by_mean_acceptance_length.{k}', count_text(n))}</tr>"
+            for k, n in r.by_mean_acceptance_length.items()]
+    rows += [f"<tr><th scope=row>{_e(x.request_id)}</th>"
+             f"{_cell(x.mean_acceptance_length, f'requests.lowest.{i}.mean_acceptance_length', _ratio(x.mean_acceptance_length))}</tr>"
+             for i, x in enumerate(r.lowest)]
+    return _table(f"Finished requests ({count_text(r.finished)}) by mean accept length; "
+                  "recorded requests, lowest first", ["mean accept length / request id",
+                                                      "requests / mean"], rows)
+
+
 def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     data = _chart_data(v)
     charts = []
@@ -243,7 +294,7 @@ def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     body = (f'<section class="view" id="view-{vid}" data-view="{vid}"><h2>{_e(title)}</h2>'
             f"{identity}<div class=grid>{''.join(charts)}</div>"
             f"<div class=tables>{_totals_table(v)}{_positions_table(v)}{_lengths_table(v)}"
-            f"{_widths_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
+            f"{_widths_table(v)}{_context_table(v)}{_sampling_table(v)}{_requests_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
     return body, data
 
 

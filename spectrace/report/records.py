@@ -51,6 +51,10 @@ class RawTotals:
     telemetry_dropped: Number
     passes: tuple[PassCount, ...]
     expected_widths: dict[str, Number]
+    by_context: dict = None  # request-steps by (context bucket, accept length)
+    by_sampling: dict = None  # request-steps by (sampling bucket, accept length)
+    requests: dict = None  # finished requests by mean accept length bucket
+    draft_context: dict = None  # what the draft's config says about its context
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,69 @@ class TimelineFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class ContextFigures:
+    """Acceptance in one context-length bucket (`detectors.context`)."""
+    context: str
+    drafts: Number
+    accepted_tokens: Number
+    mean_acceptance_length: float | None
+    acceptance_per_position: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"context": self.context, "drafts": self.drafts,
+                "accepted_tokens": self.accepted_tokens,
+                "mean_acceptance_length": self.mean_acceptance_length,
+                "acceptance_per_position": list(self.acceptance_per_position)}
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingFigures:
+    """Acceptance of the finished requests of one sampling bucket (`detectors.requests`)."""
+    sampling: str
+    drafts: Number
+    accepted_tokens: Number
+    mean_acceptance_length: float | None
+    acceptance_per_position: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sampling": self.sampling, "drafts": self.drafts,
+                "accepted_tokens": self.accepted_tokens,
+                "mean_acceptance_length": self.mean_acceptance_length,
+                "acceptance_per_position": list(self.acceptance_per_position)}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One finished request as its sampled span recorded it (the runtime's request id)."""
+    request_id: str
+    verify_steps: Number
+    accepted_tokens: Number
+    mean_acceptance_length: float
+    sampling: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"request_id": self.request_id, "verify_steps": self.verify_steps,
+                "accepted_tokens": self.accepted_tokens,
+                "mean_acceptance_length": self.mean_acceptance_length,
+                "sampling": self.sampling}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFigures:
+    """Finished requests: how many, by mean accept length bucket, and the recorded ones
+    with the lowest mean accept length (from the sampled request spans)."""
+    finished: Number
+    by_mean_acceptance_length: dict[str, Number]
+    recorded: Number
+    lowest: tuple[RequestRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"finished": self.finished,
+                "by_mean_acceptance_length": dict(self.by_mean_acceptance_length),
+                "recorded": self.recorded, "lowest": [r.to_json() for r in self.lowest]}
+
+
+@dataclass(frozen=True, slots=True)
 class Figures:
     """The figures every view shows, of one process or of all together."""
     steps: Number
@@ -133,6 +200,10 @@ class Figures:
     telemetry_dropped: Number
     findings: tuple[FindingSummary, ...]  # by code
     timeline: TimelineFigures
+    by_context: tuple[ContextFigures, ...] = ()  # in length order
+    draft_context: dict = None
+    by_sampling: tuple[SamplingFigures, ...] = ()
+    requests: RequestFigures | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,6 +227,10 @@ class Figures:
             "telemetry_dropped": self.telemetry_dropped,
             "findings": [f.to_json() for f in self.findings],
             "timeline": self.timeline.to_json(),
+            "by_context": [c.to_json() for c in self.by_context],
+            "draft_context": dict(self.draft_context or {}),
+            "by_sampling": [c.to_json() for c in self.by_sampling],
+            "requests": self.requests.to_json() if self.requests else None,
         }
 
 

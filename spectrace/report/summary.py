@@ -16,12 +16,15 @@ import os
 from typing import Any
 
 from .. import signals
+from ..detectors import context as ctx_rule
+from ..detectors import requests as req_rule
 from ..detectors.widths import ExpectedWidths, check_width, expected_width
 from ..counting import counts_once
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
 from .reader import iter_jsonl
 from .records import (
-    CombinedSummary, Figures, FindingSummary, HiddenStatePass, PassCount, ProcessSummary,
+    CombinedSummary, ContextFigures, Figures, FindingSummary, RequestFigures, RequestRecord,
+    SamplingFigures, HiddenStatePass, PassCount, ProcessSummary,
     RawTotals, Report, TimelineFigures, TimelinePoint, UnreadableProcess,
 )
 
@@ -83,10 +86,15 @@ def _total(metrics: dict, spec: signals.MetricSpec) -> float:
     return sum(p["value"] for p in _points(metrics, spec))
 
 
-def _by_attr(metrics: dict, spec: signals.MetricSpec, attr: str) -> dict:
+def _by_attr(metrics: dict, spec: signals.MetricSpec, attr) -> dict:
+    """Values summed by one attribute, or by a tuple of attributes (keys: tuples)."""
     out: dict = {}
     for p in _points(metrics, spec):
-        key = _key(p["attributes"].get(attr))
+        if isinstance(attr, tuple):
+            key = tuple(_key(p["attributes"].get(a)) for a in attr)
+            key = None if None in key else key
+        else:
+            key = _key(p["attributes"].get(attr))
         if key is not None:
             out[key] = out.get(key, 0) + p["value"]
     return out
@@ -205,7 +213,13 @@ SUMMED = {
     "width_mismatch": (signals.EAGLE3_WIDTH_MISMATCH, None),
     "internal_errors": (signals.INTERNAL_ERRORS, None),
     "telemetry_dropped": (signals.TELEMETRY_DROPPED, None),
+    "by_context": (signals.SPEC_ACCEPT_LENGTH_BY_CONTEXT,
+                   (signals.ATTR_CONTEXT, signals.ATTR_LENGTH)),
+    "by_sampling": (signals.SPEC_ACCEPT_LENGTH_BY_SAMPLING,
+                    (signals.ATTR_SAMPLING, signals.ATTR_LENGTH)),
+    "requests": (signals.SPEC_REQUESTS, signals.ATTR_REQUEST_LENGTH),
 }
+LOWEST_REQUESTS = 10  # recorded requests listed, lowest mean accept length first
 PASSES_COUNTED_ONCE = signals.EAGLE3_PASSES.counted_once
 
 
@@ -220,7 +234,9 @@ def _raw_totals(metrics: dict) -> RawTotals:
                      if p["attributes"].get(signals.ATTR_PASS_KIND) is not None
                      or p["attributes"].get(signals.ATTR_WIDTH) is not None),
         expected_widths={str(k): v for k, v in _by_attr(
-            metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()})
+            metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
+        draft_context={str(k): v for k, v in _by_attr(
+            metrics, signals.EAGLE3_DRAFT_CONTEXT, signals.ATTR_KIND).items()})
 
 
 def _judged_passes(passes: tuple[PassCount, ...], expected: dict
@@ -264,9 +280,68 @@ def _finding_summaries(raw: RawTotals, findings: dict[str, dict]
         for code, f in sorted(entries.items(), key=lambda item: item[1]["code"]))
 
 
-def _figures(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint]
-             ) -> Figures:
+def _bucket_counts(counts: dict | None) -> dict:
+    out = {}
+    for (bucket, length), n in (counts or {}).items():
+        try:
+            out[(str(bucket), int(length))] = n
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return out
+
+
+def _context_figures(raw: RawTotals) -> tuple[ctx_rule.BucketFigures, ...]:
+    return ctx_rule.bucket_figures(_bucket_counts(raw.by_context), len(raw.per_position))
+
+
+def _sampling_figures(raw: RawTotals) -> tuple[SamplingFigures, ...]:
+    return tuple(SamplingFigures(b.bucket, b.drafts, b.accepted_tokens,
+                                 b.mean_acceptance_length, b.acceptance_per_position)
+                 for b in ctx_rule.bucket_figures(_bucket_counts(raw.by_sampling),
+                                                  len(raw.per_position),
+                                                  req_rule.SAMPLING_ORDER))
+
+
+def _request_figures(raw: RawTotals, records: list[RequestRecord]) -> RequestFigures | None:
+    dist = {str(k): v for k, v in (raw.requests or {}).items() if v}
+    if not dist and not records:
+        return None
+    order = req_rule.REQUEST_ORDER
+    lowest = sorted(records, key=lambda r: (r.mean_acceptance_length, r.request_id))
+    return RequestFigures(
+        finished=_finite_sum(dist.values()),
+        by_mean_acceptance_length={k: dist[k] for k in sorted(
+            dist, key=lambda b: (order.get(b, len(order)), b))},
+        recorded=len(records), lowest=tuple(lowest[:LOWEST_REQUESTS]))
+
+
+def request_record(span: dict) -> RequestRecord | None:
+    """A finished request's record from its span line, or None (another span, or bad)."""
+    if span.get("name") != signals.SPAN_REQUEST or not isinstance(span.get("attributes"), dict):
+        return None
+    a = span["attributes"]
+    steps, accepted = _num(a.get(signals.SPAN_ATTR_REQUEST_STEPS)), _num(
+        a.get(signals.SPAN_ATTR_REQUEST_ACCEPTED))
+    rid = a.get(signals.SPAN_ATTR_REQUEST_ID)
+    if not isinstance(rid, str) or not steps or steps <= 0 or accepted is None:
+        return None
+    return RequestRecord(rid[:200], steps, accepted, 1 + accepted / steps,
+                         _str(a.get(signals.SPAN_ATTR_REQUEST_SAMPLING), 40))
+
+
+def _derived_findings(buckets, raw: RawTotals) -> list[FindingSummary]:
+    """Findings judged here from the totals (`signals.REPORT_FINDINGS`)."""
+    f = ctx_rule.long_context_finding(buckets, raw.draft_context)
+    if f is None:
+        return []
+    return [FindingSummary(code=f.code, severity=f.severity, message=f.message,
+                           details=f.details, events=0, times=(), count=1, first_time=None)]
+
+
+def _figures(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint],
+             records: list[RequestRecord] = ()) -> Figures:
     """The figures every view shows, from raw totals (one process's, or their sum)."""
+    buckets = _context_figures(raw)
     drafts, accepted = raw.drafts, raw.accepted_tokens
     draft_tokens, agr_drafts = raw.draft_tokens, raw.agreement_drafts
     per_pos, agr_pos, lengths = raw.per_position, raw.agreement_positions, raw.lengths
@@ -293,8 +368,14 @@ def _figures(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoi
         width_mismatch=raw.width_mismatch,
         internal_errors=raw.internal_errors,
         telemetry_dropped=raw.telemetry_dropped,
-        findings=_finding_summaries(raw, findings),
+        findings=_finding_summaries(raw, findings) + tuple(_derived_findings(buckets, raw)),
         timeline=timeline_figures(points),
+        by_context=tuple(ContextFigures(b.bucket, b.drafts, b.accepted_tokens,
+                                        b.mean_acceptance_length, b.acceptance_per_position)
+                         for b in buckets),
+        draft_context=dict(raw.draft_context or {}),
+        by_sampling=_sampling_figures(raw),
+        requests=_request_figures(raw, list(records)),
     )
 
 
@@ -315,7 +396,15 @@ def summarize_process(path: str) -> ProcessSummary:
         else:
             stats["skipped"] += 1
     findings = _read_events(os.path.join(path, EVENTS_FILE), stats)
-    n_spans = sum(1 for _ in iter_jsonl(os.path.join(path, SPANS_FILE), stats))
+    n_spans = 0
+    records: list[RequestRecord] = []
+    for span in iter_jsonl(os.path.join(path, SPANS_FILE), stats):
+        n_spans += 1
+        r = request_record(span)
+        if r is not None:
+            records.append(r)
+            if len(records) >= 2 * MAX_POINTS:  # keep the lowest ones, bounded
+                records = sorted(records, key=lambda x: x.mean_acceptance_length)[:MAX_POINTS]
     raw = _raw_totals(metrics)
     counted = resource.get(signals.RES_COUNTED)
     return ProcessSummary(
@@ -341,7 +430,7 @@ def summarize_process(path: str) -> ProcessSummary:
         metric_snapshots=n_snapshots,
         skipped_lines=stats.get("skipped", 0) + stats.get("torn", 0),
         spans=n_spans,
-        figures=_figures(raw, findings, timeline.points),
+        figures=_figures(raw, findings, timeline.points, records),
         raw=raw,
         points=tuple(timeline.points),
     )
@@ -375,18 +464,26 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         for k, v in r.expected_widths.items():
             expected_widths.setdefault(k, v)
         for f in p.figures.findings:
+            if f.code in signals.REPORT_FINDINGS:
+                continue  # judged again from the combined totals
             c = findings.setdefault(f.code, {
                 "code": f.code, "severity": f.severity, "message": f.message,
                 "details": f.details, "events": 0, "times": []})
             c["events"] += f.events
             c["times"] = sorted(c["times"] + list(f.times))[:MAX_POINTS]
+    draft_context: dict = {}
+    for p in procs:
+        for k, v in (p.raw.draft_context or {}).items():
+            draft_context.setdefault(k, v)
     raw = RawTotals(**sums, passes=tuple(PassCount(k, w, n) for (k, w), n in passes.items()),
-                    expected_widths=expected_widths)
+                    expected_widths=expected_widths, draft_context=draft_context)
     return CombinedSummary(
         processes=tuple(p.process for p in procs),
         counted_once=tuple(p.process for p in once),
         copies=tuple(p.process for p in procs if not counts_once(p.counted)),
-        figures=_figures(raw, findings, _merge_points([list(p.points) for p in once])))
+        figures=_figures(raw, findings, _merge_points([list(p.points) for p in once]),
+                         [r for p in once if p.figures.requests
+                          for r in p.figures.requests.lowest]))
 
 
 def _merge_points(series: list[list[TimelinePoint]]) -> list[TimelinePoint]:

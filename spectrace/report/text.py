@@ -33,6 +33,9 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
             f"[{i}] {v:.2f}" for i, v in enumerate(p.acceptance_per_position)))
         lines.append("  accept-length distribution: " + "  ".join(
             f"{k}: {count_text(v)}" for k, v in p.accept_length_counts.items()))
+        lines.extend(context_lines(p))
+        lines.extend(sampling_lines(p))
+        lines.extend(request_lines(p))
     elif proc and proc.runtime == "vllm" and proc.role == "worker":
         lines.append("  accept counts: see the engine_core process (vLLM counts them in "
                      "its scheduler)")
@@ -64,6 +67,51 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
     if proc and proc.skipped_lines:
         lines.append(f"  skipped {count_text(proc.skipped_lines)} unreadable line(s) (torn by a "
                      f"kill, or not written by spectrace)")
+    return lines
+
+
+def context_lines(p) -> list[str]:
+    """Acceptance by context length, one line per bucket seen."""
+    if not p.by_context:
+        return []
+    lines = ["  acceptance by context length (tokens in the request so far):"]
+    for c in p.by_context:
+        lines.append(f"    {c.context:>9}: mean accept length "
+                     f"{ratio_text(c.mean_acceptance_length)}, per position "
+                     + " ".join(f"[{i}] {v:.2f}" for i, v in enumerate(c.acceptance_per_position))
+                     + f"  ({count_text(c.drafts)} request-steps)")
+    if p.draft_context:
+        lines.append("    the draft's config: " + ", ".join(
+            f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
+            for k, v in p.draft_context.items()))
+    return lines
+
+
+def sampling_lines(p) -> list[str]:
+    """Acceptance of the finished requests by sampling, one line per bucket seen."""
+    if not p.by_sampling:
+        return []
+    lines = ["  acceptance by sampling (finished requests):"]
+    for c in p.by_sampling:
+        lines.append(f"    {c.sampling:>9}: mean accept length "
+                     f"{ratio_text(c.mean_acceptance_length)}, per position "
+                     + " ".join(f"[{i}] {v:.2f}" for i, v in enumerate(c.acceptance_per_position))
+                     + f"  ({count_text(c.drafts)} request-steps)")
+    return lines
+
+
+def request_lines(p) -> list[str]:
+    """Finished requests by mean accept length; the recorded ones lowest first."""
+    r = p.requests
+    if r is None:
+        return []
+    lines = [f"  finished requests {count_text(r.finished)}, by mean accept length: "
+             + "  ".join(f"{k}: {count_text(v)}" for k, v in r.by_mean_acceptance_length.items())]
+    if r.lowest:
+        lines.append(f"    lowest of {count_text(r.recorded)} recorded (request id: mean accept "
+                     "length over verify steps): " + ", ".join(
+                         f"{x.request_id}: {x.mean_acceptance_length:.2f}/{count_text(x.verify_steps)}"
+                         for x in r.lowest[:5]))
     return lines
 
 

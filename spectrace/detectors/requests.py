@@ -1,0 +1,40 @@
+"""Acceptance by sampling and by request: the fixed buckets a request's sampling settings
+and its mean accept length fall in (bounded attribute values), from numbers only."""
+from __future__ import annotations
+
+GREEDY = "greedy"
+# temperature buckets of sampled requests (upper edges), then the last one
+SAMPLING_EDGES = (0.5, 1.0)
+SAMPLING_BUCKETS = (GREEDY, "t<0.5", "0.5<=t<1", "t>=1")
+SAMPLING_ORDER = {b: i for i, b in enumerate(SAMPLING_BUCKETS)}
+SAMPLING_EPS = 1e-6  # the runtimes' own: below it a temperature means greedy
+
+
+def sampling_bucket(temperature, top_k=None) -> str:
+    """`greedy` for temperature ~0 or top_k 1 (SGLang turns temperature 0 into top_k 1),
+    else the temperature's bucket."""
+    if top_k == 1 or temperature is None or temperature < SAMPLING_EPS:
+        return GREEDY
+    for edge, name in zip(SAMPLING_EDGES, SAMPLING_BUCKETS[1:]):
+        if temperature < edge:
+            return name
+    return SAMPLING_BUCKETS[-1]
+
+
+# a finished request's mean accept length (bonus included): quarter-token buckets to 5
+REQUEST_EDGES = tuple(1 + 0.25 * i for i in range(1, 17))  # 1.25 ... 5.0
+REQUEST_BUCKETS = tuple(f"{lo:.2f}-{hi:.2f}" for lo, hi in
+                        zip((1.0,) + REQUEST_EDGES[:-1], REQUEST_EDGES)) + (">=5.00",)
+REQUEST_ORDER = {b: i for i, b in enumerate(REQUEST_BUCKETS)}
+
+
+def request_bucket(mean_accept_length: float) -> str:
+    for edge, name in zip(REQUEST_EDGES, REQUEST_BUCKETS):
+        if mean_accept_length < edge:
+            return name
+    return REQUEST_BUCKETS[-1]
+
+
+def bucket_low(name: str) -> float:
+    """The lower edge of a request bucket (for a mean over the distribution)."""
+    return float(name.lstrip(">=").split("-")[0])
