@@ -513,8 +513,8 @@ IDS_DEFAULT_RULE = {"vllm": "vLLM's default, models/llama.py get_eagle3_aux_hidd
 # -- acceptance by context length (detectors.context; judged by `spectrace report`) -------------
 LONG_CONTEXT = Message(
     signals.LONG_CONTEXT,
-    "acceptance falls with context length: mean accept length {long_length:.2f} in contexts "
-    "of {long} tokens ({long_drafts} request-steps) against {short_length:.2f} at {short} "
+    "acceptance falls with context length: mean accept length {long_length} in contexts "
+    "of {long} tokens ({long_drafts} request-steps) against {short_length} at {short} "
     "({short_drafts} request-steps). The wiring is not at fault: the draft proposes worse "
     "the longer the context. {trained}",
     "train or fine-tune the draft on sequences as long as the ones served (SpecForge: a "

@@ -128,11 +128,12 @@ def long_context_finding(buckets: tuple[BucketFigures, ...],
         return None
     trained = dict(trained or {})
     trained_text = ", ".join(f"{k} {v:g}" for k, v in trained.items() if k in TRAINED_KEYS)
+    lengths = dict(short_length=round(1 + gain_short, 4), long_length=round(1 + gain_long, 4))
     facts = dict(short=short.bucket, long=long_.bucket,
-                 short_length=1 + gain_short, long_length=1 + gain_long,
+                 short_length=f"{1 + gain_short:.2f}", long_length=f"{1 + gain_long:.2f}",
                  short_drafts=int(short.drafts), long_drafts=int(long_.drafts),
                  trained=messages.TRAINED_KNOWN.format(settings=trained_text)
                  if trained_text else messages.TRAINED_UNKNOWN)
     return Finding(signals.LONG_CONTEXT, WARNING, messages.LONG_CONTEXT.render(**facts),
-                   {**{k: v for k, v in facts.items() if k != "trained"},
+                   {**{k: v for k, v in facts.items() if k != "trained"}, **lengths,
                     "trained_context": trained, "floor": FLOOR})
