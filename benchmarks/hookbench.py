@@ -482,7 +482,8 @@ class V2Step:
         self.worker = w
         self.batch = types.SimpleNamespace(
             forward_mode=FM.DECODE, is_extend_in_batch=False, reqs=[None] * bs,
-            seq_lens=None, spec_info=types.SimpleNamespace(draft_token=t.draft_token))
+            seq_lens=t.accept_lens,  # [bs] on the device, as SGLang's
+            spec_info=types.SimpleNamespace(draft_token=t.draft_token))
         self.lists = accept_lists(bs)
         self.i = 0
 

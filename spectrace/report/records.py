@@ -10,7 +10,7 @@ out of it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union
 
 Number = Union[int, float]
@@ -51,6 +51,11 @@ class RawTotals:
     telemetry_dropped: Number
     passes: tuple[PassCount, ...]
     expected_widths: dict[str, Number]
+    # step cost: (phase, batch-size bucket, K) -> [seconds, squared seconds, samples]
+    phase_costs: dict = field(default_factory=dict)
+    drafted_per_position: dict = field(default_factory=dict)  # position -> request-steps
+    topk: Any = None  # the draft's top-k, when a worker said
+    runtime: Any = None  # the runtime of the process (resource), for the advisor's flags
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +138,8 @@ class Figures:
     telemetry_dropped: Number
     findings: tuple[FindingSummary, ...]  # by code
     timeline: TimelineFigures
+    # is speculation paying off, and the best number of draft tokens (spectrace.advisor)
+    speculation: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,6 +163,7 @@ class Figures:
             "telemetry_dropped": self.telemetry_dropped,
             "findings": [f.to_json() for f in self.findings],
             "timeline": self.timeline.to_json(),
+            "speculation": None if self.speculation is None else self.speculation.to_json(),
         }
 
 
