@@ -278,18 +278,19 @@ def findings(adv: Advice) -> list[tuple[str, str, str]]:
     out = []
     current = adv.configured_steps
     better = adv.best is not None and adv.best != current and adv.gain is not None
-    advice = (m.ADVICE_BEST.format(flags=adv.flags, gain=adv.gain) if better
+    advice = (m.ADVICE_BEST.format(flags=adv.flags, gain=f"{adv.gain:.2f}") if better
               else m.ADVICE_NONE.format(current=current))
     main = max((b for b in adv.buckets if b.options),
                key=lambda b: b.phases[signals.PHASE_STEP].samples)
     step = main.phases[signals.PHASE_STEP].mean + (
         main.phases[signals.PHASE_BETWEEN].mean if signals.PHASE_BETWEEN in main.phases else 0)
     plain = main.options[0].step_seconds
-    facts = dict(speedup=adv.speedup, upper=adv.speedup_upper, advice=advice,
+    facts = dict(speedup=f"{adv.speedup:.2f}", upper=f"{adv.speedup_upper:.2f}", advice=advice,
                  steps=sum(b.phases[signals.PHASE_STEP].samples for b in adv.buckets
                            if signals.PHASE_STEP in b.phases),
-                 drafts=int(adv.drafts), step_ms=step * 1e3,
-                 plain_ms=plain * 1e3, tokens=main.options[-1].tokens_per_step)
+                 drafts=int(adv.drafts), step_ms=f"{step * 1e3:.2f}",
+                 plain_ms=f"{plain * 1e3:.2f}",
+                 tokens=f"{main.options[-1].tokens_per_step:.2f}")
     if adv.verdict == "slower":
         out.append((m.SPEC_SLOWER.code, signals.REPORT_FINDINGS[m.SPEC_SLOWER.code],
                     m.SPEC_SLOWER.render(**facts)))
@@ -298,6 +299,6 @@ def findings(adv: Advice) -> list[tuple[str, str, str]]:
                     m.SPEC_SMALL_GAIN.render(**facts)))
     if better and adv.best > 0:
         out.append((m.SPEC_FEWER_STEPS.code, signals.REPORT_FINDINGS[m.SPEC_FEWER_STEPS.code],
-                    m.SPEC_FEWER_STEPS.render(best=adv.best, current=current, gain=adv.gain,
-                                              flags=adv.flags)))
+                    m.SPEC_FEWER_STEPS.render(best=adv.best, current=current,
+                                              gain=f"{adv.gain:.2f}", flags=adv.flags)))
     return out

@@ -130,7 +130,8 @@ def test_message_catalogue_covers_every_finding_code():
 
     from spectrace import messages
     catalogue = [m for m in vars(messages).values() if isinstance(m, messages.Message)]
-    codes = set(signals.RUNTIME_FINDINGS) | set(signals.DOCTOR_FINDINGS)
+    codes = (set(signals.RUNTIME_FINDINGS) | set(signals.DOCTOR_FINDINGS)
+             | set(signals.REPORT_FINDINGS))
     assert {m.code for m in catalogue} == codes
     for m in catalogue:
         fields = {f for part in (m.text, m.fix) for _, f, _, _ in string.Formatter().parse(part)
