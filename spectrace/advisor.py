@@ -8,7 +8,7 @@ functions over what spectrace measured: per-position acceptance and per-phase st
   E[tokens] = L(K') = 1 + sum_{p < K'} accepted_p / drafted_p, exactly (bonus token included).
 - Time per step with K' (chain drafting): T(K') = between + step(K) - (K - K') * c, where c is
   the draft cost of one position (the slope of the draft phase over K when several K were
-  measured, else draft(K) / K) and the verify and draft-extend phases are taken as they are
+  measured, else draft(K) over its draft forwards: K - 1 in SGLang, K in vLLM) and the verify and draft-extend phases are taken as they are
   at K (a verify of fewer tokens costs at most as much: an upper bound on T(K')).
 - No speculation (K' = 0): one token per T_plain = between + verify(K): a plain decode step
   costs at most a verify step of K + 1 tokens at the same batch size (the same forward with
@@ -153,8 +153,15 @@ def _length_rse(length_counts: dict, drafts: float) -> float:
     return math.sqrt(var / n) / m if m else 0.0
 
 
-def _bucket(bucket: str, costs: dict, probs: list[float], drafts: float, len_rse: float
-            ) -> BucketAdvice | None:
+def draft_forwards(runtime: str | None, k: int) -> int:
+    """Draft forwards in the draft phase of a K-step chain: SGLang runs K - 1 (its first
+    draft token comes from the draft-extend of the step before; with 1 step it only
+    samples), vLLM's EAGLE proposer K."""
+    return k - 1 if runtime != signals.RUNTIME_VLLM else k
+
+
+def _bucket(bucket: str, costs: dict, probs: list[float], drafts: float, len_rse: float,
+            runtime: str | None = None) -> BucketAdvice | None:
     """`costs`: (phase, K) -> Mean, for this bucket."""
     ks = sorted({k for (ph, k) in costs if ph == signals.PHASE_STEP})
     if not ks:
@@ -176,7 +183,8 @@ def _bucket(bucket: str, costs: dict, probs: list[float], drafts: float, len_rse
         sxx = sum((x - mk) ** 2 for x, _ in pts)
         per_pos = max(sum((x - mk) * (y - my) for x, y in pts) / sxx, 0.0) if sxx else None
     if per_pos is None and draft is not None and k > 0:
-        per_pos = draft.mean / k
+        forwards = draft_forwards(runtime, k)
+        per_pos = draft.mean / forwards if forwards > 0 else 0.0
     options: list[Option] = []
     speedup = se = None
     if step is not None and verify is not None and per_pos is not None and k > 0:
@@ -227,7 +235,7 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
                      f"not known from these counts; only the speed-up is estimated")
     buckets = []
     for label in sorted(by_bucket, key=lambda x: BUCKET_INDEX.get(x, 99)):
-        adv = _bucket(label, by_bucket[label], probs, drafts, len_rse)
+        adv = _bucket(label, by_bucket[label], probs, drafts, len_rse, runtime)
         if adv is not None:
             buckets.append(adv)
     configured = max((b.num_steps for b in buckets), default=0)

@@ -62,9 +62,10 @@ def test_partial_acceptance_recommends_one_step_with_sglang_flags():
                          runtime="sglang", topk=1)
     b = adv.buckets[0]
     assert [o.tokens_per_step for o in b.options] == [1.0, 2.0, 2.0, 2.0]
-    # T(K') = between + step - (K - K') * draft / K
-    assert [round(o.step_seconds * 1e3, 6) for o in b.options] == [6.0, 10.0, 11.0, 12.0]
-    assert adv.best == 1 and adv.gain == pytest.approx(12 / 10)
+    # T(K') = between + step - (K - K') * draft / (K - 1): SGLang's draft phase runs K - 1
+    # draft forwards
+    assert [round(o.step_seconds * 1e3, 6) for o in b.options] == [6.0, 9.0, 10.5, 12.0]
+    assert adv.best == 1 and adv.gain == pytest.approx(12 / 9)
     assert adv.flags == ("--speculative-num-steps 1 --speculative-eagle-topk 1 "
                          "--speculative-num-draft-tokens 2")
     assert adv.speedup == pytest.approx(2 * 6 / 12) and adv.verdict == "small_gain"
