@@ -520,7 +520,8 @@ class V2Step:
         import torch
         self.batch = types.SimpleNamespace(
             forward_mode=FM.DECODE, is_extend_in_batch=False, reqs=[None] * bs,
-            seq_lens=None, spec_info=types.SimpleNamespace(draft_token=t.draft_token),
+            seq_lens=t.accept_lens,  # [bs] on the device, as SGLang's
+            spec_info=types.SimpleNamespace(draft_token=t.draft_token),
             seq_lens_cpu=torch.randint(1, 40_000, (bs,), dtype=torch.int64))
         self.processor = self.mod_rp.SchedulerBatchResultProcessor(w, None)
         self.finished = types.SimpleNamespace(

@@ -108,7 +108,8 @@ def hot_path(quick: bool, out_dir: str) -> dict:
              naive_meter.create_counter("naive.accepted_tokens", unit="{token}"))
     rounds, per_round = (40, 100) if quick else (120, 200)
     out = {"config": {"step_sample_ratio": cfg.step_sample_ratio,
-                      "agreement_every": cfg.agreement_every, "exporters": list(cfg.exporters),
+                      "agreement_every": cfg.agreement_every,
+                      "step_cost_every": cfg.step_cost_every, "exporters": list(cfg.exporters),
                       "metric_interval_s": cfg.metric_interval_s},
            "shapes": {"target_hidden": hb.TARGET_HIDDEN, "draft_hidden": hb.DRAFT_HIDDEN,
                       "num_aux": hb.NUM_AUX, "steps": hb.STEPS, "topk": hb.TOPK,
@@ -201,6 +202,8 @@ def calibration() -> dict:
 
 SWEEP = (("no spans, no agreement", 0.0, 0), ("defaults", 0.01, 16),
          ("agreement every step", 0.0, 1), ("every step a span", 1.0, 0))
+# step cost (SPECTRACE_STEP_COST_EVERY) on top of the defaults: off, and every step measured
+STEP_COST_SWEEP = (("defaults, step cost off", 0), ("defaults, step cost every step", 1))
 
 
 def settings_sweep(rec, quick: bool) -> dict:
@@ -220,6 +223,13 @@ def settings_sweep(rec, quick: bool) -> dict:
                                               agreement_every=every)
                 res = interleaved(variants, rounds, per_round)
                 out.setdefault(label, {"step_sample_ratio": ratio, "agreement_every": every})
+                out[label][bs] = added(res, "spectrace")
+            for label, every in STEP_COST_SWEEP:
+                rec.cfg = dataclasses.replace(default, step_cost_every=every)
+                res = interleaved(variants, rounds, per_round)
+                out.setdefault(label, {"step_sample_ratio": default.step_sample_ratio,
+                                       "agreement_every": default.agreement_every,
+                                       "step_cost_every": every})
                 out[label][bs] = added(res, "spectrace")
             for v in variants.values():
                 v.close()

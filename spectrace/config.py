@@ -228,6 +228,11 @@ class Config:
         "SPECTRACE_AGREEMENT_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
                                             "it off, N compares every Nth step)"), 16,
         "compare draft and target tokens every Nth step; 0 = off")
+    step_cost_every: int = _setting(
+        "SPECTRACE_STEP_COST_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
+                                            "it off, N measures every Nth step)"), 4,
+        "measure the cost of every Nth decode step per phase (wall time on the CPU, CUDA "
+        "events on a GPU); 0 = off")
     metric_interval_s: float = _setting(
         "SPECTRACE_METRIC_INTERVAL", Number(False, 0.1, 2.0, "seconds between 0.1 and 2 (a "
                                             "SIGKILLed scheduler loses at most one interval)"),

@@ -521,3 +521,25 @@ LONG_CONTEXT = Message(
     "longer max_length), or serve long requests without speculation, or with fewer steps.")
 TRAINED_KNOWN = "The draft's config says: {settings}."
 TRAINED_UNKNOWN = "The draft's config names no trained length."
+
+# -- is speculation paying off (spectrace.advisor; `spectrace report`) ---------------------------
+SPEC_SLOWER = Message(
+    signals.SPEC_SLOWER,
+    "speculation is slower than plain decoding: estimated speed-up {speedup}x (at most "
+    "{upper}x with two standard errors; {steps} measured steps, {drafts} request-steps). "
+    "Each step costs {step_ms} ms for {tokens} tokens per request, a plain decode step "
+    "about {plain_ms} ms for one.",
+    "{advice}")
+SPEC_SMALL_GAIN = Message(
+    signals.SPEC_SMALL_GAIN,
+    "speculation gains little: estimated speed-up {speedup}x (at most {upper}x; "
+    "{steps} measured steps, {drafts} request-steps).",
+    "{advice}")
+SPEC_FEWER_STEPS = Message(
+    signals.SPEC_FEWER_STEPS,
+    "{best} draft steps instead of {current} would give {gain}x the tokens per second "
+    "(predicted from the per-position acceptance and step costs measured here).",
+    "serve with {flags}.")
+ADVICE_BEST = "serve with {flags} (predicted {gain}x the current tokens per second)."
+ADVICE_NONE = ("no setting up to the configured {current} draft steps does better; check "
+               "acceptance per position (the draft) and the verify cost at this batch size.")

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from . import signals
+from . import signals, step_cost
 from .config import Config
 from .findings import Finding
 from .safety import INTERNAL_ERRORS
@@ -50,6 +50,7 @@ class AcceptanceTotals:
         self.draft_tokens = 0
         self.accepted = 0
         self.per_position: list[int] = []
+        self.offered_per_position: list[int] = []  # request-steps that drafted position p
         self.length_counts: dict[int, int] = {}
         # request-steps by (context bucket, accept length), and accepted tokens by bucket
         self.by_context: dict[tuple[str, int], int] = {}
@@ -109,6 +110,7 @@ class AcceptanceTotals:
                 self.draft_tokens += n * steps
                 if len(self.per_position) < steps:
                     self.per_position.extend([0] * (steps - len(self.per_position)))
+                self._offer(steps, n)
                 tally = Counter(other)
                 for c, k in _byte_counts(packed):
                     tally[c] += k
@@ -155,8 +157,18 @@ class AcceptanceTotals:
                                                   + int(ci) * n)
 
 
+    def _offer(self, steps: int, n: int) -> None:
+        """`n` request-steps drafted positions 0 .. steps-1."""
+        offered = self.offered_per_position
+        if len(offered) < steps:
+            offered.extend([0] * (steps - len(offered)))
+        for p in range(steps):
+            offered[p] += n
+
     def _fold_positions(self, counts: PositionCounts) -> None:
         per_pos = list(counts.per_position)
+        if counts.drafts and counts.draft_tokens == counts.drafts * len(per_pos):
+            self._offer(len(per_pos), counts.drafts)
         self.drafts += counts.drafts
         self.draft_tokens += counts.draft_tokens
         self.accepted += sum(per_pos)
@@ -278,6 +290,14 @@ class Recorder:
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self.step_span = None  # the sampled step span in flight, if any
+        # Step cost (spectrace.step_cost): the totals, the measured step in flight, the
+        # host time the last measured step ended (for the between-steps interval).
+        self.phase_totals = step_cost.PhaseTotals()
+        self.cost_step: step_cost.StepCost | None = None
+        self.last_step_end: tuple | None = None  # (host time, bucket, K)
+        self._cost_countdown = 0
+        self._clocks: dict[bool, object] = {}
+        self.topk: dict[str, int] = {}  # worker -> its draft's top-k
         self._rand = random.random
         m = tel.meter
         self._fc_bypass = _counter(m, signals.EAGLE3_FC_BYPASS)
@@ -324,6 +344,14 @@ class Recorder:
             for (k, w), v in dict(self.passes).items()])
         self._observe(signals.EAGLE3_EXPECTED_WIDTH, lambda: [
             Observation(v, {signals.ATTR_KIND: k}) for k, v in dict(self.expected_width).items()])
+        self._observe(signals.SPEC_DRAFTS_PER_POSITION, lambda: [
+            Observation(v, {signals.ATTR_POSITION: p})
+            for p, v in enumerate(self._acc().offered_per_position)])
+        self._observe(signals.SPEC_PHASE_TIME, lambda: self._phase_obs(1))
+        self._observe(signals.SPEC_PHASE_TIME_SQUARES, lambda: self._phase_obs(2))
+        self._observe(signals.SPEC_PHASE_SAMPLES, lambda: self._phase_obs(3))
+        self._observe(signals.SPEC_TOPK, lambda: [
+            Observation(v, {signals.ATTR_WORKER: w}) for w, v in dict(self.topk).items()])
         self._observe(signals.INTERNAL_ERRORS, lambda: [
             Observation(v, {signals.ATTR_HOOK: h})
             for h, v in dict(INTERNAL_ERRORS.counts).items()] or [Observation(0)])
@@ -356,6 +384,14 @@ class Recorder:
         self.agreement.fold()
         return self.agreement
 
+    def _phase_obs(self, field: int):
+        for clock in list(self._clocks.values()):
+            clock.fold()
+        return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
+                                          signals.ATTR_BATCH_BUCKET: key.bucket,
+                                          signals.ATTR_NUM_STEPS: key.num_steps})
+                for item in self.phase_totals.items() for key in (item[0],)]
+
     def _obs_steps(self):
         return [Observation(v, {signals.ATTR_WORKER: w}) for w, v in dict(self.steps).items()]
 
@@ -382,6 +418,41 @@ class Recorder:
                 signals.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
                 signals.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)})
             span.end()
+
+    def begin_cost(self, worker, batch_size: int, on_cuda: bool):
+        """Measure this step's cost (every `step_cost_every`th step): the `StepCost` in
+        flight, also kept as `cost_step` for the phase hooks; None when not measured."""
+        every = self.cfg.step_cost_every
+        if not every:
+            return None
+        n = self._cost_countdown
+        if n > 0:
+            self._cost_countdown = n - 1
+            return None
+        self._cost_countdown = every - 1
+        clock = self._clocks.get(on_cuda)
+        if clock is None:
+            clock = self._clocks[on_cuda] = step_cost.clock_for(self.phase_totals, on_cuda)
+        cost = self.cost_step = step_cost.StepCost(
+            clock, step_cost.bucket_of(batch_size), worker, clock.start())
+        return cost
+
+    def end_cost(self, cost) -> None:
+        """The measured step is over: its whole time, and (CPU) when it ended."""
+        self.cost_step = None
+        k = cost.worker.speculative_num_steps
+        cost.clock.stop(cost.started, step_cost.slot(step_cost.STEP, cost.bucket, k))
+        if not cost.clock.cuda:
+            self.last_step_end = (cost.clock.now(), cost.bucket, k)
+
+    def between_steps(self) -> None:
+        """At a decode step's start: the time outside the worker since the measured step
+        before it ended (CPU clocks only; cleared by a prefill)."""
+        last = self.last_step_end
+        self.last_step_end = None
+        t, bucket, k = last
+        self.phase_totals.add(step_cost.slot(step_cost.BETWEEN, bucket, k),
+                              time.perf_counter() - t)
 
     def count_pass(self, kind: str, width: int) -> None:
         key = (kind, width)

@@ -69,6 +69,9 @@ ATTR_CONTEXT = "context"            # context-length bucket of a request-step (d
 ATTR_SAMPLING = "sampling"          # a request's sampling bucket (detectors.requests)
 ATTR_REQUEST_LENGTH = "mean_accept_length"  # a finished request's bucket (detectors.requests)
 ATTR_KIND = "kind"                  # expected width: fc_in | draft_hidden | target_hidden | num_aux
+ATTR_PHASE = "phase"                # step-cost phase: PHASES
+ATTR_BATCH_BUCKET = "batch_size_bucket"  # "1", "2-3", "4-7", ... (step_cost.BUCKETS)
+ATTR_NUM_STEPS = "num_steps"        # the draft steps (K) of the measured step
 
 PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target
 PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped by design
@@ -76,6 +79,15 @@ PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped b
 WORKER_V1 = "EAGLEWorker"           # SGLang's eagle workers
 WORKER_V2 = "EAGLEWorkerV2"
 WORKER_VLLM = "EngineCore"          # vLLM: steps are counted by the EngineCore's scheduler
+
+# Step-cost phases (spectrace.step_cost): the whole worker step, its three parts, and the
+# time outside the worker between two consecutive decode steps (scheduler, sampling output).
+PHASE_STEP = "step"
+PHASE_DRAFT = "draft"
+PHASE_VERIFY = "verify"
+PHASE_DRAFT_EXTEND = "draft_extend"
+PHASE_BETWEEN = "between_steps"
+PHASES = (PHASE_STEP, PHASE_DRAFT, PHASE_VERIFY, PHASE_DRAFT_EXTEND, PHASE_BETWEEN)
 
 # The instrumentation scope of spectrace's tracer and meter (`otel_scope_name`).
 SCOPE = "spectrace"
@@ -153,10 +165,15 @@ RUNTIME_FINDINGS = {
     WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
     VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
 }
-# Findings `spectrace report` judges from the totals (no run-time event; a floor of
-# request-steps, detectors.context).
+# Findings `spectrace report` judges from the totals (no run-time event): the long-context
+# one from request-steps by context length (a floor of request-steps, detectors.context);
+# the speculation ones from measured step costs (spectrace.advisor).
 LONG_CONTEXT = "acceptance.long_context"
-REPORT_FINDINGS = {LONG_CONTEXT: "warning"}
+SPEC_SLOWER = "speculation.slower"            # estimated speed-up below 1.0
+SPEC_SMALL_GAIN = "speculation.small_gain"    # estimated speed-up below 1.1
+SPEC_FEWER_STEPS = "speculation.fewer_steps_faster"  # another number of draft tokens pays more
+REPORT_FINDINGS = {LONG_CONTEXT: "warning", SPEC_SLOWER: "warning", SPEC_SMALL_GAIN: "info",
+                   SPEC_FEWER_STEPS: "info"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:
 # a mean acceptance length (bonus token included) below 1.2 means speculation gains
 # nothing (broken deployments show 1.00-1.12), 1.2-2.0 is weak, above 2.0 healthy (chain
@@ -288,6 +305,28 @@ SPEC_REQUESTS = MetricSpec(
     "Finished requests with speculative steps, by their mean accept length (bonus "
     "included) in quarter-token buckets (`mean_accept_length`: 1.00-1.25 ... >=5.00).",
     (ATTR_REQUEST_LENGTH,), counted_once=True)
+SPEC_DRAFTS_PER_POSITION = MetricSpec(
+    "spectrace.spec.drafts_per_position", COUNTER, "{draft}",
+    "Request-steps that proposed a draft token at `position` (the denominator of "
+    "per-position acceptance when the number of draft steps changes at run time).",
+    (ATTR_POSITION,), counted_once=True)
+SPEC_PHASE_TIME = MetricSpec(
+    "spectrace.spec.phase_time", COUNTER, "s",
+    "Measured time of sampled speculative steps, by `phase` (step, draft, verify, "
+    "draft_extend, between_steps), batch-size bucket and draft steps K: wall time on the "
+    "CPU, CUDA events on a GPU (read once complete, never waited on).",
+    (ATTR_PHASE, ATTR_BATCH_BUCKET, ATTR_NUM_STEPS), counted_once=True)
+SPEC_PHASE_TIME_SQUARES = MetricSpec(
+    "spectrace.spec.phase_time_squares", COUNTER, "{s2}",
+    "Sum of squared phase times (seconds squared), for the spread of each mean.",
+    (ATTR_PHASE, ATTR_BATCH_BUCKET, ATTR_NUM_STEPS), counted_once=True)
+SPEC_PHASE_SAMPLES = MetricSpec(
+    "spectrace.spec.phase_samples", COUNTER, "{sample}",
+    "Phases measured (the denominator of spectrace.spec.phase_time).",
+    (ATTR_PHASE, ATTR_BATCH_BUCKET, ATTR_NUM_STEPS), counted_once=True)
+SPEC_TOPK = MetricSpec(
+    "spectrace.spec.topk", GAUGE, "1",
+    "The draft's top-k per speculative step (1: chain drafting), by worker.", (ATTR_WORKER,))
 
 ALL_METRICS: tuple[MetricSpec, ...] = (
     SPEC_STEPS, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS,
@@ -297,5 +336,7 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     INTERNAL_ERRORS, TELEMETRY_DROPPED,
     SPEC_ACCEPT_LENGTH_BY_CONTEXT, SPEC_ACCEPTED_TOKENS_BY_CONTEXT, EAGLE3_DRAFT_CONTEXT,
     SPEC_ACCEPT_LENGTH_BY_SAMPLING, SPEC_REQUESTS,
+    SPEC_DRAFTS_PER_POSITION, SPEC_PHASE_TIME,
+    SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES, SPEC_TOPK,
 )
 METRICS_BY_NAME = {m.name: m for m in ALL_METRICS}

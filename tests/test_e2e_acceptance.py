@@ -15,7 +15,7 @@ from tests.e2e import settle, sglang_totals
 pytestmark = pytest.mark.sglang
 
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_STEP_SAMPLE_RATIO": "1",
-        "SPECTRACE_AGREEMENT_EVERY": "1"}
+        "SPECTRACE_AGREEMENT_EVERY": "1", "SPECTRACE_STEP_COST_EVERY": "1"}
 PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]
 
 
@@ -77,6 +77,38 @@ def test_concurrent_requests_keep_counters_consistent(partial_run):
     assert proc["steps"] < verify  # several requests were verified in one step
 
 
+def test_advisor_recommends_one_step_for_partial(partial_run):
+    """Only position 0 is ever accepted: 1 draft step gives the same 2 tokens per step as 3,
+    for less draft work. Measured step costs per phase (wall time), the exact tokens per
+    step for each K' <= 3, the recommendation with SGLang's flags."""
+    run, before = partial_run
+    responses = [run.server.generate(p, 24) for p in PROMPTS[2:]]
+    proc = settle(run, sglang_totals(before + responses)[0])
+    adv = proc["speculation"]
+    assert adv is not None, proc
+    bucket = adv["buckets"][0]
+    assert bucket["batch_size_bucket"] == "1" and bucket["num_steps"] == 3
+    assert set(bucket["phase_seconds"]) >= {"step", "draft", "verify", "draft_extend"}
+    assert all(v > 0 for v in bucket["phase_seconds"].values())
+    ph = bucket["phase_seconds"]
+    assert ph["draft"] + ph["verify"] + ph["draft_extend"] <= ph["step"]
+    assert [o["tokens_per_step"] for o in bucket["options"]] == [1.0, 2.0, 2.0, 2.0]
+    assert adv["best_num_steps"] == 1 and adv["predicted_gain"] > 1.0
+    assert adv["flags"] == ("--speculative-num-steps 1 --speculative-eagle-topk 1 "
+                            "--speculative-num-draft-tokens 2")
+    text = run_report_text(run.data_dir)
+    assert "advisor: 1 draft steps" in text and "--speculative-num-steps 1" in text
+
+
+def run_report_text(directory) -> str:
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(directory)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_full_acceptance_gives_length_four(tiny_models, sglang_server):
     run = sglang_server(tiny_models("full"), env=FAST)
     responses = [run.server.generate(p, 24) for p in PROMPTS[:2]]
@@ -86,6 +118,10 @@ def test_full_acceptance_gives_length_four(tiny_models, sglang_server):
     assert proc["mean_acceptance_length"] == 4.0
     assert proc["accepted_tokens"] == accepted == 3 * verify
     assert proc["accept_length_counts"] == hist
+    # every draft token accepted: the advisor does not recommend fewer steps
+    adv = proc["speculation"]
+    assert [o["tokens_per_step"] for o in adv["buckets"][0]["options"]] == [1.0, 2.0, 3.0, 4.0]
+    assert adv["best_num_steps"] == 3 and adv["estimated_speedup"] > 1.0
 
 
 def test_tree_drafting_topk2_runs_and_counts(tiny_models, sglang_server):

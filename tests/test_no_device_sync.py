@@ -176,7 +176,7 @@ def test_fake_cuda_tensors_take_the_cuda_path(fake_cuda):
 def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
-                         agreement_every=1) as rec:
+                         agreement_every=1, step_cost_every=0) as rec:
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
         log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
@@ -186,6 +186,68 @@ def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
         assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
         assert rec.steps[signals.WORKER_V2] == 3
         assert len(rec.acceptance._pending) == 3
+
+
+@pytest.mark.parametrize("sample_ratio", [1.0, 0.0])
+def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path,
+                                                             sample_ratio):
+    """Step cost on a GPU (`step_cost.CudaEventClock`, chosen because the batch lives on
+    the device): two events on the current stream per phase (step, draft, verify,
+    draft-extend), no aten op beyond the agreement's, no synchronize, no wait; the metric
+    reader only polls them and reads nothing while they have not completed."""
+    from spectrace import step_cost
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
+                         agreement_every=1, step_cost_every=1) as rec:
+        with mode:
+            tensors = hb.make_tensors(BS, "cuda")
+        log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
+        ops = _assert_no_sync(log, calls)
+        assert ops.count("aten.copy_.default") == 3, log.describe()  # the agreement's only
+        clock = rec._clocks[True]
+        assert isinstance(clock, step_cost.CudaEventClock) and False not in rec._clocks
+        assert FakeEvent.log.count("record") == 3 + 3 * 4 * 2
+        assert len(clock._pending) == 3 * 4
+        assert rec._phase_obs(3) == [] and "query" in FakeEvent.log  # polled, not complete
+        assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
+        assert rec.last_step_end is None  # between-steps time: host clocks only
+
+
+def test_cuda_event_clock_reads_only_completed_pairs():
+    """The fold adds a pair once its end event has completed, in order, and never waits."""
+    from spectrace import step_cost
+
+    class Event:
+        def __init__(self, done, ms=2.0) -> None:
+            self.done, self.ms, self.polled = done, ms, 0
+
+        def record(self) -> None:
+            pass
+
+        def query(self) -> bool:
+            self.polled += 1
+            return self.done
+
+        def elapsed_time(self, end) -> float:
+            assert end.done, "read before completion"
+            return end.ms
+
+        def synchronize(self) -> None:  # pragma: no cover - must not be called
+            raise AssertionError("waited for the device")
+
+    made = iter([Event(True), Event(True, 4.0), Event(True), Event(False)])
+    totals = step_cost.PhaseTotals()
+    clock = step_cost.CudaEventClock(totals, event=lambda **kw: next(made))
+    i = step_cost.slot(step_cost.VERIFY, step_cost.bucket_of(8), 3)
+    clock.stop(clock.start(), i)
+    clock.stop(clock.start(), i)
+    second = clock._pending[-1][1]
+    clock.fold()
+    assert totals.samples[i] == 1 and totals.seconds[i] == pytest.approx(0.004)
+    assert second.polled == 1 and len(clock._pending) == 1
+    second.done = True
+    clock.fold()
+    assert totals.samples[i] == 2 and not clock._pending
 
 
 @pytest.mark.parametrize("sample_ratio", [1.0, 0.0])

@@ -175,6 +175,21 @@ def panels() -> list[dict]:
               f"sequences (`spectrace report` names it). {HEALTHY_ACCEPT_LENGTH}. " + ONCE,
               [_target(Q.mean_acceptance_length_by_context(RANGE, (), F), "{{context}}")],
               (0, 37, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _stat("Estimated speed-up vs no speculation", "Mean accept length x (verify + "
+              "between-steps time) / (whole step + between-steps time), from the measured "
+              "step costs (SPECTRACE_STEP_COST_EVERY): an upper bound, since a plain decode "
+              "step costs at most a verify step. Below 1.0 speculation is slower; "
+              "`spectrace report` gives the per-bucket figures and the best number of draft "
+              "tokens (docs/advisor.md). " + ONCE, Q.estimated_speedup(RANGE, F),
+              (0, 45, 6, 8), decimals=2,
+              steps=[{"color": "red", "value": None}, {"color": "orange", "value": 1.0},
+                     {"color": "green", "value": 1.1}]),
+        _series("Step cost per phase and batch size", "Mean measured time of the whole "
+                "step, its draft, verify and draft-extend phases, and the time outside the "
+                "worker between steps, by batch-size bucket (wall time on the CPU, CUDA "
+                "events on a GPU). " + ONCE,
+                [_target(Q.phase_seconds(RATE, (), F),
+                         "{{phase}} batch {{batch_size_bucket}}")], (6, 45, 18, 8), unit="s"),
     ]
     for i, p in enumerate(out, start=1):
         p["id"] = i

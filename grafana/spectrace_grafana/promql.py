@@ -106,3 +106,26 @@ def mean_acceptance_length_by_context(window: str, by=(), flt="", copies=False) 
     by = tuple(by) + (S.ATTR_CONTEXT,)
     return (f"1 + {srate(S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, window, by, flt, copies=copies)}"
             f" / {srate(S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, window, by, flt, copies=copies)}")
+
+
+def phase_seconds(window: str, by=(), flt="", extra="") -> str:
+    """Mean measured time of each step phase (s), by phase and batch-size bucket."""
+    by = tuple(by) + (S.ATTR_PHASE, S.ATTR_BATCH_BUCKET)
+    return (f"{srate(S.SPEC_PHASE_TIME, window, by, flt, extra)}"
+            f" / {srate(S.SPEC_PHASE_SAMPLES, window, by, flt, extra)}")
+
+
+def _phase_mean(phase: str, window: str, flt: str) -> str:
+    m = f'{S.ATTR_PHASE}="{phase}"'
+    return (f"({srate(S.SPEC_PHASE_TIME, window, (), flt, m)}"
+            f" / {srate(S.SPEC_PHASE_SAMPLES, window, (), flt, m)})")
+
+
+def estimated_speedup(window: str, flt="") -> str:
+    """Estimated speed-up against no speculation (docs/advisor.md): mean accept length x
+    (verify + between steps) / (step + between steps), over every bucket; an upper bound
+    (a plain decode step costs at most a verify step)."""
+    between = f"({_phase_mean(S.PHASE_BETWEEN, window, flt)} or vector(0))"
+    return (f"({mean_acceptance_length(window, (), flt)}) * "
+            f"({_phase_mean(S.PHASE_VERIFY, window, flt)} + {between}) / "
+            f"({_phase_mean(S.PHASE_STEP, window, flt)} + {between})")

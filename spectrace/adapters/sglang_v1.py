@@ -22,7 +22,7 @@ reports) follows from the counts alone.
 """
 from __future__ import annotations
 
-from .. import signals, spans
+from .. import signals, step_cost
 from ..patching import WrapPoint
 from ..process import STATE, recorder
 from . import sglang_worker
@@ -53,12 +53,15 @@ def _after_verify(span, instance, result):
 WORKER_POINTS = (
     sglang_worker.init_point("EAGLEWorker", "v1.__init__"),
     WrapPoint("EAGLEWorker.forward_batch_generation", "v1.forward_batch_generation",
-              before=_before_step, reads=("batch",), cleanup=spans.end_step,
+              before=_before_step, reads=("batch",), cleanup=sglang_worker.end_step,
               alternatives=("forward_batch_speculative_generation",)),
-    WrapPoint("EAGLEWorker.draft", "v1.draft", before=spans.child_hook(signals.SPAN_DRAFT),
-              cleanup=spans.end_child),
-    WrapPoint("EAGLEWorker.verify", "v1.verify", before=spans.child_hook(signals.SPAN_VERIFY),
-              after=_after_verify, cleanup=spans.end_child),
+    WrapPoint("EAGLEWorker.draft", "v1.draft",
+              before=sglang_worker.phase_hook(signals.SPAN_DRAFT, step_cost.DRAFT),
+              cleanup=sglang_worker.end_phase),
+    WrapPoint("EAGLEWorker.verify", "v1.verify",
+              before=sglang_worker.phase_hook(signals.SPAN_VERIFY, step_cost.VERIFY),
+              after=_after_verify, cleanup=sglang_worker.end_phase),
     WrapPoint("EAGLEWorker.forward_draft_extend_after_decode", "v1.draft_extend",
-              before=spans.child_hook(signals.SPAN_DRAFT_EXTEND), cleanup=spans.end_child),
+              before=sglang_worker.phase_hook(signals.SPAN_DRAFT_EXTEND, step_cost.DRAFT_EXTEND),
+              cleanup=sglang_worker.end_phase),
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import NamedTuple
 
-from .. import signals, spans
+from .. import signals, step_cost
 from ..detectors.tokens import compare_chain_tokens, compare_tree_top1_path
 from ..patching import WrapPoint
 from ..process import STATE, recorder
@@ -68,6 +68,7 @@ class VerifyContext(NamedTuple):
     span: object | None          # the verify span, under a sampled step
     draft_tokens: object | None  # a chain agreement is due: the draft tokens to compare
     tree_due: Token | None       # a tree agreement is due: the token that marked it
+    phase: step_cost.PhaseCost | None = None  # its cost, under a measured step
 
 
 # The sequence lengths of the batch being resolved, for the duration of that call.
@@ -89,14 +90,15 @@ _tree_due: ContextVar[TreeDue | None] = ContextVar("spectrace_tree_due", default
 
 def _before_verify(instance, batch) -> VerifyContext | None:
     rec = STATE.recorder or recorder()
-    span = None if rec.step_span is None else rec.tel.tracer.start_span(signals.SPAN_VERIFY)
+    phase = sglang_worker.start_phase(signals.SPAN_VERIFY, step_cost.VERIFY)
+    span = None if phase is None else phase.span
     every = rec.cfg.agreement_every
     if every and rec.steps.get(WORKER, 0) % every == 0:
         if instance.topk == 1:
-            return VerifyContext(span, batch.spec_info.draft_token, None)
+            return VerifyContext(span, batch.spec_info.draft_token, None, phase)
         due = TreeDue(instance.speculative_num_steps, instance.speculative_num_draft_tokens)
-        return VerifyContext(span, None, _tree_due.set(due))
-    return None if span is None else VerifyContext(span, None, None)
+        return VerifyContext(span, None, _tree_due.set(due), phase)
+    return None if phase is None else VerifyContext(span, None, None, phase)
 
 
 def _after_verify(ctx: VerifyContext, instance, result) -> None:
@@ -113,8 +115,8 @@ def _after_verify(ctx: VerifyContext, instance, result) -> None:
 def _end_verify(ctx: VerifyContext) -> None:
     if ctx.tree_due is not None:
         _tree_due.reset(ctx.tree_due)
-    if ctx.span is not None:
-        ctx.span.end()
+    if ctx.phase is not None:
+        sglang_worker.end_phase(ctx.phase)
 
 
 def _before_finalize_tree(module, batch, predict, bs):
@@ -152,16 +154,18 @@ def _after_resolve_overlap(res, scheduler, returned) -> None:
 WORKER_POINTS = (
     sglang_worker.init_point("EAGLEWorkerV2", "v2.__init__"),
     WrapPoint("EAGLEWorkerV2.forward_batch_generation", "v2.forward_batch_generation",
-              before=_before_step, reads=(BATCH,), cleanup=spans.end_step),
+              before=_before_step, reads=(BATCH,), cleanup=sglang_worker.end_step),
     WrapPoint("EAGLEWorkerV2.verify", "v2.verify", before=_before_verify, reads=(BATCH,),
               after=_after_verify, cleanup=_end_verify, after_needs_ctx=True),
     WrapPoint("EAGLEWorkerV2.on_verify_complete_cpu", "v2.on_verify_complete_cpu",
               before=_before_verify_complete_cpu, reads=("num_correct_drafts_per_req",),
               required=False),
     WrapPoint("EagleDraftWorker.draft", "v2.draft",
-              before=spans.child_hook(signals.SPAN_DRAFT), cleanup=spans.end_child),
+              before=sglang_worker.phase_hook(signals.SPAN_DRAFT, step_cost.DRAFT),
+              cleanup=sglang_worker.end_phase),
     WrapPoint("EagleDraftWorker._draft_extend_for_decode", "v2.draft_extend",
-              before=spans.child_hook(signals.SPAN_DRAFT_EXTEND), cleanup=spans.end_child),
+              before=sglang_worker.phase_hook(signals.SPAN_DRAFT_EXTEND, step_cost.DRAFT_EXTEND),
+              cleanup=sglang_worker.end_phase),
 )
 
 # 0.5.16+: for trees (top-k > 1) SGLang compacts the target's predictions to the accepted

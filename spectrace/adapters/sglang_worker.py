@@ -7,7 +7,9 @@ when the worker does.
 """
 from __future__ import annotations
 
-from .. import counting, signals, spans
+from typing import NamedTuple
+
+from .. import counting, signals, spans, step_cost
 from ..patching import WrapPoint
 from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
@@ -51,6 +53,9 @@ def _after_init(ctx, worker, result) -> None:
     steps = getattr(worker, "speculative_num_steps", None)
     if isinstance(steps, int) and steps > 0:
         recorder().acceptance.prepare(steps)
+    topk = getattr(worker, "topk", None)
+    if isinstance(topk, int):
+        recorder().topk[type(worker).__name__] = topk
 
 
 def init_point(cls: str, hook: str) -> WrapPoint:
@@ -94,30 +99,90 @@ def is_prefill(batch) -> bool:
     return extend or getattr(batch, "is_extend_in_batch", False)
 
 
-def begin_step(worker_kind: str, worker, batch, audit) -> spans.StepSpan | None:
-    """The step hook both workers share: audit once, skip prefill, count the step, and
-    start a span for a sampled one (returns its context for `spans.end_step`)."""
+class StepContext(NamedTuple):
+    """What a step's hooks pass to `end_step`: its span and its cost measurement, when
+    sampled (either may be None)."""
+
+    span: spans.StepSpan | None
+    cost: step_cost.StepCost | None
+
+
+def batch_size(batch) -> int:
+    reqs = getattr(batch, "reqs", None)
+    return len(reqs) if reqs is not None else int(batch.seq_lens.shape[0])
+
+
+def begin_step(worker_kind: str, worker, batch, audit) -> StepContext | None:
+    """The step hook both workers share: audit once, skip prefill, count the step, start a
+    span for a sampled one and a cost measurement for a measured one (returns their
+    context for `end_step`)."""
     st = worker.__dict__.get(STATE_ATTR)
     if st is None or not st.audited:
         audit(worker)
-    if is_prefill(batch):
-        return None  # prefill: not a speculative step
     rec = STATE.recorder or recorder()
+    if is_prefill(batch):
+        rec.last_step_end = None  # a prefill ran in between: no between-steps interval
+        return None  # prefill: not a speculative step
+    if rec.last_step_end is not None:
+        rec.between_steps()
+    span = None
     if rec.begin_step(worker_kind):
-        return spans.start_step(rec, step_attrs(worker_kind, worker, batch))
-    return None
+        span = spans.start_step(rec, step_attrs(worker_kind, worker, batch))
+    cost = rec.begin_cost(worker, batch_size(batch),
+                          getattr(batch.seq_lens, "is_cuda", False)) \
+        if rec.cfg.step_cost_every else None
+    if span is None and cost is None:
+        return None
+    return StepContext(span, cost)
+
+
+def end_step(ctx: StepContext) -> None:
+    if ctx.cost is not None:
+        rec = STATE.recorder
+        if rec is not None:
+            rec.end_cost(ctx.cost)
+    if ctx.span is not None:
+        spans.end_step(ctx.span)
+
+
+def phase_hook(span_name: str, phase: int):
+    """A `before` hook for a phase of the step (draft, verify, draft-extend): its child
+    span under a sampled step span, its cost under a measured step (`end_phase`)."""
+    def before(instance):
+        return start_phase(span_name, phase)
+    return before
+
+
+def start_phase(span_name: str, phase: int) -> step_cost.PhaseCost | None:
+    rec = STATE.recorder
+    if rec is None:
+        return None
+    span = None if rec.step_span is None else rec.tel.tracer.start_span(span_name)
+    cost = rec.cost_step
+    if cost is None:
+        return None if span is None else step_cost.PhaseCost(span, None, -1)
+    k = cost.worker.speculative_num_steps
+    return step_cost.PhaseCost(span, cost.clock.start(), step_cost.slot(phase, cost.bucket, k))
+
+
+def end_phase(ctx: step_cost.PhaseCost) -> None:
+    if ctx.slot >= 0:
+        rec = STATE.recorder
+        cost = None if rec is None else rec.cost_step
+        if cost is not None:
+            cost.clock.stop(ctx.started, ctx.slot)
+    if ctx.span is not None:
+        ctx.span.end()
 
 
 def step_attrs(worker_kind: str, worker, batch) -> dict:
     """Step-span attributes from the worker's settings and the batch (a `ScheduleBatch` or
     `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`)."""
-    reqs = getattr(batch, "reqs", None)
     return {signals.SPAN_ATTR_WORKER: worker_kind,
             signals.SPAN_ATTR_RUNTIME: signals.RUNTIME_SGLANG,
             signals.SPAN_ATTR_RUNTIME_VERSION: runtime_version("sglang"),
             signals.SPAN_ATTR_SGLANG_VERSION: runtime_version("sglang"),
-            signals.SPAN_ATTR_BATCH_SIZE: len(reqs) if reqs is not None
-            else int(batch.seq_lens.shape[0]),
+            signals.SPAN_ATTR_BATCH_SIZE: batch_size(batch),
             signals.SPAN_ATTR_NUM_STEPS: worker.speculative_num_steps,
             signals.SPAN_ATTR_TOPK: worker.topk,
             signals.SPAN_ATTR_NUM_DRAFT_TOKENS: worker.speculative_num_draft_tokens}

@@ -129,6 +129,33 @@ def _positions_table(v: Figures) -> str:
     return _table("Per draft position" + note, ["position", "acceptance", "agreement"], rows)
 
 
+def _speculation_table(v: Figures) -> str:
+    """Step cost, the estimated speed-up and the draft-token advisor, per bucket."""
+    adv = v.speculation
+    if adv is None:
+        return ""
+    rows = [f"<tr><th scope=row>estimated speed-up (upper bound)</th>"
+            f"{_cell(adv.speedup, 'speculation.estimated_speedup', _ratio(adv.speedup))}"
+            f"{_cell(adv.speedup_upper, 'speculation.estimated_speedup_upper', _ratio(adv.speedup_upper))}"
+            f"<td>{_e(adv.verdict)}</td><td></td></tr>"]
+    if adv.best is not None:
+        rows.append(f"<tr><th scope=row>advisor: best draft steps</th>"
+                    f"{_cell(adv.best, 'speculation.best_num_steps')}"
+                    f"{_cell(adv.gain, 'speculation.predicted_gain', _ratio(adv.gain))}"
+                    f"<td colspan=2>{_e(adv.flags)}</td></tr>")
+    for i, b in enumerate(adv.buckets):
+        for j, o in enumerate(b.options):
+            key = f"speculation.buckets.{i}.options.{j}"
+            rows.append(f"<tr><th scope=row>batch {_e(b.bucket)}, K'={o.num_steps}"
+                        f"{' (now)' if o.num_steps == b.num_steps else ''}</th>"
+                        f"{_cell(o.tokens_per_step, key + '.tokens_per_step', _ratio(o.tokens_per_step))}"
+                        f"{_cell(o.step_seconds, key + '.step_seconds', f'{o.step_seconds * 1e3:.2f} ms')}"
+                        f"{_cell(o.tokens_per_second, key + '.tokens_per_second', f'{o.tokens_per_second:.1f}')}"
+                        f"{_cell(o.relative, key + '.relative', _ratio(o.relative))}</tr>")
+    return _table("Is speculation paying off (step cost, advisor)",
+                  ["figure", "tokens/step", "time/step", "tokens/s/request", "vs now"], rows)
+
+
 def _lengths_table(v: Figures) -> str:
     return _table("Accept-length distribution (request-steps)", ["accept length", "count"], [
         f"<tr><th scope=row>{_e(k)}</th>{_cell(n, f'accept_length_counts.{k}', count_text(n))}</tr>"
@@ -294,7 +321,7 @@ def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     body = (f'<section class="view" id="view-{vid}" data-view="{vid}"><h2>{_e(title)}</h2>'
             f"{identity}<div class=grid>{''.join(charts)}</div>"
             f"<div class=tables>{_totals_table(v)}{_positions_table(v)}{_lengths_table(v)}"
-            f"{_widths_table(v)}{_context_table(v)}{_sampling_table(v)}{_requests_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
+            f"{_widths_table(v)}{_context_table(v)}{_sampling_table(v)}{_requests_table(v)}{_speculation_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
     return body, data
 
 

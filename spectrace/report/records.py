@@ -10,7 +10,7 @@ out of it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union
 
 Number = Union[int, float]
@@ -55,6 +55,11 @@ class RawTotals:
     by_sampling: dict = None  # request-steps by (sampling bucket, accept length)
     requests: dict = None  # finished requests by mean accept length bucket
     draft_context: dict = None  # what the draft's config says about its context
+    # step cost: (phase, batch-size bucket, K) -> [seconds, squared seconds, samples]
+    phase_costs: dict = field(default_factory=dict)
+    drafted_per_position: dict = field(default_factory=dict)  # position -> request-steps
+    topk: Any = None  # the draft's top-k, when a worker said
+    runtime: Any = None  # the runtime of the process (resource), for the advisor's flags
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +209,8 @@ class Figures:
     draft_context: dict = None
     by_sampling: tuple[SamplingFigures, ...] = ()
     requests: RequestFigures | None = None
+    # is speculation paying off, and the best number of draft tokens (spectrace.advisor)
+    speculation: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -231,6 +238,7 @@ class Figures:
             "draft_context": dict(self.draft_context or {}),
             "by_sampling": [c.to_json() for c in self.by_sampling],
             "requests": self.requests.to_json() if self.requests else None,
+            "speculation": None if self.speculation is None else self.speculation.to_json(),
         }
 
 

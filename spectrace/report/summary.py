@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from typing import Any
 
-from .. import signals
+from .. import advisor, signals
 from ..detectors import context as ctx_rule
 from ..detectors import requests as req_rule
 from ..detectors.widths import ExpectedWidths, check_width, expected_width
@@ -236,7 +237,42 @@ def _raw_totals(metrics: dict) -> RawTotals:
         expected_widths={str(k): v for k, v in _by_attr(
             metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
         draft_context={str(k): v for k, v in _by_attr(
-            metrics, signals.EAGLE3_DRAFT_CONTEXT, signals.ATTR_KIND).items()})
+            metrics, signals.EAGLE3_DRAFT_CONTEXT, signals.ATTR_KIND).items()},
+        phase_costs=_phase_costs(metrics),
+        drafted_per_position=_by_attr(metrics, signals.SPEC_DRAFTS_PER_POSITION,
+                                      signals.ATTR_POSITION),
+        topk=next(iter(_by_attr(metrics, signals.SPEC_TOPK, signals.ATTR_WORKER).values()),
+                  None))
+
+
+PHASE_FIELDS = (signals.SPEC_PHASE_TIME, signals.SPEC_PHASE_TIME_SQUARES,
+                signals.SPEC_PHASE_SAMPLES)
+
+
+def _phase_costs(metrics: dict) -> dict:
+    """(phase, bucket, K) -> [seconds, squared seconds, samples]."""
+    out: dict = {}
+    for i, spec in enumerate(PHASE_FIELDS):
+        for p in _points(metrics, spec):
+            a = p["attributes"]
+            key = (_key(a.get(signals.ATTR_PHASE)), _key(a.get(signals.ATTR_BATCH_BUCKET)),
+                   _key(a.get(signals.ATTR_NUM_STEPS)))
+            if None in key:
+                continue
+            out.setdefault(key, [0, 0, 0])[i] += p["value"]
+    return out
+
+
+def _speculation(raw: RawTotals):
+    """The advisor's view of these totals (None without measured step costs)."""
+    if not raw.phase_costs or not raw.drafts:
+        return None
+    keys = sorted(raw.per_position, key=_sort_key)
+    return advisor.advise(
+        {k: tuple(v) for k, v in raw.phase_costs.items()},
+        [raw.per_position[k] for k in keys],
+        [raw.drafted_per_position.get(k, 0) for k in keys], raw.drafts, raw.lengths,
+        runtime=raw.runtime, topk=raw.topk)
 
 
 def _judged_passes(passes: tuple[PassCount, ...], expected: dict
@@ -376,6 +412,7 @@ def _figures(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoi
         draft_context=dict(raw.draft_context or {}),
         by_sampling=_sampling_figures(raw),
         requests=_request_figures(raw, list(records)),
+        speculation=_speculation(raw),
     )
 
 
@@ -405,7 +442,9 @@ def summarize_process(path: str) -> ProcessSummary:
             records.append(r)
             if len(records) >= 2 * MAX_POINTS:  # keep the lowest ones, bounded
                 records = sorted(records, key=lambda x: x.mean_acceptance_length)[:MAX_POINTS]
-    raw = _raw_totals(metrics)
+    runtime = resource.get(signals.RES_RUNTIME) or (
+        signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None)
+    raw = replace(_raw_totals(metrics), runtime=runtime)
     counted = resource.get(signals.RES_COUNTED)
     return ProcessSummary(
         process=os.path.basename(os.path.normpath(path)),
@@ -420,8 +459,7 @@ def summarize_process(path: str) -> ProcessSummary:
         draft_model=resource.get(signals.RES_DRAFT_MODEL),
         spec_algorithm=resource.get(signals.RES_SPEC_ALGORITHM),
         spec_worker=resource.get(signals.RES_SPEC_WORKER),
-        runtime=resource.get(signals.RES_RUNTIME) or (
-            signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None),
+        runtime=runtime,
         runtime_version=resource.get(signals.RES_RUNTIME_VERSION,
                                      resource.get(signals.RES_SGLANG_VERSION)),
         sglang_version=resource.get(signals.RES_SGLANG_VERSION),
@@ -448,8 +486,20 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
     expected_widths: dict = {}
     passes: dict = {}
     findings: dict[str, dict] = {}
+    phase_costs: dict = {}
+    drafted: dict = {}
+    topk = runtime = None
     for p in procs:
         r, counting = p.raw, counts_once(p.counted)
+        if counting:
+            for key, v in r.phase_costs.items():
+                acc = phase_costs.setdefault(key, [0, 0, 0])
+                for i in range(3):
+                    acc[i] = _finite_sum((acc[i], v[i]))
+            for key, v in r.drafted_per_position.items():
+                drafted[key] = _finite_sum((drafted.get(key, 0), v))
+            topk = r.topk if topk is None else topk
+            runtime = r.runtime if runtime is None else runtime
         for k, (spec, attr) in SUMMED.items():
             if spec.counted_once and not counting:
                 continue
@@ -476,7 +526,9 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         for k, v in (p.raw.draft_context or {}).items():
             draft_context.setdefault(k, v)
     raw = RawTotals(**sums, passes=tuple(PassCount(k, w, n) for (k, w), n in passes.items()),
-                    expected_widths=expected_widths, draft_context=draft_context)
+                    expected_widths=expected_widths, draft_context=draft_context,
+                    phase_costs=phase_costs,
+                    drafted_per_position=drafted, topk=topk, runtime=runtime)
     return CombinedSummary(
         processes=tuple(p.process for p in procs),
         counted_once=tuple(p.process for p in once),

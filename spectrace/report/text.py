@@ -3,7 +3,7 @@ are several), in words and numbers. `watch` shows the same lines, refreshed; `ht
 same figures; all of them worded by `format`."""
 from __future__ import annotations
 
-from .. import signals
+from .. import advisor, signals
 from .format import (
     COPY_LINE, algorithm_text, combined_title, count_text, expected_widths_text, finding_count,
     finding_severity, process_title, ratio_text,
@@ -41,6 +41,8 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
                      "its scheduler)")
     else:
         lines.append("  no verified speculative steps recorded")
+    if p.speculation is not None:
+        lines.extend(speculation_lines(p.speculation))
     if p.agreement_per_position:
         lines.append("  draft/target agreement per position: " + "  ".join(
             f"[{i}] {v:.2f}" for i, v in enumerate(p.agreement_per_position))
@@ -132,3 +134,45 @@ def render_text(report: Report) -> str:
         lines.append(combined_title(combined))
         lines.extend(figure_lines(combined))
     return "\n".join(lines)
+
+
+VERDICTS = {"slower": "speculation is SLOWER than plain decoding",
+            "small_gain": "speculation gains little",
+            "pays": "speculation pays",
+            "unknown": "too few measured steps to judge yet"}
+
+
+def speculation_lines(adv: advisor.Advice) -> list[str]:
+    """Step cost per phase and bucket, the estimated speed-up and the draft-token advisor
+    (`spectrace.advisor`; docs/advisor.md)."""
+    lines = []
+    if adv.speedup is not None:
+        lines.append(f"  estimated speed-up vs no speculation {adv.speedup:.2f}x (upper bound "
+                     f"{adv.speedup_upper:.2f}x): {VERDICTS[adv.verdict]}")
+    else:
+        lines.append(f"  step cost measured; speed-up not estimated: {VERDICTS['unknown']}")
+    for b in adv.buckets:
+        phases = "  ".join(f"{ph} {m.mean * 1e3:.2f}" for ph, m in b.phases.items())
+        n = b.phases[signals.PHASE_STEP].samples if signals.PHASE_STEP in b.phases else 0
+        lines.append(f"  batch {b.bucket}, K={b.num_steps}, {count_text(n)} measured steps: "
+                     f"ms per phase: {phases}")
+        if b.options:
+            lines.append("    K'  tokens/step  ms/step  tokens/s/request  vs now")
+            for o in b.options:
+                mark = " <- best" if o.num_steps == b.best else (
+                    " (now)" if o.num_steps == b.num_steps else "")
+                label = "off" if o.num_steps == 0 else str(o.num_steps)
+                lines.append(f"    {label:>3} {o.tokens_per_step:12.2f} {o.step_seconds * 1e3:8.2f} "
+                             f"{o.tokens_per_second:16.1f} {o.relative:7.2f}x{mark}")
+    if adv.best is not None and adv.flags:
+        if adv.best != adv.configured_steps:
+            lines.append(f"  advisor: {adv.best} draft steps (predicted {adv.gain:.2f}x the "
+                         f"tokens/s of {adv.configured_steps}): {adv.flags}")
+        else:
+            lines.append(f"  advisor: keep {adv.configured_steps} draft steps (no setting "
+                         f"up to it is predicted to do better)")
+    for code, severity, message in advisor.findings(adv):
+        lines.append(f"  - {code} ({severity}): {message}")
+    for note in adv.notes:
+        lines.append(f"  note: {note}")
+    return lines

@@ -1,0 +1,177 @@
+"""What a speculative step costs, per phase (`signals.PHASES`), batch-size bucket and number
+of draft steps K, measured without ever making the host wait for the device.
+
+One clock measures every phase, picked once per worker from where its batch lives:
+
+- `WallClock` (CPU runtimes): `time.perf_counter()` around the phase; the phase's work is
+  done when the call returns.
+- `CudaEventClock` (GPU runtimes): the call only launches kernels, so wall time says little.
+  A sampled phase records a CUDA event on the runtime's current stream before and after it;
+  the pair is kept and read (`elapsed_time`) at collection time, in the metric reader's
+  thread, only once `end.query()` is true. Never `synchronize()`, never `wait()`.
+
+Both hand their intervals to the same `PhaseTotals`: flat lists of seconds, squared
+seconds and samples indexed by (phase, bucket, K), so the decode loop adds two floats and an
+int, whatever the batch size. Which steps are measured is the Recorder's (every Nth,
+`SPECTRACE_STEP_COST_EVERY`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import NamedTuple
+
+from . import signals
+
+MAX_BUCKET = 11  # 1, 2-3, 4-7, ..., 1024-2047, then "2048+"
+MAX_K = 16       # draft steps beyond this are kept under K = MAX_K
+
+
+def bucket_label(i: int) -> str:
+    lo = 1 << i
+    if i >= MAX_BUCKET:
+        return f"{lo}+"
+    return "1" if i == 0 else f"{lo}-{2 * lo - 1}"
+
+
+BUCKETS = tuple(bucket_label(i) for i in range(MAX_BUCKET + 1))
+BUCKET_INDEX = {label: i for i, label in enumerate(BUCKETS)}
+PHASE_INDEX = {p: i for i, p in enumerate(signals.PHASES)}
+STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN = range(len(signals.PHASES))
+
+
+def bucket_of(batch_size: int) -> int:
+    """Bucket index of a batch size: 1 -> 0, 2-3 -> 1, 4-7 -> 2, ... (bounded)."""
+    if batch_size < 1:
+        return 0
+    return min(batch_size.bit_length() - 1, MAX_BUCKET)
+
+
+def slot(phase: int, bucket: int, k: int) -> int:
+    """Index into `PhaseTotals`' lists."""
+    return (phase * (MAX_BUCKET + 1) + bucket) * (MAX_K + 1) + min(max(k, 0), MAX_K)
+
+
+SLOTS = len(signals.PHASES) * (MAX_BUCKET + 1) * (MAX_K + 1)
+
+
+class PhaseKey(NamedTuple):
+    phase: str
+    bucket: str
+    num_steps: int
+
+
+class PhaseTotals:
+    """Seconds, squared seconds and samples per (phase, bucket, K): plain lists, preallocated."""
+
+    def __init__(self) -> None:
+        self.seconds = [0.0] * SLOTS
+        self.squares = [0.0] * SLOTS
+        self.samples = [0] * SLOTS
+
+    def add(self, i: int, seconds: float) -> None:
+        self.seconds[i] += seconds
+        self.squares[i] += seconds * seconds
+        self.samples[i] += 1
+
+    def items(self):
+        """(PhaseKey, seconds, squares, samples) of every slot measured."""
+        nb, nk = MAX_BUCKET + 1, MAX_K + 1
+        for i, n in enumerate(list(self.samples)):
+            if n:
+                phase, rest = divmod(i, nb * nk)
+                b, k = divmod(rest, nk)
+                yield (PhaseKey(signals.PHASES[phase], BUCKETS[b], k), self.seconds[i],
+                       self.squares[i], n)
+
+
+class WallClock:
+    """CPU: the phase is over when its call returns."""
+
+    cuda = False
+
+    def __init__(self, totals: PhaseTotals) -> None:
+        self.totals = totals
+
+    def start(self):
+        return time.perf_counter()
+
+    def stop(self, started, i: int) -> None:
+        self.totals.add(i, time.perf_counter() - started)
+
+    def now(self) -> float:
+        """The host time the between-steps interval is measured in."""
+        return time.perf_counter()
+
+    def fold(self) -> None:
+        pass
+
+
+class CudaEventClock:
+    """GPU: a pair of CUDA events on the current stream per measured phase, read back only
+    once the end event has completed (`query()`), in the collecting thread."""
+
+    cuda = True
+    MAX_PENDING = 4096  # pairs not yet complete; beyond this new ones are not measured
+
+    def __init__(self, totals: PhaseTotals, event=None) -> None:
+        if event is None:
+            import torch
+            event = torch.cuda.Event
+        self._event = event  # torch.cuda.Event (a test may pass its own recorder of calls)
+        self.totals = totals
+        self._pending: deque = deque()
+        self._lock = threading.Lock()
+
+    def start(self):
+        if len(self._pending) >= self.MAX_PENDING:
+            return None
+        ev = self._event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def stop(self, started, i: int) -> None:
+        if started is None:
+            return
+        end = self._event(enable_timing=True)
+        end.record()
+        self._pending.append((started, end, i))
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def fold(self) -> None:
+        """Add every pair whose end event has completed, in order; stop at the first that
+        has not (never wait for the device)."""
+        with self._lock:
+            pending = self._pending
+            while pending:
+                start, end, i = pending[0]
+                if not end.query():
+                    return
+                pending.popleft()
+                self.totals.add(i, start.elapsed_time(end) / 1000.0)
+
+
+def clock_for(totals: PhaseTotals, on_cuda: bool):
+    return CudaEventClock(totals) if on_cuda else WallClock(totals)
+
+
+class StepCost(NamedTuple):
+    """A measured step in flight: its clock, its bucket, its worker (whose
+    `speculative_num_steps`, read when each phase starts, is the step's K: SGLang's
+    adaptive speculation sets it inside the step), and when it started."""
+
+    clock: object
+    bucket: int
+    worker: object
+    started: object
+
+
+class PhaseCost(NamedTuple):
+    """A measured phase in flight (its child span too, when the step is sampled as spans)."""
+
+    span: object
+    started: object
+    slot: int

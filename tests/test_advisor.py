@@ -1,0 +1,115 @@
+"""Step cost (spectrace.step_cost) and the draft-token advisor (spectrace.advisor): the
+bucket arithmetic, the wall clock through the Recorder's hot-path methods, the exact
+tokens-per-step from per-position counts, the recommendation, its flags and its floor.
+Real Recorder, real report code; the step costs fed to `advise` are numbers a test states."""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from benchmarks import hookbench as hb
+from spectrace import advisor, signals, step_cost
+from spectrace.report.text import speculation_lines
+
+
+def test_buckets_are_powers_of_two_and_bounded():
+    assert [step_cost.bucket_of(n) for n in (0, 1, 2, 3, 4, 7, 8, 255, 256)] == \
+        [0, 0, 1, 1, 2, 2, 3, 7, 8]
+    assert step_cost.BUCKETS[:4] == ("1", "2-3", "4-7", "8-15")
+    assert step_cost.bucket_of(10 ** 9) == step_cost.MAX_BUCKET
+    assert step_cost.BUCKETS[-1] == f"{1 << step_cost.MAX_BUCKET}+"
+    assert step_cost.slot(step_cost.BETWEEN, step_cost.MAX_BUCKET, 99) == step_cost.SLOTS - 1
+
+
+def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
+    """A measured step through the Recorder's hot-path methods: the phases land under the
+    K the worker had when each started (SGLang's adaptive speculation changes it inside
+    the step), the between-steps interval under the step before it; every Nth step only."""
+    worker = types.SimpleNamespace(speculative_num_steps=3)
+    with hb.own_recorder(str(tmp_path), step_cost_every=2) as rec:
+        cost = rec.begin_cost(worker, 5, on_cuda=False)
+        assert rec.cost_step is cost and cost.bucket == 2
+        t = cost.clock.start()
+        cost.clock.stop(t, step_cost.slot(step_cost.VERIFY, cost.bucket, 3))
+        rec.end_cost(cost)
+        assert rec.cost_step is None and rec.last_step_end is not None
+        assert rec.begin_cost(worker, 5, on_cuda=False) is None  # every 2nd step
+        rec.between_steps()
+        worker.speculative_num_steps = 1
+        cost = rec.begin_cost(worker, 1, on_cuda=False)
+        rec.end_cost(cost)
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.phase_totals.items()}
+        assert got == {("step", "4-7", 3): 1, ("verify", "4-7", 3): 1,
+                       ("between_steps", "4-7", 3): 1, ("step", "1", 1): 1}
+        assert all(s >= 0 for _, s, _, _ in rec.phase_totals.items())
+        points = {(o.attributes[signals.ATTR_PHASE], o.attributes[signals.ATTR_NUM_STEPS]):
+                  o.value for o in rec._phase_obs(3)}
+        assert points[("step", 1)] == 1 and points[("verify", 3)] == 1
+
+
+def _costs(bucket="1", k=3, step=10e-3, draft=3e-3, verify=4e-3, extend=2e-3, between=2e-3,
+           n=100):
+    out = {}
+    for phase, t in (("step", step), ("draft", draft), ("verify", verify),
+                     ("draft_extend", extend), ("between_steps", between)):
+        out[(phase, bucket, k)] = (t * n, t * t * n * 1.0001, n)
+    return out
+
+
+def test_partial_acceptance_recommends_one_step_with_sglang_flags():
+    adv = advisor.advise(_costs(), [1000, 0, 0], [1000] * 3, 1000, {2: 1000},
+                         runtime="sglang", topk=1)
+    b = adv.buckets[0]
+    assert [o.tokens_per_step for o in b.options] == [1.0, 2.0, 2.0, 2.0]
+    # T(K') = between + step - (K - K') * draft / (K - 1): SGLang's draft phase runs K - 1
+    # draft forwards
+    assert [round(o.step_seconds * 1e3, 6) for o in b.options] == [6.0, 9.0, 10.5, 12.0]
+    assert adv.best == 1 and adv.gain == pytest.approx(12 / 9)
+    assert adv.flags == ("--speculative-num-steps 1 --speculative-eagle-topk 1 "
+                         "--speculative-num-draft-tokens 2")
+    assert adv.speedup == pytest.approx(2 * 6 / 12) and adv.verdict == "small_gain"
+    codes = [c for c, _, _ in advisor.findings(adv)]
+    assert codes == [signals.SPEC_SMALL_GAIN, signals.SPEC_FEWER_STEPS]
+    text = "\n".join(speculation_lines(adv))
+    assert "<- best" in text and "--speculative-num-steps 1" in text
+
+
+def test_full_acceptance_keeps_the_configured_steps():
+    adv = advisor.advise(_costs(), [1000] * 3, [1000] * 3, 1000, {4: 1000}, runtime="sglang")
+    assert [o.tokens_per_step for o in adv.buckets[0].options] == [1.0, 2.0, 3.0, 4.0]
+    assert adv.best == 3 and adv.gain == 1.0 and adv.verdict == "pays"
+    assert not [c for c, _, _ in advisor.findings(adv) if c == signals.SPEC_FEWER_STEPS]
+
+
+def test_tokens_per_step_is_exact_under_adaptive_steps():
+    """Request-steps that drafted fewer positions do not dilute the later positions'
+    acceptance: position p is judged over the request-steps that drafted it."""
+    # 100 request-steps at K=1, 100 at K=3; position 1 accepted by 50 of the 100 at K=3
+    probs = advisor.acceptance_probabilities([150, 50, 0], [200, 100, 100], 200)
+    assert probs == [0.75, 0.5, 0.0]
+    assert advisor.tokens_per_step(probs, 2) == 2.25
+
+
+def test_speculation_slower_needs_its_floor_and_says_so():
+    slow = _costs(step=30e-3, draft=20e-3, verify=4e-3, between=1e-3)
+    few = advisor.advise(_costs(step=30e-3, draft=20e-3, n=5), [10, 0, 0], [10] * 3, 10,
+                         {2: 10}, runtime="sglang")
+    assert few.verdict == "unknown" and advisor.findings(few) == []
+    adv = advisor.advise(slow, [500, 0, 0], [1000] * 3, 1000, {1: 500, 2: 500},
+                         runtime="vllm")
+    assert adv.verdict == "slower" and adv.speedup_upper < 1.0
+    (code, severity, message), *_ = advisor.findings(adv)
+    assert code == signals.SPEC_SLOWER and severity == "warning"
+    assert "slower than plain decoding" in message and "1000 request-steps" in message
+    assert adv.best == 0 and adv.flags == "serve without --speculative-config"
+    assert advisor.runtime_flags("vllm", 2).startswith(
+        "--speculative-config '{..., \"num_speculative_tokens\": 2}'")
+
+
+def test_trees_get_a_speedup_but_no_recommendation():
+    adv = advisor.advise(_costs(), [1000, 500, 0], [1000] * 3, 1000, {2: 500, 3: 500},
+                         runtime="sglang", topk=4)
+    assert adv.speedup is not None and adv.best is None and adv.flags is None
+    assert any("tree" in n for n in adv.notes)
+    assert any("above 3 draft steps cannot be predicted" in n for n in adv.notes)
