@@ -186,8 +186,10 @@ def tiny_config(arch: str):
     return None
 
 
-def build(arch: str):
-    """The real class of `arch`, constructed on the meta device from its tiny config."""
+def build(arch: str, cls: type):
+    """`cls`, the real class of `arch`, constructed on the meta device from its tiny config
+    (vLLM's own `initialize_model`, told the class: left to resolve the architecture
+    itself it may pick the Transformers backend instead)."""
     import torch
     from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
@@ -202,4 +204,4 @@ def build(arch: str):
                                    trust_remote_code=False)
         vllm_config = VllmConfig(model_config=model_config)
         with set_current_vllm_config(vllm_config), torch.device("meta"):
-            return initialize_model(vllm_config=vllm_config)
+            return initialize_model(vllm_config=vllm_config, model_class=cls)

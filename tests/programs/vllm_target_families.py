@@ -37,7 +37,7 @@ for arch in sorted(targets):
         continue
     began = time.time()
     try:
-        t = vf.build(arch)
+        t = vf.build(arch, targets[arch])
     except Exception as exc:  # noqa: BLE001 - recorded with why
         out["not_built"][arch] = f"{type(exc).__name__}: {exc}"[:300]
         continue
