@@ -54,17 +54,18 @@ def _import_error(arch: str) -> str:
     return "the registry could not load its class"
 
 
-def eagle3_targets() -> tuple[dict[str, type], dict[str, str]]:
+def eagle3_targets(only=None) -> tuple[dict[str, type], dict[str, str]]:
     """(architecture -> class for every registered target class that implements
     SupportsEagle3, architecture -> why its module does not import here). Drafts (the
     registry's speculative-decoding entries: EAGLE-1 drafts subclass their target) and
-    classes that define `combine_hidden_states` are not targets."""
+    classes that define `combine_hidden_states` are not targets. `only`: these
+    architectures alone (None: all)."""
     from vllm.model_executor.models import ModelRegistry
     from vllm.model_executor.models.interfaces import supports_eagle3
     from vllm.model_executor.models.registry import _SPECULATIVE_DECODING_MODELS
     out, unimportable = {}, {}
     for arch in sorted(ModelRegistry.get_supported_archs()):
-        if arch in _SPECULATIVE_DECODING_MODELS:
+        if arch in _SPECULATIVE_DECODING_MODELS or (only is not None and arch not in only):
             continue
         cls = ModelRegistry._try_load_model_cls(arch)  # logs and returns None on failure
         if cls is None:

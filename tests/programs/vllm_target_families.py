@@ -3,7 +3,8 @@ SupportsEagle3 target class of the installed vLLM built on the meta device
 (harness/vllm_families.py), its real `set_aux_hidden_state_layers` called with a draft's
 ids, and spectrace's audit asked at each stage; prints `RESULT {json}`.
 
-    python tests/programs/vllm_target_families.py '[3, 1, 2]'
+    python tests/programs/vllm_target_families.py '[3, 1, 2]' ['["LlamaForCausalLM", ...]']
+    (the second argument: these architectures only)
 """
 import json
 import logging
@@ -30,11 +31,9 @@ def audit(target, draft_ids):
 
 logging.disable(logging.WARNING)
 vf.prepare()
-targets, unimportable = vf.eagle3_targets()
+targets, unimportable = vf.eagle3_targets(ONLY)
 out = {"built": {}, "not_built": {}, "unimportable": unimportable}
 for arch in sorted(targets):
-    if ONLY is not None and arch not in ONLY:
-        continue
     began = time.time()
     try:
         t = vf.build(arch, targets[arch])
