@@ -134,6 +134,8 @@ def _model_types(arch: str) -> list[str]:
     entry = _VLLM_MODELS.get(arch)
     if entry is not None:
         types.append(entry[0].rsplit(".", 1)[-1])
+    # a text-only class takes the text model's config (Llama-4: `llama4_text`)
+    types.sort(key=lambda t: not (arch.endswith("ForCausalLM") and t.endswith("_text")))
     return list(dict.fromkeys(types))
 
 
