@@ -266,6 +266,12 @@ def make_vllm_modules() -> dict:
         def load_weights(self, weights):
             return None
 
+    class DFlashQwen3ForCausalLM(Eagle3LlamaForCausalLM):
+        """vLLM's DFlash draft: the same fc on `.model`, its own combine_hidden_states."""
+
+        def combine_hidden_states(self, hidden_states):
+            return hidden_states
+
     class EngineCore:
         """One engine step as vLLM 0.32 runs it: the worker samples (verifying the drafts)
         and drafts (the draft model's `combine_hidden_states` on the target's aux states),
@@ -277,7 +283,8 @@ def make_vllm_modules() -> dict:
         def step(self):
             so, out, logits, meta, hidden = self.inputs()
             self.runner._sample(logits, meta)
-            self.draft.combine_hidden_states(hidden)
+            if self.draft is not None:  # n-gram, suffix: no draft model
+                self.draft.combine_hidden_states(hidden)
             return self.scheduler.update_from_output(so, out), True
 
         def step_with_batch_queue(self):
@@ -286,7 +293,8 @@ def make_vllm_modules() -> dict:
     mods = {}
     for table, classes in (("SCHEDULER", (Scheduler,)), ("ENGINE_CORE", (EngineCore,)),
                            ("GPU_RUNNER", (GPUModelRunner,)),
-                           ("LLAMA_EAGLE3", (Eagle3LlamaForCausalLM,))):
+                           ("LLAMA_EAGLE3", (Eagle3LlamaForCausalLM,)),
+                           ("QWEN3_DFLASH", (DFlashQwen3ForCausalLM,))):
         mod = mods[table] = types.ModuleType(f"spectrace_bench.vllm.{table.lower()}")
         for cls in classes:
             setattr(mod, cls.__name__, cls)
@@ -735,21 +743,32 @@ def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
                       torch.zeros(bs, NUM_AUX * TARGET_HIDDEN, dtype=dtype, device=device))
 
 
+# speculative method -> (the draft's adapter table, its class) in the bench's modules;
+# None: no draft model (the EngineCore and runner hooks only). EAGLE-1 and MTP drafts
+# have no wrapped draft method either, so "ngram" stands for them too.
+VLLM_ALGORITHMS = {"eagle3": ("LLAMA_EAGLE3", "Eagle3LlamaForCausalLM"),
+                   "dflash": ("QWEN3_DFLASH", "DFlashQwen3ForCausalLM"),
+                   "ngram": None}
+
+
 class VllmStep:
     """One vLLM engine step through spectrace's vLLM tables (`vllm_engine`, `vllm_runner`,
-    `vllm_eagle3`) on the stand-ins, or uninstrumented (`hooks` None). `log_stats`: vLLM
-    keeps its own stats (the server's default) or not (`LLM`'s default)."""
+    the draft's table) on the stand-ins, or uninstrumented (`hooks` None). `log_stats`:
+    vLLM keeps its own stats (the server's default) or not (`LLM`'s default).
+    `algorithm`: a key of `VLLM_ALGORITHMS`."""
 
     def __init__(self, bs: int, hooks: str | None, inputs: VllmInputs | None = None,
-                 device: str = "cpu", log_stats: bool = True) -> None:
-        from spectrace.adapters import vllm_engine, vllm_eagle3, vllm_runner
+                 device: str = "cpu", log_stats: bool = True, algorithm: str = "eagle3") -> None:
+        from spectrace.adapters import vllm_dflash, vllm_eagle3, vllm_engine, vllm_runner
         from spectrace.patching import Patcher
         self.patcher = Patcher()
         mods = make_vllm_modules()
+        draft_table = VLLM_ALGORITHMS[algorithm]
         if hooks == "spectrace":
             tables = {"SCHEDULER": vllm_engine.SCHEDULER, "ENGINE_CORE": vllm_engine.ENGINE_CORE,
                       "GPU_RUNNER": vllm_runner.GPU_RUNNER,
-                      "LLAMA_EAGLE3": vllm_eagle3.LLAMA_EAGLE3}
+                      "LLAMA_EAGLE3": vllm_eagle3.LLAMA_EAGLE3,
+                      "QWEN3_DFLASH": vllm_dflash.QWEN3_DFLASH}
             for name, points in tables.items():
                 self.patcher.apply(mods[name], points)
             assert not self.patcher.missing, self.patcher.missing
@@ -759,7 +778,8 @@ class VllmStep:
         scheduler = mods["SCHEDULER"].Scheduler(cfg, None, None, 16, log_stats=log_stats)
         runner = mods["GPU_RUNNER"].GPUModelRunner()
         runner.vllm_config = cfg
-        draft = mods["LLAMA_EAGLE3"].Eagle3LlamaForCausalLM()
+        draft = (None if draft_table is None
+                 else getattr(mods[draft_table[0]], draft_table[1])())
         self.i = 0
         self.engine = mods["ENGINE_CORE"].EngineCore(scheduler, runner, draft, self._next)
 

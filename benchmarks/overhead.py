@@ -159,10 +159,27 @@ def hot_path(quick: bool, out_dir: str) -> dict:
                                         rounds, per_round)
             print(f"  {key} batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} "
                   f"us (median); load {row['load_before']}", file=sys.stderr)
+    out["vllm_algorithms"] = vllm_algorithms(rounds, per_round)
     out["calibration"] = calibration()
     out["settings"] = settings_sweep(rec, quick)
     out["collection"] = collection_cost(quick, out_dir)
     out["internal_errors"] = dict(__import__("spectrace.safety", fromlist=["x"]).INTERNAL_ERRORS.counts)
+    return out
+
+
+def vllm_algorithms(rounds: int, per_round: int, bs: int = 256) -> dict:
+    """vLLM's hooks per speculative method at batch `bs` (stats on): EAGLE-3, DFlash (the
+    same width hook on its own draft class), n-gram (no draft hook: EngineCore and runner
+    only; EAGLE-1 and MTP likewise). None may cost more than EAGLE-3."""
+    inputs = hb.make_vllm_inputs(bs)
+    out = {}
+    for algorithm in hb.VLLM_ALGORITHMS:
+        out[algorithm] = row = on_off(hb.VllmStep(bs, None, inputs, algorithm=algorithm),
+                                      hb.VllmStep(bs, "spectrace", inputs, algorithm=algorithm),
+                                      rounds, per_round)
+        print(f"  vLLM {algorithm} batch {bs}: spectrace +"
+              f"{row['spectrace_added']['median_us']:.2f} us (median); "
+              f"load {row['load_before']}", file=sys.stderr)
     return out
 
 

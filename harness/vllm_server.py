@@ -43,8 +43,12 @@ def vllm_env(extra: dict | None = None) -> dict:
 
 
 def server_args(models: str, port: int, k: int = 3, method: str = "eagle3") -> list[str]:
-    spec = {"method": method, "model": os.path.join(models, "draft"),
-            "num_speculative_tokens": k}
+    """`method` "ngram": prompt-lookup proposals (up to 3-grams), no draft model."""
+    spec = {"method": method, "num_speculative_tokens": k}
+    if method == "ngram":
+        spec.update(prompt_lookup_max=3, prompt_lookup_min=1)
+    else:
+        spec["model"] = os.path.join(models, "draft")
     return ["-m", "vllm.entrypoints.openai.api_server",
             "--model", os.path.join(models, "target"),
             "--speculative-config", json.dumps(spec),

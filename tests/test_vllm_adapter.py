@@ -192,3 +192,71 @@ def test_observer_links_keys_to_loads_by_tensor():
     assert obs.unused == ["fc.weight", "extra.bias"] and obs.seen == len(keys)
     assert obs.loaded == {"qkv": {"q", "k", "v"}, "norm": {None}}
     assert obs.shapes["fc.weight"] == (2, 3)
+
+
+# -- DFlash / DSpark drafts, parallel drafting ----------------------------------------------------
+class DFlashQwen3ForCausalLM(Eagle3LlamaForCausalLM):
+    """Shaped like vLLM's DFlash draft: fc on `.model`, its ids in `dflash_config` as layer
+    outputs (the name is what `is_dflash_draft` checks)."""
+
+    def __init__(self, target_layer_ids=(0, 1, 2), eagle_config=None) -> None:
+        super().__init__()
+        self.config.eagle_config = eagle_config
+        self.config.dflash_config = {"target_layer_ids": list(target_layer_ids)}
+
+
+def test_dflash_ids_are_layer_outputs():
+    """vLLM's runner captures `target_layer_ids` + 1 for DFlash (its
+    `_get_eagle3_aux_layers_from_config`); an `eagle_config` with ids overrides them."""
+    draft = DFlashQwen3ForCausalLM((0, 1, 2))
+    assert vllm_target.draft_layer_ids(draft.config) == [1, 2, 3]
+    assert vllm_target.audit_pair(target((1, 2, 3)), draft, "dflash") == []
+    [f] = vllm_target.audit_pair(target((0, 1, 2)), draft, "dflash")
+    assert f.code == S.AUX_ID_MISMATCH
+    assert codes(vllm_target.audit_pair(target(()), draft, "dflash")) == [S.AUX_CAPTURE_DISABLED]
+    over = DFlashQwen3ForCausalLM((0, 1, 2), {"eagle_aux_hidden_state_layer_ids": [4, 5, 6]})
+    assert vllm_target.draft_layer_ids(over.config) == [4, 5, 6]
+
+
+def test_drafts_without_fc_are_not_audited():
+    """EAGLE-1 and MTP drafts read the target's last hidden state, not aux layers: no
+    EAGLE-3 finding, whatever the target captures."""
+    eagle1 = types.SimpleNamespace(config=types.SimpleNamespace(hidden_size=128),
+                                   model=types.SimpleNamespace())
+    for name in ("EagleLlamaForCausalLM", "DeepSeekMTP", "Qwen3_5MTP"):
+        draft = type(name, (), {})()
+        draft.__dict__.update(vars(eagle1))
+        assert vllm_target.audit_pair(target(()), draft, "mtp") == []
+
+
+def test_parallel_drafting_load_time_combine_is_not_a_pass(tmp_path):
+    """PEagle combines its mask state (one vector of fc's input width) once at load: not
+    a target-fed pass, so nothing is counted or judged; the first real pass is."""
+    draft = Eagle3LlamaForCausalLM()
+    with hb.own_recorder(str(tmp_path)) as rec:
+        vllm_eagle3._before_combine(draft, torch.empty(384, device="meta"))
+        assert rec.passes == {} and rec._finding_counts == {}
+        vllm_eagle3._before_combine(draft, torch.empty(4, 128, device="meta"))
+        assert rec.passes == {("target_fed", 128): 1} and rec._finding_counts == {S.FC_BYPASS: 1}
+
+
+def test_ids_kept_off_the_decoder_are_found():
+    """Shapes of the classes that keep their ids elsewhere: Plamo3's decoder
+    (`model.layers`, its own `layers` list), a wrapper's `language_model.model`, the
+    Transformers backend's recorder switches."""
+    kept = vllm_target.kept_ids
+    plamo_decoder = torch.nn.Module()
+    plamo_decoder.layers = torch.nn.ModuleList(torch.nn.Identity() for _ in range(4))
+    plamo_decoder.aux_hidden_state_layers = (1, 2, 3)
+    plamo = torch.nn.Module()
+    plamo.model = torch.nn.Module()
+    plamo.model.aux_hidden_state_layers = ()  # the EagleModelMixin default on its model
+    plamo.model.layers = plamo_decoder
+    assert kept(plamo) == vllm_target.KeptIds([1, 2, 3], 4, "model.layers")
+    hf = types.SimpleNamespace(
+        _output_aux_hidden_states_kwargs={"output_aux_hidden_state_3": True,
+                                          "output_aux_hidden_state_1": True},
+        model=types.SimpleNamespace(), config=types.SimpleNamespace(num_hidden_layers=6))
+    assert kept(hf) == vllm_target.KeptIds([3, 1], 6, "")
+    hf._output_aux_hidden_states_kwargs = {}
+    assert kept(hf).ids == []

@@ -146,6 +146,35 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
     assert run.process("worker", report)["findings"] == []
 
 
+# -- n-gram proposals, no draft model -------------------------------------------------------
+REPEATING = [[5, 6, 7, 8] * 6, [9, 4, 9, 4, 9, 4, 9, 4]]
+
+
+def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
+    """vLLM's n-gram proposer (prompt lookup, no draft model, no fc): the EngineCore's
+    counts are vLLM's own `vllm:spec_decode_*` position by position, with the
+    accept-length distribution and step spans; the worker (no draft model to audit)
+    reports the token agreement and its identity, and no finding: nothing EAGLE-3-only."""
+    run = vllm_server(tiny_models("partial"), env=FAST, method="ngram", timeout=600)
+    for prompt in REPEATING + PROMPTS[:2]:
+        run.server.complete(prompt, 24)
+    metrics = run.server.metrics()
+    report = run.settle(metrics[DRAFTS])
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    assert_matches_vllm(engine, metrics)
+    n = engine["drafts"]
+    counts = {int(k): v for k, v in engine["accept_length_counts"].items()}
+    assert sum(counts.values()) == n and sum((k - 1) * v for k, v in counts.items()) == (
+        engine["accepted_tokens"])
+    assert engine["spans"] == engine["steps"] > 0
+    # vLLM names the proposer as the "draft model" of an n-gram config
+    assert engine["draft_model"] == "ngram" and engine["model"].endswith("/target")
+    assert 0 < worker["agreement_drafts"] <= n and worker["tp_rank"] == 0
+    assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
+    for p in (engine, worker):
+        assert p["findings"] == [] and p["internal_errors"] == 0
+
+
 # -- bypass, spectrace.instrument() with the offline LLM ----------------------------------------
 LLM_SCRIPT = os.path.join(ROOT, "tests", "programs", "vllm_offline_llm.py")
 

@@ -50,6 +50,13 @@ WORKER_BASE = "vllm/v1/worker/worker_base.py"
 DRAFTS = ((E3, "Eagle3LlamaForCausalLM", ALL), (DS3, "Eagle3DeepseekV2ForCausalLM", ALL),
           (Q3, "Eagle3Qwen3ForCausalLM", since("0.24.0")))
 
+QDF = "vllm/model_executor/models/qwen3_dflash.py"
+LDF = "vllm/model_executor/models/laguna_dflash.py"
+# DFlash / DSpark drafts, wrapped where combine_hidden_states is defined
+DFLASH = ((QDF, "DFlashQwen3ForCausalLM", since("0.20.0")),
+          (LDF, "DFlashLagunaForCausalLM", since("0.26.0")))
+PROPOSER = "vllm/v1/spec_decode/llm_base_proposer.py"
+
 # Methods a wrapper is installed on (defined on that class itself): (file, method, versions).
 WRAPPED = [
     (SCHED, "Scheduler.__init__", ALL),
@@ -62,6 +69,7 @@ WRAPPED = [
     (CPU_RUNNER, "CPUModelRunner.load_model", ALL),
     (RUNNER_V2, "GPUModelRunner.load_model", ALL),
     *[(f, f"{c}.{m}", v) for f, c, v in DRAFTS for m in ("combine_hidden_states", "load_weights")],
+    *[(f, f"{c}.combine_hidden_states", v) for f, c, v in DFLASH],
 ]
 
 # Absences the adapter relies on.
@@ -77,7 +85,7 @@ PARAMS = [
     (SCHED, "Scheduler.make_stats", 1, "spec_decoding_stats", ALL),
     (RUNNER, "GPUModelRunner._sample", 1, "logits", ALL),
     (RUNNER, "GPUModelRunner._sample", 2, "spec_decode_metadata", ALL),
-    *[(f, f"{c}.combine_hidden_states", 1, "hidden_states", v) for f, c, v in DRAFTS],
+    *[(f, f"{c}.combine_hidden_states", 1, "hidden_states", v) for f, c, v in DRAFTS + DFLASH],
     *[(f, f"{c}.load_weights", 1, "weights", v) for f, c, v in DRAFTS],
 ]
 
@@ -147,6 +155,15 @@ READS = [
      "self.model.set_aux_hidden_state_layers", since("0.22.0")),
     (IFACES, "EagleModelMixin._set_aux_hidden_state_layers", "tuple(sorted(set(layers)))",
      ("0.33.0",)),
+    # DFlash: fc on the inner model, its ids are layer outputs (+ 1 for the target)
+    *[(f, f"{c}.combine_hidden_states", "self.model.fc", v) for f, c, v in DFLASH],
+    (RUNNER, "GPUModelRunner._get_eagle3_aux_layers_from_config",
+     "[i + 1 for i in dflash_config.get('target_layer_ids') or []]", since("0.26.0")),
+    # parallel drafting combines its 1-D mask state once at load (not a pass)
+    (PROPOSER, "SpecDecodeBaseProposer.load_model", "self.model.combine_hidden_states(flat_mask)",
+     since("0.20.0")),
+    (PROPOSER, "SpecDecodeBaseProposer.load_model", "self.model.mask_hidden.view(-1)",
+     since("0.20.0")),
     # the plugin door: every process vLLM starts loads `vllm.general_plugins`
     (CORE, "EngineCore.__init__", "load_general_plugins()", ALL),
     (WORKER_BASE, "WorkerWrapperBase.init_worker", "load_general_plugins()", ALL),

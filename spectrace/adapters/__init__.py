@@ -41,4 +41,7 @@ ADAPTERS = {
     "vllm.model_executor.models.deepseek_eagle3":
         "spectrace.adapters.vllm_eagle3:DEEPSEEK_EAGLE3",
     "vllm.model_executor.models.qwen3_eagle3": "spectrace.adapters.vllm_eagle3:QWEN3_EAGLE3",
+    # DFlash / DSpark drafts (read the target's aux hidden states as EAGLE-3 does)
+    "vllm.model_executor.models.qwen3_dflash": "spectrace.adapters.vllm_dflash:QWEN3_DFLASH",
+    "vllm.model_executor.models.laguna_dflash": "spectrace.adapters.vllm_dflash:LAGUNA_DFLASH",
 }

@@ -7,7 +7,10 @@ share the two methods wrapped here:
   output and never come here). Both of vLLM's model runners call it in Python, outside
   CUDA graphs. Its width is read from the shape only and checked for fc bypass: vLLM
   skips fc (and builds none) when the draft config's `use_aux_hidden_state` is false,
-  and then the target captures nothing either.
+  and then the target captures nothing either. A one-dimensional input is not a pass:
+  parallel drafting (PEagle) combines its learnt mask state once at load
+  (`load_model`: `combine_hidden_states(mask_hidden.view(-1))`), which says nothing
+  about what the target feeds.
 - `load_weights`: which checkpoint keys reached a parameter loader and which parameters
   were loaded (`load_observer`, linked by tensor: vLLM collects the pairs before loading
   them); then the vocabulary map (`draft_id_to_target_id`, vLLM's name for `d2t`). vLLM
@@ -69,6 +72,8 @@ def expected_widths(draft) -> ExpectedWidths | None:
 
 
 def _before_combine(instance, hidden):
+    if hidden.dim() < 2:
+        return  # one vector, no tokens: parallel drafting's mask state, combined at load
     if hidden.is_cuda and capturing():
         return  # CUDA-graph capture runs on dummy batches
     width = hidden.shape[-1]
