@@ -116,13 +116,20 @@ def sglang_server(tmp_path_factory, request):
 
 # -- vLLM ------------------------------------------------------------------------------------
 def vllm_python_or_skip() -> str:
-    """The vLLM environment's python (`SPECTRACE_VLLM_PYTHON`). Without it the test fails
-    in CI (`CI` set: scripts/test.sh builds it there) and is skipped elsewhere."""
+    """The vLLM environment's python (`SPECTRACE_VLLM_PYTHON`)."""
     from harness.vllm_server import VLLM_PYTHON_VAR, vllm_python
-    python = vllm_python()
+    return env_python_or_skip(vllm_python(), VLLM_PYTHON_VAR, "the vLLM environment",
+                              "scripts/setup-env-vllm.sh", ".venv-vllm")
+
+
+def env_python_or_skip(python: str | None, var: str, what: str, script: str,
+                       venv: str) -> str:
+    """The python of a test environment of its own, named by the variable `var`. Without
+    it the test fails in CI (`CI` set: scripts/test.sh builds it there) and is skipped
+    elsewhere."""
     if python is None or not os.path.exists(python):
-        msg = (f"needs the vLLM environment: run scripts/setup-env-vllm.sh, then set "
-               f"{VLLM_PYTHON_VAR}=.venv-vllm/bin/python (now: {python!r})")
+        msg = (f"needs {what}: run {script}, then set {var}={venv}/bin/python "
+               f"(now: {python!r})")
         if os.environ.get("CI"):
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
@@ -188,17 +195,11 @@ TRAINERS_PYTHON_VAR = "SPECTRACE_TRAINERS_PYTHON"
 
 
 def trainers_python_or_skip() -> str:
-    """The trainers' environment's python (`SPECTRACE_TRAINERS_PYTHON`: speculators, SpecForge,
-    Model Optimizer). Without it the test fails in CI (scripts/test.sh builds it there) and is
-    skipped elsewhere."""
-    python = os.environ.get(TRAINERS_PYTHON_VAR) or None
-    if python is None or not os.path.exists(python):
-        msg = (f"needs the trainers' environment: run scripts/setup-env-trainers.sh, then set "
-               f"{TRAINERS_PYTHON_VAR}=.venv-trainers/bin/python (now: {python!r})")
-        if os.environ.get("CI"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return python
+    """The trainers' environment's python (`SPECTRACE_TRAINERS_PYTHON`: speculators,
+    SpecForge, Model Optimizer)."""
+    return env_python_or_skip(os.environ.get(TRAINERS_PYTHON_VAR) or None, TRAINERS_PYTHON_VAR,
+                              "the trainers' environment", "scripts/setup-env-trainers.sh",
+                              ".venv-trainers")
 
 
 @pytest.fixture(scope="session")
