@@ -125,7 +125,8 @@ def step_attrs(worker, batch) -> dict:
 
 def step_hook(kind: str):
     """The step hook of a worker that is not an EAGLEWorkerV2: audit once, skip prefill,
-    count the step under `kind` (its class), sample a span."""
+    count the step under `kind` (its class), sample a span (no step cost: the advisor's
+    model is the EAGLE worker's draft / verify / draft-extend phases)."""
     def before(instance, batch):
         st = instance.__dict__.get(sglang_worker.STATE_ATTR)
         if st is None or not st.audited:
@@ -134,7 +135,8 @@ def step_hook(kind: str):
             return None
         rec = STATE.recorder or recorder()
         if rec.begin_step(kind):
-            return spans.start_step(rec, step_attrs(instance, batch))
+            return sglang_worker.StepContext(spans.start_step(rec, step_attrs(instance, batch)),
+                                             None)
         return None
     return before
 
@@ -157,7 +159,7 @@ def step_point(row: Algorithm) -> WrapPoint:
               else step_hook(row.worker))
     return WrapPoint(f"{row.worker}.forward_batch_generation",
                      f"{row.worker}.forward_batch_generation", before=before, reads=(BATCH,),
-                     cleanup=spans.end_step, required=False)
+                     cleanup=sglang_worker.end_step, required=False)
 
 
 def counts_point(cls: str) -> WrapPoint:
