@@ -225,6 +225,11 @@ class Config:
         "SPECTRACE_AGREEMENT_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
                                             "it off, N compares every Nth step)"), 16,
         "compare draft and target tokens every Nth step; 0 = off")
+    finite_every: int = _setting(
+        "SPECTRACE_FINITE_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
+                                         "it off, N checks every Nth draft pass)"), 64,
+        "check the draft's hidden states (vLLM: and logits) for inf/nan on the device every "
+        "Nth draft pass; 0 = off")
     metric_interval_s: float = _setting(
         "SPECTRACE_METRIC_INTERVAL", Number(False, 0.1, 2.0, "seconds between 0.1 and 2 (a "
                                             "SIGKILLed scheduler loses at most one interval)"),
