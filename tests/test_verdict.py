@@ -68,7 +68,7 @@ def test_broken_names_the_earliest_error_finding_and_its_fix(tmp_path):
     assert v.state == BROKEN
     assert v.sentence == (
         "Verdict: broken: the acceptance figures are synthetic: SGLang accepts by a rule "
-        "(acceptance.synthetic) (1 more error finding below). Fix: unset "
+        "(acceptance.synthetic; 1 more error finding below). Fix: unset "
         "SGLANG_SIMULATE_ACC_LEN.")
     assert [c.source for c in v.clues] == [signals.ACCEPTANCE_SYNTHETIC, signals.FC_BYPASS]
 

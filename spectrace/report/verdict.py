@@ -156,10 +156,12 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
     if broken:
         first = broken[0]
         more = len(broken) - 1
-        tail = f" ({more} more error finding{'s' if more > 1 else ''} below)" if more else ""
-        fix = f" Fix: {first.fix.rstrip('.')}" if first.fix else ""
-        return Verdict(BROKEN, f"Verdict: broken: {first.where}{tail}.{fix}"
-                       + ("." if fix else ""), tuple(broken))
+        where = first.where
+        if more:
+            note = f"{more} more error finding{'s' if more > 1 else ''} below"
+            where = (where[:-1] + f"; {note})" if where.endswith(")") else f"{where} ({note})")
+        fix = f" Fix: {first.fix.rstrip('.')}." if first.fix else ""
+        return Verdict(BROKEN, f"Verdict: broken: {where}.{fix}", tuple(broken))
     n = figures.drafts or 0
     mean = figures.mean_acceptance_length
     steps = len(figures.acceptance_per_position)
