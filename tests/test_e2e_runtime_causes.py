@@ -2,10 +2,12 @@
 accepting by a synthetic rule (SGLang's `SGLANG_SIMULATE_ACC_LEN`, vLLM's
 `rejection_sample_method: "synthetic"`) and a draft whose hidden states turn non-finite.
 
-One server per runtime carries both faults: the `partial` pair with an inf planted in the
+One SGLang server carries both faults: the `partial` pair with an inf planted in the
 draft's fc weight (`e2e.plant`; a bfloat16 draft served in float16 overflows the same way,
 but float16 does not run SGLang's CPU kernels here, so the inf is planted), started with
-the synthetic switch on. Each finding is raised from what the runtime's own process uses
+the synthetic switch on. vLLM's CPU sampler refuses synthetic acceptance, so its setting
+is resolved by vLLM's own config classes without a server, and one vLLM server runs the
+non-finite draft. Each finding is raised from what the runtime's own process uses
 (SGLang's `spec_utils` constants, vLLM's resolved `SpeculativeConfig`) and from on-device
 checks of the draft's outputs; the report leads with "broken". The healthy runs of
 tests/test_e2e_acceptance.py and tests/test_vllm_e2e.py get neither (their findings are
@@ -13,14 +15,17 @@ empty, and the non-finite check always runs on a draft's first pass).
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
+from harness.server import free_port
 from tests.conftest import ROOT
 from tests.e2e import codes, plant, settle, sglang_totals, wait_for
+from tests.test_prometheus_e2e import PROMETHEUS, Prometheus
 
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_FINITE_EVERY": "4"}
 PROMPTS = [[3, 7, 11], [5, 9, 2]]
@@ -39,24 +44,17 @@ def nonfinite_models(tiny_models, tmp_path_factory):
 
 
 @pytest.mark.sglang
-def test_sglang_reads_its_simulate_switch_as_verify_does(tmp_path):
-    """In a fresh SGLang interpreter with the variables set, spectrace reads the values
-    SGLang's verify uses (`spec_utils` constants). Unset, the healthy server runs show
-    no finding (tests/test_e2e_acceptance.py)."""
-    code = ("from spectrace.adapters.sglang_worker import simulated_acceptance as s; "
-            "print(repr(s()))")
-    env = {**os.environ, "PYTHONPATH": ROOT, "SGLANG_SIMULATE_ACC_LEN": "2.5",
-           "SGLANG_SIMULATE_ACC_METHOD": "multinomial"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.stdout.strip() == "(2.5, 'multinomial')", out.stderr[-2000:]
-
-
-@pytest.mark.sglang
-def test_sglang_simulated_acceptance_and_non_finite_draft(nonfinite_models, sglang_server):
-    run = sglang_server(nonfinite_models, env={**FAST, "SGLANG_SIMULATE_ACC_LEN": "3",
-                                                "SGLANG_SIMULATE_ACC_METHOD": "multinomial"},
-                        timeout=600)
+@pytest.mark.prometheus
+def test_sglang_simulated_acceptance_and_non_finite_draft(nonfinite_models, sglang_server,
+                                                          tmp_path):
+    """Both findings, in the report (which leads with "broken") and as alerts firing on a
+    real Prometheus scraping the scheduler's endpoint (grafana/alerts rules)."""
+    assert PROMETHEUS or not os.environ.get("CI"), "needs Prometheus (scripts/test.sh)"
+    port = free_port()
+    run = sglang_server(nonfinite_models, env={
+        **FAST, "SGLANG_SIMULATE_ACC_LEN": "3", "SGLANG_SIMULATE_ACC_METHOD": "multinomial",
+        "SPECTRACE_EXPORTERS": "file,prometheus", "SPECTRACE_PROMETHEUS_PORT": str(port)},
+        timeout=900)
     responses = [run.server.generate(p, 24) for p in PROMPTS]
     verify, accepted, _ = sglang_totals(responses)
     def both_found():
@@ -86,30 +84,76 @@ def test_sglang_simulated_acceptance_and_non_finite_draft(nonfinite_models, sgla
     first = text.splitlines()[0]
     assert first.startswith("Verdict: broken: "), first
     assert ("acceptance figures are synthetic" in first or "non-finite" in first), first
+    if PROMETHEUS is None:
+        return  # outside CI without the Debian package: the report half still ran
+    prom = Prometheus(str(tmp_path), [port])
+    try:
+        wanted = {"SpectraceSyntheticAcceptance", "SpectraceDraftNonFinite"}
+
+        def firing():
+            try:
+                now = {a["labels"]["alertname"] for a in prom.alerts()
+                       if a["state"] == "firing"}
+            except ValueError:  # not JSON yet (Prometheus still starting its API)
+                return None
+            return now if wanted <= now else None
+
+        firing = prom.wait(firing, 120, f"alerts {wanted} firing")
+        assert "SpectraceFcBypass" not in firing, firing
+    finally:
+        prom.stop()
 
 
 @pytest.mark.vllm
-def test_vllm_synthetic_acceptance_and_non_finite_draft(nonfinite_models, vllm_server):
-    rates = [0.9, 0.6, 0.3]
-    run = vllm_server(nonfinite_models, env=FAST, timeout=600, spec_extra={
-        "rejection_sample_method": "synthetic", "synthetic_acceptance_rates": rates})
+def test_vllm_synthetic_config_read_from_its_own_classes(tiny_models, tmp_path):
+    """vLLM's CPU sampler refuses synthetic acceptance ("not supported with CPU sampling"),
+    so its real config classes resolve the setting (a length turned into rates) without a
+    server, its real `RejectionSampler` is built from it (synthetic mode on), and
+    spectrace's scheduler hook raises the finding from the same config; the standard
+    method raises nothing."""
+    from tests.conftest import vllm_python_or_skip
+    python = vllm_python_or_skip()
+    program = os.path.join(ROOT, "tests", "programs", "vllm_synthetic_config.py")
+    env = {**os.environ, "PYTHONPATH": ROOT}
+
+    out = str(tmp_path / "out")
+    specs = [{"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.5}, {}]
+    done = subprocess.run([python, program, tiny_models("partial"), out, json.dumps(specs)],
+                          env=env, capture_output=True, text=True, timeout=1200)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    assert lines, done.stderr[-3000:]
+    synthetic, standard = json.loads(lines[-1][len("RESULT "):])
+    assert synthetic["vllm_synthetic_mode"] is True and synthetic["method"] == "synthetic"
+    assert len(synthetic["rates"]) == 3  # vLLM resolved the length into per-position rates
+    assert synthetic["new_findings"] == {SYNTHETIC: 1}
+    found = [json.loads(x) for x in open(next(
+        os.path.join(d, "events.jsonl") for d, _, files in os.walk(out)
+        if "events.jsonl" in files))]
+    msg = found[0]["message"]
+    assert found[0]["code"] == SYNTHETIC and "synthetic_acceptance_rates [" in msg, msg
+    assert found[0]["details"]["synthetic_acceptance_rates"] == synthetic["rates"]
+    assert standard["vllm_synthetic_mode"] is False and standard["new_findings"] == {}
+
+
+@pytest.mark.vllm
+def test_vllm_non_finite_draft(nonfinite_models, vllm_server):
+    """vLLM's CPU engine with the draft whose fc holds an inf: its `compute_logits` inputs
+    and outputs are non-finite (float32: the harness serves with --dtype float32)."""
+    run = vllm_server(nonfinite_models, env=FAST, timeout=900)
     for p in PROMPTS:
         run.server.complete(p, 24)
-    def both_found():
-        report = run.report()
-        return report if (SYNTHETIC in codes(run.process("engine_core", report))
-                          and NON_FINITE in codes(run.process("worker", report))) else None
 
-    report = wait_for(both_found) or run.report()
+    def found():
+        report = run.report()
+        return report if NON_FINITE in codes(run.process("worker", report)) else None
+
+    report = wait_for(found) or run.report()
     engine, worker = run.process("engine_core", report), run.process("worker", report)
-    synthetic = codes(engine).get(SYNTHETIC)
-    assert synthetic is not None, (codes(engine), run.log_path)
-    assert ('vLLM accepts draft tokens by a synthetic rule (rejection_sample_method '
-            '"synthetic", synthetic_acceptance_rates [0.9, 0.6, 0.3])') in synthetic["message"]
-    assert synthetic["details"]["synthetic_acceptance_rates"] == rates
     nf = codes(worker).get(NON_FINITE)
     assert nf is not None, (codes(worker), run.log_path)
-    assert nf["details"]["dtype"] == "float32"  # the harness serves with --dtype float32
+    assert nf["details"]["dtype"] == "float32"
     assert nf["details"]["where"] == ["hidden states", "logits"]
+    assert "the draft runs in float32" in nf["message"]
+    assert SYNTHETIC not in codes(engine)
     assert engine["internal_errors"] == 0 and worker["internal_errors"] == 0
     assert report["verdict"]["state"] == "broken", report["verdict"]
