@@ -313,29 +313,20 @@ def test_sglang_non_finite_check_stays_on_the_device(fake_cuda, tmp_path, every)
     (the fake event never completes) are polled, not waited on, and nothing is read."""
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
-                         finite_every=every) as rec:
+                         finite_every=every):
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
-        log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode, n=4)
+        step = hb.V2Step(BS, "spectrace", tensors)
+        log = _run_steps(step, mode, n=4)
         ops = _assert_no_sync(log, calls)
         passes = 4 * hb.STEPS  # draft passes of 4 steps (steps - 1 decode + 1 extend)
         checks = -(-passes // every)
         assert ops.count("aten.all.default") == checks, log.describe()
         assert _finite_copies(log) == checks and FakeEvent.log.count("record") == checks
         assert FakeEvent.log.count("query") == checks  # each check polls the oldest in flight
-        model = hb_draft_model(rec)
-        assert len(model.pending) == checks and model.checks == 0  # nothing read yet
-
-
-def hb_draft_model(rec):
-    """The FiniteChecks of the only draft model that ran (on its instance's dict)."""
-    import gc
-    from spectrace.adapters.draft_checks import FINITE_ATTR
-    found = [o.__dict__[FINITE_ATTR] for o in gc.get_objects()
-             if hasattr(o, "__dict__") and isinstance(getattr(o, "__dict__", None), dict)
-             and FINITE_ATTR in o.__dict__]
-    assert len(found) >= 1
-    return found[-1]
+        from spectrace.adapters.draft_checks import FINITE_ATTR
+        checked = step.worker.draft_worker.draft_model.__dict__[FINITE_ATTR]
+        assert len(checked.pending) == checks and checked.checks == 0  # nothing read yet
 
 
 def test_vllm_non_finite_check_stays_on_the_device(fake_cuda, tmp_path):
