@@ -92,7 +92,8 @@ def make_eagle3_module():
 
         def forward(self, input_ids, positions, forward_batch, input_embeds=None,
                     pp_proxy_tensors=None):
-            return forward_batch.spec_info.hidden_states
+            hidden = forward_batch.spec_info.hidden_states  # (to logits, [aux]), as SGLang's
+            return hidden, [hidden]
 
     class LlamaForCausalLMEagle3:
         def load_weights(self, weights):
@@ -263,6 +264,9 @@ def make_vllm_modules() -> dict:
         def combine_hidden_states(self, hidden_states):
             return hidden_states
 
+        def compute_logits(self, hidden_states):
+            return hidden_states
+
         def load_weights(self, weights):
             return None
 
@@ -274,8 +278,8 @@ def make_vllm_modules() -> dict:
 
     class EngineCore:
         """One engine step as vLLM 0.32 runs it: the worker samples (verifying the drafts)
-        and drafts (the draft model's `combine_hidden_states` on the target's aux states),
-        then the scheduler's bookkeeping. In vLLM the first two run in the worker process."""
+        and drafts (the draft model's `combine_hidden_states` on the target's aux states,
+        then `compute_logits` once per draft token), then the scheduler's bookkeeping. In vLLM the first two run in the worker process."""
 
         def __init__(self, scheduler, runner, draft, inputs) -> None:
             self.scheduler, self.runner, self.draft, self.inputs = scheduler, runner, draft, inputs
@@ -285,6 +289,9 @@ def make_vllm_modules() -> dict:
             self.runner._sample(logits, meta)
             if self.draft is not None:  # n-gram, suffix: no draft model
                 self.draft.combine_hidden_states(hidden)
+                # the draft's own hidden states in vLLM; shapes do not matter here
+                for _ in range(self.scheduler.num_spec_tokens):
+                    self.draft.compute_logits(hidden)
             return self.scheduler.update_from_output(so, out), True
 
         def step_with_batch_queue(self):
@@ -325,7 +332,7 @@ HOT_METHODS_VLLM = {
     "vllm/v1/engine/core.py": {"EngineCore": ("step", "step_with_batch_queue")},
     "vllm/v1/worker/gpu_model_runner.py": {"GPUModelRunner": ("_sample",)},
     "vllm/model_executor/models/llama_eagle3.py": {
-        "Eagle3LlamaForCausalLM": ("combine_hidden_states", "load_weights")},
+        "Eagle3LlamaForCausalLM": ("combine_hidden_states", "compute_logits", "load_weights")},
 }
 
 

@@ -42,13 +42,16 @@ def vllm_env(extra: dict | None = None) -> dict:
     return env
 
 
-def server_args(models: str, port: int, k: int = 3, method: str = "eagle3") -> list[str]:
-    """`method` "ngram": prompt-lookup proposals (up to 3-grams), no draft model."""
+def server_args(models: str, port: int, k: int = 3, method: str = "eagle3",
+                spec_extra: dict | None = None) -> list[str]:
+    """`method` "ngram": prompt-lookup proposals (up to 3-grams), no draft model.
+    `spec_extra`: more `--speculative-config` keys (e.g. `rejection_sample_method`)."""
     spec = {"method": method, "num_speculative_tokens": k}
     if method == "ngram":
         spec.update(prompt_lookup_max=3, prompt_lookup_min=1)
     else:
         spec["model"] = os.path.join(models, "draft")
+    spec.update(spec_extra or {})
     return ["-m", "vllm.entrypoints.openai.api_server",
             "--model", os.path.join(models, "target"),
             "--speculative-config", json.dumps(spec),
@@ -100,10 +103,12 @@ class VllmServer:
 def start_vllm_server(python: str, models: str, log_path: str, env_extra: dict | None = None,
                       k: int = 3, method: str = "eagle3", timeout: float = 300,
                       extra_args: list[str] | None = None,
-                      launcher: list[str] | None = None) -> VllmServer:
+                      launcher: list[str] | None = None,
+                      spec_extra: dict | None = None) -> VllmServer:
     """`launcher`: a command the server runs under, e.g. `[".../spectrace-run", "--"]`."""
     port = free_port()
-    cmd = (launcher or []) + [python] + server_args(models, port, k, method) + (extra_args or [])
+    cmd = ((launcher or []) + [python] + server_args(models, port, k, method, spec_extra)
+           + (extra_args or []))
     return VllmServer(launch(cmd, vllm_env(env_extra), port, log_path, timeout,
                              label="vLLM server"), models)
 

@@ -233,6 +233,11 @@ class Config:
                                             "it off, N measures every Nth step)"), 4,
         "measure the cost of every Nth decode step per phase (wall time on the CPU, CUDA "
         "events on a GPU); 0 = off")
+    finite_every: int = _setting(
+        "SPECTRACE_FINITE_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
+                                         "it off, N checks every Nth draft pass)"), 64,
+        "check the draft's hidden states (vLLM: and logits) for inf/nan on the device every "
+        "Nth draft pass; 0 = off")
     metric_interval_s: float = _setting(
         "SPECTRACE_METRIC_INTERVAL", Number(False, 0.1, 2.0, "seconds between 0.1 and 2 (a "
                                             "SIGKILLed scheduler loses at most one interval)"),

@@ -45,6 +45,37 @@ WIDTH_MISMATCH = Message(
     "the layers in eagle_config.eagle_aux_hidden_state_layer_ids (no duplicates dropped) and "
     "that transfer buffers are sized for {fc_in}.")
 
+# -- acceptance the runtime fakes (detectors.synthetic) -----------------------------------
+SYNTHETIC_ACCEPTANCE = Message(
+    signals.ACCEPTANCE_SYNTHETIC,
+    "the acceptance figures are synthetic: {runtime} accepts draft tokens by a synthetic "
+    "rule ({setting}), not by comparing them with the target, so every acceptance figure "
+    "(the runtime's and spectrace's) is fiction and the output is not the target's.",
+    "{fix}")
+SYNTHETIC_FIX = {
+    signals.RUNTIME_SGLANG: "unset SGLANG_SIMULATE_ACC_LEN (and SGLANG_SIMULATE_ACC_METHOD) "
+                            "in the server's environment and restart it; it is a "
+                            "benchmarking switch.",
+    signals.RUNTIME_VLLM: "remove rejection_sample_method \"synthetic\" (and "
+                          "synthetic_acceptance_rates / synthetic_acceptance_length) from "
+                          "--speculative-config and restart; it is a benchmarking switch.",
+}
+
+# -- numbers the draft computes (detectors.finite) ----------------------------------------------
+NON_FINITE = Message(
+    signals.DRAFT_NON_FINITE,
+    "non-finite values (inf or nan) in the draft's {where}, found by {bad} of {checks} "
+    "sampled on-device checks; the draft runs in {dtype}. Its proposals are then garbage and "
+    "acceptance falls to about 1.0 (0 % of draft tokens), with nothing in the logs.",
+    "{fix}")
+NON_FINITE_FIX_HALF = (
+    "float16 overflows above 65504 where bfloat16 does not: serve a draft trained in "
+    "bfloat16 in bfloat16 (or float32), e.g. --dtype bfloat16; otherwise check the "
+    "checkpoint for inf/nan weights (`spectrace doctor`).")
+NON_FINITE_FIX = (
+    "check the draft checkpoint for inf/nan weights and that it is served in the dtype it "
+    "was trained in (torch_dtype in its config.json).")
+
 # -- the target's aux capture at run time (detectors.aux) ---------------------------------------
 CAPTURE_OFF_IN_TARGET = Message(
     signals.AUX_CAPTURE_DISABLED,

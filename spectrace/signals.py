@@ -157,6 +157,8 @@ VOCAB_D2T_MISSING = "vocab.d2t_missing"
 VOCAB_D2T_ABSOLUTE = "vocab.d2t_absolute"
 VOCAB_D2T_OUT_OF_RANGE = "vocab.d2t_out_of_range"
 VOCAB_D2T_DUPLICATES = "vocab.d2t_duplicates"
+ACCEPTANCE_SYNTHETIC = "acceptance.synthetic"  # the runtime accepts by a synthetic rule
+DRAFT_NON_FINITE = "draft.non_finite"          # inf/nan in the draft's hidden states or logits
 # Run-time finding codes and their severity: `spectrace.findings` starts at 0 for each,
 # so a healthy deployment shows 0 and the alert rules have a series to evaluate.
 RUNTIME_FINDINGS = {
@@ -164,6 +166,7 @@ RUNTIME_FINDINGS = {
     AUX_COUNT_MISMATCH: "error", AUX_ID_MISMATCH: "warning", WEIGHTS_UNUSED_KEYS: "error",
     WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
     VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
+    ACCEPTANCE_SYNTHETIC: "error", DRAFT_NON_FINITE: "error",
 }
 # Findings `spectrace report` judges from the totals (no run-time event): the long-context
 # one from request-steps by context length (a floor of request-steps, detectors.context);
@@ -269,7 +272,8 @@ EAGLE3_UNLOADED_PARAMS = MetricSpec(
     "from the target).")
 FINDINGS = MetricSpec(
     "spectrace.findings", COUNTER, "{finding}",
-    "Findings raised at run time (fc bypass, aux capture, weights, vocabulary map).",
+    "Findings raised at run time (fc bypass, aux capture, weights, vocabulary map, "
+    "synthetic acceptance, non-finite draft values).",
     (ATTR_CODE, ATTR_SEVERITY))
 INTERNAL_ERRORS = MetricSpec(
     "spectrace.internal_errors", COUNTER, "{error}",

@@ -62,6 +62,7 @@ valid = st.fixed_dictionaries({
     "strict": st.booleans(),
     "step_sample_ratio": st.floats(0, 1),
     "agreement_every": st.integers(0, 10**6),
+    "finite_every": st.integers(0, 10**6),
     "metric_interval_s": st.floats(0.1, 2.0),
     "service_name": st.text(min_size=1, max_size=30).filter(
         lambda s: s.strip() and s.isprintable()),

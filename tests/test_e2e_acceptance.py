@@ -6,6 +6,8 @@ per verify (acceptance length 2.0), `full` accepts all three (4.0).
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -107,6 +109,24 @@ def run_report_text(directory) -> str:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def test_verdict_on_the_healthy_run(partial_run):
+    """Enough request-steps for a verdict (100): the healthy pair is called healthy, in the
+    text report's first line and in --json, and no run-time cause is raised."""
+    from spectrace.report.verdict import MIN_REQUEST_STEPS
+    run, before = partial_run
+    with ThreadPoolExecutor(4) as pool:
+        more = list(pool.map(lambda p: run.server.generate(p, 24), PROMPTS * 2))
+    verify = sglang_totals(before + more)[0]
+    proc = settle(run, verify)
+    assert proc["drafts"] >= verify >= MIN_REQUEST_STEPS
+    report = run.report()
+    assert report["verdict"]["state"] == "healthy", report["verdict"]
+    text = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(run.data_dir)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert text.splitlines()[0] == report["verdict"]["sentence"]
+    assert text.startswith("Verdict: healthy: mean acceptance length 2.00 over ")
 
 
 def test_full_acceptance_gives_length_four(tiny_models, sglang_server):

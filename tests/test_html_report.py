@@ -194,6 +194,29 @@ def _shown(value) -> str:
 
 
 @pytest.mark.sglang
+def test_the_page_leads_with_the_verdict(runs, browser):
+    """The verdict is the first sentence under the title, in the state --json gives: the
+    bypass run is broken (fc bypass and its fix); the healthy run's few request-steps
+    (under the floor of 100) are not enough for a verdict, and no finding is raised."""
+    from spectrace.report.verdict import MIN_REQUEST_STEPS
+    states = {}
+    for name, (rep, html) in runs.items():
+        v = rep["verdict"]
+        page = browser.page()
+        page.open(html.as_uri())
+        first = page.evaluate("document.querySelector('header .verdict').textContent")
+        state = page.evaluate("document.querySelector('header .verdict').dataset.state")
+        assert (first, state) == (v["sentence"], v["state"])
+        states[name] = v
+    broken = states["bypass"]
+    assert broken["state"] == "broken" and "fc bypass" in broken["sentence"], broken
+    assert "Fix: " in broken["sentence"]
+    healthy, rep = states["healthy"], runs["healthy"][0]
+    assert rep["combined"]["drafts"] < MIN_REQUEST_STEPS
+    assert healthy["state"] == "not_enough_data" and "no finding so far" in healthy["sentence"]
+
+
+@pytest.mark.sglang
 @pytest.mark.parametrize("name", ["healthy", "bypass"])
 def test_numbers_in_the_page_equal_the_json(runs, browser, name):
     rep, html = runs[name]

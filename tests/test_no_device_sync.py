@@ -18,7 +18,12 @@ Asserted, for a v2 step (sampled, agreement compared), a v1 step and a vLLM engi
   agreement counts (`detectors.tokens.to_host`): non-blocking, into a pinned buffer
   allocated for it;
 - no `torch.cuda.synchronize`, no `Event.synchronize` / `Event.wait`;
-- the draft-width hook (`LlamaModel.forward`) issues no aten op at all: shapes only.
+- the draft-width hook (`LlamaModel.forward`) issues no aten op at all: shapes only;
+- the non-finite check of the draft's outputs (SGLang: `LlamaModel.forward`'s result; vLLM:
+  `compute_logits`' input and output), on a sampled pass: `isfinite`/`all` on the device
+  and one pinned non-blocking copy per check, its event queried at later checks and never
+  waited on; unsampled passes issue no aten op. (The tests of the other hooks switch it
+  off, `finite_every=0`, so that each counts only its own ops.)
 """
 from __future__ import annotations
 
@@ -123,7 +128,8 @@ def fake_cuda(monkeypatch):
 @pytest.fixture
 def recorder_every_step(tmp_path):
     """Worst case for the device: every step sampled as spans, agreement every step."""
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=1) as rec:
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=1,
+                         finite_every=0) as rec:
         yield rec
 
 
@@ -176,7 +182,8 @@ def test_fake_cuda_tensors_take_the_cuda_path(fake_cuda):
 def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
-                         agreement_every=1, step_cost_every=0) as rec:
+                         agreement_every=1, step_cost_every=0,
+                         finite_every=0) as rec:
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
         log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
@@ -257,7 +264,7 @@ def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio
     back without blocking; the draft's `combine_hidden_states` hook reads a shape."""
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
-                         agreement_every=1) as rec:
+                         agreement_every=1, finite_every=0) as rec:
         log = _run_vllm_steps(mode)
         ops = _assert_no_sync(log, calls)
         assert ops.count("aten.argmax.default") == ops.count("aten.copy_.default") == 3
@@ -269,7 +276,8 @@ def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio
 def test_vllm_step_without_agreement_issues_no_aten_op(fake_cuda, tmp_path):
     """Steps that compare nothing (15 of 16 by default) touch no tensor at all."""
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=0):
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=0,
+                         finite_every=0):
         log = _run_vllm_steps(mode)
     assert not log.aten(), log.describe()
     assert "synchronize" not in calls
@@ -354,6 +362,106 @@ def test_tree_top1_path_agreement_stays_on_the_device(fake_cuda):
     assert [e["op"] for e in log.aten()].count("aten.gather.default") == 3 * steps
     assert list(host.shape) == [steps] and host.device.type == "cpu"
     assert FakeEvent.log.count("record") == 1 and "synchronize" not in calls
+
+
+def _finite_copies(log: OpLog) -> int:
+    return sum(1 for e in log.aten() if e["op"] == "aten.copy_.default"
+               and id(e["args"][0]) in log.pinned)
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_sglang_non_finite_check_stays_on_the_device(fake_cuda, tmp_path, every):
+    """v2 steps with the draft's outputs checked every `every`th pass: each check is an
+    on-device reduction plus one pinned non-blocking copy; the copies still in flight
+    (the fake event never completes) are polled, not waited on, and nothing is read."""
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
+                         finite_every=every):
+        with mode:
+            tensors = hb.make_tensors(BS, "cuda")
+        step = hb.V2Step(BS, "spectrace", tensors)
+        log = _run_steps(step, mode, n=4)
+        ops = _assert_no_sync(log, calls)
+        passes = 4 * hb.STEPS  # draft passes of 4 steps (steps - 1 decode + 1 extend)
+        checks = -(-passes // every)
+        assert ops.count("aten.all.default") == checks, log.describe()
+        assert _finite_copies(log) == checks and FakeEvent.log.count("record") == checks
+        assert FakeEvent.log.count("query") == checks  # each check polls the oldest in flight
+        from spectrace.adapters.draft_checks import FINITE_ATTR
+        checked = step.worker.draft_worker.draft_model.__dict__[FINITE_ATTR]
+        assert len(checked.pending) == checks and checked.checks == 0  # nothing read yet
+
+
+def test_vllm_non_finite_check_stays_on_the_device(fake_cuda, tmp_path):
+    """vLLM: `compute_logits` checked on every call (worst case): hidden states and logits
+    in one stacked flag tensor, one pinned non-blocking copy per call."""
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
+                         finite_every=1):
+        log = _run_vllm_steps(mode)
+        ops = _assert_no_sync(log, calls)
+        checks = 3 * hb.STEPS
+        assert ops.count("aten.all.default") == 2 * checks, log.describe()
+        assert _finite_copies(log) == checks and FakeEvent.log.count("record") == checks
+
+
+def test_unsampled_draft_passes_issue_no_aten_op(fake_cuda, tmp_path):
+    """Between checks the hook only counts the pass."""
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
+                         finite_every=1000):
+        with mode:
+            tensors = hb.make_tensors(BS, "cuda")
+        step = hb.V2Step(BS, "spectrace", tensors)
+        with mode:
+            step()  # the first pass is checked
+        log = _run_steps(step, mode, n=3)
+    assert not log.aten(), log.describe()
+
+
+def test_non_finite_checks_are_read_only_once_their_copy_is_done():
+    """`FiniteChecks.poll` reads a check only after its event completes, raises the
+    finding at the first non-finite one (the floor: 1), and never again."""
+    from spectrace.detectors.finite import FiniteChecks
+
+    class Event:
+        def __init__(self) -> None:
+            self.done = False
+
+        def query(self) -> bool:
+            return self.done
+
+        def synchronize(self) -> None:  # pragma: no cover - must not be called
+            raise AssertionError("poll waited for the device")
+
+    checks = FiniteChecks(("hidden states", "logits"), "float16")
+    ev = Event()
+    checks.add(torch.tensor([True, False]), ev)
+    assert checks.poll() is False and checks.checks == 0
+    ev.done = True
+    assert checks.poll() is True and checks.checks == 1 and checks.bad == 1
+    f = checks.finding()
+    assert f.details == {"where": ["logits"], "dtype": "float16", "non_finite_checks": 1,
+                         "checks": 1}
+    assert "the draft's logits, found by 1 of 1 sampled on-device checks; the draft runs " \
+           "in float16" in f.message and "float16 overflows above 65504" in f.message
+    checks.add(torch.tensor([False, False]), None)
+    assert checks.poll() is False  # reported once
+
+
+def test_a_float16_overflow_is_found():
+    """The real failure: bfloat16 weights above float16's range, cast to float16, give
+    inf in the draft's hidden states (torch float16 on this CPU), and the check says so;
+    the same computation in bfloat16 is finite."""
+    from spectrace.detectors.finite import FiniteChecks, finite_flags
+    w = torch.full((8, 8), 9000.0, dtype=torch.bfloat16)  # fine in bfloat16
+    x = torch.full((2, 8), 2.0, dtype=torch.bfloat16)
+    for dtype, finite in ((torch.bfloat16, True), (torch.float16, False)):
+        h = x.to(dtype) @ w.to(dtype).T  # 8 x 2 x 9000 = 144000 > 65504
+        checks = FiniteChecks(("hidden states",), str(dtype).removeprefix("torch."))
+        checks.add(*finite_flags((h,)))
+        assert checks.poll() is (not finite)
+        assert checks.checks == 1 and checks.bad == (0 if finite else 1)
 
 
 @pytest.mark.vllm  # and SGLang: both runtimes' real signatures

@@ -386,7 +386,7 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
     rep = build_report(str(tmp_path))
     out = json.loads(cli(tmp_path, "--json").stdout)
     assert out == json.loads(json.dumps(rep.to_json()))
-    assert list(out) == ["directory", "processes", "combined"]
+    assert list(out) == ["verdict", "directory", "processes", "combined"]
     figures = names(Figures)
     proc, combined = out["processes"][0], out["combined"]
     assert list(proc) == names(ProcessSummary, ("figures", "raw", "points")) + figures

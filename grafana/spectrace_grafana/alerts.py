@@ -57,6 +57,23 @@ def rules() -> dict:
         "Draft vocabulary map (d2t) problem on {{ $labels.instance }}: {{ $labels.code }}",
         "The draft-to-target vocabulary map is missing, absolute or out of range, so draft "
         "ids map to wrong target tokens. Run `spectrace doctor` on the draft checkpoint.")
+    synthetic = _rule(
+        "SpectraceSyntheticAcceptance",
+        Q.stotal(S.FINDINGS, BY, extra=f'{S.ATTR_CODE}="{S.ACCEPTANCE_SYNTHETIC}"'),
+        ">", 0, "0m", "critical",
+        "Acceptance figures are synthetic on {{ $labels.instance }}",
+        "The runtime accepts draft tokens by a synthetic rule (SGLang: SGLANG_SIMULATE_ACC_LEN; "
+        "vLLM: rejection_sample_method \"synthetic\"), so every acceptance figure is fiction "
+        "and the output is not the target's. Unset it and restart (finding "
+        "acceptance.synthetic).")
+    non_finite = _rule(
+        "SpectraceDraftNonFinite",
+        Q.stotal(S.FINDINGS, BY, extra=f'{S.ATTR_CODE}="{S.DRAFT_NON_FINITE}"'),
+        ">", 0, "0m", "critical",
+        "EAGLE-3 draft computes inf/nan on {{ $labels.instance }}",
+        "Sampled on-device checks found inf or nan in the draft's hidden states or logits "
+        "(e.g. a bfloat16 draft served in float16 overflows): its proposals are garbage and "
+        "acceptance falls to about 1.0. The finding draft.non_finite names the dtype.")
     internal = _rule(
         "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY),
         ">", 0, "0m", "warning", "spectrace hooks raised errors on {{ $labels.instance }}",
@@ -65,7 +82,7 @@ def rules() -> dict:
         "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
                         "rules": [collapse, position0, bypass, width, weights, vocab,
-                                  internal]}]}
+                                  synthetic, non_finite, internal]}]}
 
 
 # -- promtool unit tests of the rules (synthetic series; `promtool test rules`) ------------
@@ -123,6 +140,8 @@ def rule_tests() -> dict:
             _series(S.EAGLE3_FC_BYPASS, "0 40 80"), _series(S.EAGLE3_WIDTH_MISMATCH, "0x30"),
             _series(S.EAGLE3_UNUSED_KEYS, "0 12"), _series(S.EAGLE3_UNLOADED_PARAMS, "0 3"),
             _series(S.FINDINGS, "1x30", code=vocab, severity="error"),
+            _series(S.FINDINGS, "0 1x30", code=S.ACCEPTANCE_SYNTHETIC, severity="error"),
+            _series(S.FINDINGS, "0 0 2x30", code=S.DRAFT_NON_FINITE, severity="error"),
             _series(S.INTERNAL_ERRORS, "0x30")]),
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "SpectraceFcBypass",
@@ -131,6 +150,12 @@ def rule_tests() -> dict:
              "exp_alerts": [_expect(by_name["SpectraceDroppedWeights"], 15)]},
             {"eval_time": "2m", "alertname": "SpectraceVocabularyMapError",
              "exp_alerts": [_expect(by_name["SpectraceVocabularyMapError"], 1, code=vocab)]},
+            {"eval_time": "0m", "alertname": "SpectraceSyntheticAcceptance", "exp_alerts": []},
+            {"eval_time": "2m", "alertname": "SpectraceSyntheticAcceptance",
+             "exp_alerts": [_expect(by_name["SpectraceSyntheticAcceptance"], 1)]},
+            {"eval_time": "1m", "alertname": "SpectraceDraftNonFinite", "exp_alerts": []},
+            {"eval_time": "3m", "alertname": "SpectraceDraftNonFinite",
+             "exp_alerts": [_expect(by_name["SpectraceDraftNonFinite"], 2)]},
             {"eval_time": "9m", "alertname": "SpectraceAcceptanceCollapse", "exp_alerts": []},
             {"eval_time": "20m", "alertname": "SpectraceAcceptanceCollapse",
              "exp_alerts": [_expect(by_name["SpectraceAcceptanceCollapse"], 1.05)]},

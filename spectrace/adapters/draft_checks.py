@@ -2,6 +2,9 @@
 
 - a draft pass's hidden-state width is checked once per kind of pass and width, then
   only counted (`DraftState` on the draft model holds what was already found healthy);
+- a sampled draft pass (every Nth, `SPECTRACE_FINITE_EVERY`) has its hidden states (and,
+  where the adapter has them, logits) checked for inf/nan on the device
+  (`detectors.finite`): the unsampled passes only bump a count;
 - an observed `load_weights` (see `load_observer`) becomes the dropped-keys and
   unloaded-parameters findings, plus the vocabulary-map findings the adapter computed.
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, Hashable
 
 from .. import signals
+from ..detectors.finite import FiniteChecks, dtype_name, finite_flags
 from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
 from ..detectors.widths import ExpectedWidths, check_width
 from ..findings import Finding
@@ -20,6 +24,8 @@ from ..runtimes import Runtime
 from ..safety import StrictModeError
 
 STATE_ATTR = "_spectrace_draft"
+FINITE_ATTR = "_spectrace_finite"         # the draft model's FiniteChecks
+FINITE_PASSES = "_spectrace_finite_passes"  # draft passes seen by the non-finite sampling
 
 
 class DraftState:
@@ -91,3 +97,30 @@ def report_load(rec, obs, subject: str, shared: set[str], vocab: list[Finding],
         rec.finding(missing_params_finding(missing, subject))
     for f in vocab:
         rec.finding(f)
+
+
+def finite_due(rec, model) -> bool:
+    """Count a draft pass; True when it is sampled for a non-finite check (the first pass,
+    then every `finite_every`th). Two dict operations when it is not."""
+    every = rec.cfg.finite_every
+    if not every:
+        return False
+    d = model.__dict__
+    n = d.get(FINITE_PASSES, 0)
+    d[FINITE_PASSES] = n + 1
+    return n % every == 0
+
+
+def check_finite(rec, model, names: tuple[str, ...], tensors: tuple) -> None:
+    """Start the on-device check of `tensors` (named `names`), read the checks whose
+    copies are done, and raise the non-finite finding once they reach its floor. Never
+    waits for the device; nothing while a CUDA graph is captured."""
+    first = tensors[0]
+    if first.is_cuda and capturing():
+        return
+    checks = model.__dict__.get(FINITE_ATTR)
+    if checks is None:
+        checks = model.__dict__[FINITE_ATTR] = FiniteChecks(names, dtype_name(first))
+    checks.add(*finite_flags(tensors))
+    if checks.poll():
+        rec.finding(checks.finding())

@@ -3,6 +3,8 @@
 - the inner model's `forward`: width of `forward_batch.spec_info.hidden_states` and the
   pass kind, read from shapes only (no tensor data, no device sync), checked for fc
   bypass (SGLang applies `fc` only when that width differs from the embeddings');
+- the same forward's output, on a sampled pass: its hidden states checked for inf/nan on
+  the device (`draft_checks.check_finite`, no sync);
 - the causal-LM class's `load_weights`: which checkpoint keys reached a parameter loader
   and which parameters were loaded, observed while SGLang's own loader runs; then the
   vocabulary map (`hot_token_id`) it built from `d2t`.
@@ -23,7 +25,9 @@ from ..detectors.widths import ExpectedWidths, pass_kind
 from ..patching import WrapPoint
 from ..process import STATE, recorder
 from ..runtimes import SGLANG, runtime_version
-from .draft_checks import capturing, check_pass, count_if_healthy, draft_state, report_load
+from .draft_checks import (
+    capturing, check_finite, check_pass, count_if_healthy, draft_state, finite_due, report_load,
+)
 from .load_observer import load_weights_wrapper
 
 
@@ -73,20 +77,30 @@ def expected_widths(model) -> ExpectedWidths:
 
 
 def _before_forward(instance, forward_batch):
+    """Check the pass's input width; returns True when its output is due a non-finite
+    check (`_after_forward`), else None."""
+    rec = STATE.recorder or recorder()
+    due = finite_due(rec, instance) or None
     hidden = forward_batch.spec_info.hidden_states
     if hidden is None:
-        return
+        return due
     if hidden.is_cuda and capturing():
-        return  # CUDA-graph capture runs on dummy batches
+        return None  # CUDA-graph capture runs on dummy batches
     mode = forward_batch.forward_mode
     width = hidden.shape[-1]
-    rec = STATE.recorder or recorder()
     st = draft_state(instance, rec, expected_widths)
     if count_if_healthy(rec, st, (mode, width)):  # seen before and healthy: only count it
-        return
+        return due
     name = getattr(mode, "name", str(mode))
     check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,
                {signals.SPAN_ATTR_FORWARD_MODE: name})
+    return due
+
+
+def _after_forward(due, instance, result) -> None:
+    """The inner model returns (hidden states the logits are computed from, [aux])."""
+    hidden = result[0] if isinstance(result, tuple) else result
+    check_finite(STATE.recorder or recorder(), instance, ("hidden states",), (hidden,))
 
 
 # -- weights and vocabulary map -----------------------------------------------------------
@@ -123,7 +137,7 @@ def vocab_findings(model) -> list:
 def wrap_points(draft: DraftClass) -> tuple[WrapPoint, ...]:
     return (
         WrapPoint(f"{draft.inner}.forward", "eagle3.forward", before=_before_forward,
-                  reads=("forward_batch",)),
+                  reads=("forward_batch",), after=_after_forward, after_needs_ctx=True),
         WrapPoint(f"{draft.causal}.load_weights", "eagle3.load_weights",
                   make_wrapper=lambda module: load_weights_wrapper(
                       "eagle3.load_weights", module, functools.partial(_report_load, draft),

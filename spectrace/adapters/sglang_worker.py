@@ -1,5 +1,5 @@
 """Hooks both SGLang eagle-worker generations share (v1 `EAGLEWorker`, v2 `EAGLEWorkerV2`):
-the constructor (identity, telemetry, series), and the start of a speculative step
+the constructor (identity, telemetry, series, whether SGLang simulates acceptance), and the start of a speculative step
 (audit once, skip prefill, count, sample a span).
 
 State a worker's hooks pass to each other lives on the worker (`WorkerState`), so it goes
@@ -7,9 +7,11 @@ when the worker does.
 """
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 from .. import counting, signals, spans, step_cost
+from ..detectors.synthetic import sglang_simulated
 from ..patching import WrapPoint
 from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
@@ -49,13 +51,41 @@ def before_init(instance, named: dict):
 
 
 def _after_init(ctx, worker, result) -> None:
-    """Once the worker exists: its speculative-step count fixes the series to create."""
+    """Once the worker exists: its speculative-step count fixes the series to create, and
+    SGLang's simulated-acceptance switch, as verify will read it, is checked."""
     steps = getattr(worker, "speculative_num_steps", None)
     if isinstance(steps, int) and steps > 0:
         recorder().acceptance.prepare(steps)
     topk = getattr(worker, "topk", None)
     if isinstance(topk, int):
         recorder().topk[type(worker).__name__] = topk
+    finding = sglang_simulated(*simulated_acceptance())
+    if finding is not None:
+        recorder().finding(finding)
+
+
+SPEC_UTILS = "sglang.srt.speculative.spec_utils"
+
+
+def simulated_acceptance() -> tuple:
+    """(SIMULATE_ACC_LEN, SIMULATE_ACC_METHOD) as this process's SGLang uses them: the
+    constants `spec_utils` read from `envs` at import, which verify reads (0.5.5 -
+    0.5.23); else SGLang's `envs` object; (None, None) when this release has neither."""
+    module = sys.modules.get(SPEC_UTILS)
+    if module is None:
+        try:
+            import importlib
+            module = importlib.import_module(SPEC_UTILS)
+        except Exception:  # noqa: BLE001 - a release without it: look at envs
+            module = None
+    if module is not None and hasattr(module, "SIMULATE_ACC_LEN"):
+        return module.SIMULATE_ACC_LEN, getattr(module, "SIMULATE_ACC_METHOD", None)
+    try:
+        from sglang.srt.environ import envs
+        return (envs.SGLANG_SIMULATE_ACC_LEN.get(),
+                envs.SGLANG_SIMULATE_ACC_METHOD.get())
+    except Exception:  # noqa: BLE001 - neither: nothing to read
+        return None, None
 
 
 def init_point(cls: str, hook: str) -> WrapPoint:

@@ -11,6 +11,11 @@ share the two methods wrapped here:
   parallel drafting (PEagle) combines its learnt mask state once at load
   (`load_model`: `combine_hidden_states(mask_hidden.view(-1))`), which says nothing
   about what the target feeds.
+  and then the target captures nothing either.
+- `compute_logits(hidden_states)`: on a sampled call, the draft's hidden states and the
+  logits computed from them are checked for inf/nan on the device
+  (`draft_checks.check_finite`, no sync). The proposer calls it in Python, outside CUDA
+  graphs, on every draft step.
 - `load_weights`: which checkpoint keys reached a parameter loader and which parameters
   were loaded (`load_observer`, linked by tensor: vLLM collects the pairs before loading
   them); then the vocabulary map (`draft_id_to_target_id`, vLLM's name for `d2t`). vLLM
@@ -30,7 +35,9 @@ from ..detectors.widths import ExpectedWidths
 from ..patching import WrapPoint
 from ..process import STATE
 from ..runtimes import VLLM, runtime_version
-from .draft_checks import capturing, check_pass, count_if_healthy, draft_state, report_load
+from .draft_checks import (
+    capturing, check_finite, check_pass, count_if_healthy, draft_state, finite_due, report_load,
+)
 from .load_observer import load_weights_wrapper
 from .vllm_identity import worker_recorder
 
@@ -84,6 +91,17 @@ def _before_combine(instance, hidden):
     check_pass(rec, st, width, signals.PASS_TARGET_FED, int(width), VLLM)
 
 
+def _before_compute_logits(instance, hidden):
+    """The hidden states, when this call is due a non-finite check (else None)."""
+    return hidden if finite_due(STATE.recorder or worker_recorder(), instance) else None
+
+
+def _after_compute_logits(hidden, instance, logits) -> None:
+    tensors = (hidden,) if logits is None else (hidden, logits)
+    check_finite(STATE.recorder or worker_recorder(), instance,
+                 ("hidden states", "logits")[:len(tensors)], tensors)
+
+
 # -- weights and vocabulary map -----------------------------------------------------------
 def _report_load(model, obs) -> None:
     fc_key = next((k for k in obs.shapes if k == "fc.weight" or k.endswith(".fc.weight")), None)
@@ -128,6 +146,9 @@ def wrap_points(cls: str) -> tuple[WrapPoint, ...]:
     return (
         WrapPoint(f"{cls}.combine_hidden_states", "vllm.eagle3.combine_hidden_states",
                   before=_before_combine, reads=("hidden_states",)),
+        WrapPoint(f"{cls}.compute_logits", "vllm.eagle3.compute_logits",
+                  before=_before_compute_logits, reads=("hidden_states",),
+                  after=_after_compute_logits, after_needs_ctx=True),
         WrapPoint(f"{cls}.load_weights", "vllm.eagle3.load_weights", make_wrapper=_load_wrapper),
     )
 

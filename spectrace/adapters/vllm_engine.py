@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 
 from .. import signals, spans
+from ..detectors.synthetic import vllm_synthetic
 from ..patching import WrapPoint
 from ..process import STATE
 from ..recorder import PositionCounts
@@ -75,10 +76,19 @@ def _before_engine_step(engine_core):
 
 def _after_scheduler_init(ctx, scheduler, result) -> None:
     """A scheduler with speculative tokens starts this process's telemetry, with the
-    per-position and accept-length series at 0; any other exports nothing."""
+    per-position and accept-length series at 0, and checks whether vLLM accepts
+    synthetically (the speculative config its rejection sampler is built from); any
+    other exports nothing."""
     k = getattr(scheduler, "num_spec_tokens", 0)
     if isinstance(k, int) and k > 0:
-        engine_recorder(scheduler.vllm_config).acceptance.prepare(k)
+        rec = engine_recorder(scheduler.vllm_config)
+        rec.acceptance.prepare(k)
+        spec = getattr(scheduler.vllm_config, "speculative_config", None)
+        finding = vllm_synthetic(getattr(spec, "rejection_sample_method", None),
+                                 getattr(spec, "synthetic_acceptance_rates", None),
+                                 getattr(spec, "synthetic_acceptance_length", None))
+        if finding is not None:
+            rec.finding(finding)
 
 
 def _before_update(scheduler, out, result):

@@ -30,6 +30,7 @@ from .format import (
     finding_severity, process_identity, runtime_label,
 )
 from .records import Figures, HiddenStatePass, ProcessSummary, Report
+from .verdict import of_report
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 DATA_ID = "spectrace-data"
@@ -360,13 +361,21 @@ padding:.3rem 0}th,td{border:1px solid var(--line);padding:.2rem .45rem;text-ali
 vertical-align:top}td[data-key]{text-align:right;font-variant-numeric:tabular-nums}
 tr.bad td,tr.sev-error th{color:var(--red)}tr.sev-warning th{color:var(--amber)}
 td.msg{min-width:20rem}.legend-bands span{display:inline-block;padding:0 .4rem;margin-right:.3rem;
-border-radius:3px;font-size:.8rem}.b-red{background:#fbe3e3}.b-amber{background:#fdf0d5}
+border-radius:3px;font-size:.8rem}.verdict{font-weight:600;padding:.4rem .6rem;border-radius:3px}
+.v-healthy{background:#e3f4e3}.v-broken{background:#fbe3e3}.v-underperforming{background:#fdf0d5}
+.v-not_enough_data,.v-no_data{background:#eee}.b-red{background:#fbe3e3}.b-amber{background:#fdf0d5}
 .b-green{background:#e3f4e3}details{margin-top:1rem}summary{cursor:pointer;font-weight:600}
 @media (max-width:600px){body{padding:.5rem}td.msg{min-width:12rem}}
 @media print{body{max-width:none;padding:0}.grid{grid-template-columns:1fr 1fr}
 h2{break-before:page}section:first-of-type h2{break-before:auto}
 details>*{display:block}.u-legend{display:none}}
 """
+
+
+def _verdict_line(report: Report) -> str:
+    """The verdict, the page's first sentence (`data-state`: its state)."""
+    v = of_report(report)
+    return f'<p class="verdict v-{_e(v.state)}" data-state="{_e(v.state)}">{_e(v.sentence)}</p>'
 
 
 def render_html(report: Report) -> str:
@@ -405,8 +414,9 @@ def render_html(report: Report) -> str:
         '<meta name=viewport content="width=device-width,initial-scale=1">'
         f"<title>spectrace report: {_e(report.directory)}</title>"
         f"<style>{_asset('uPlot.min.css')}{STYLE}</style></head><body>"
-        f"<header><h1>spectrace report</h1><p class=meta>{_e(report.directory)}, "
-        f"generated {_e(_utc(time.time()))}</p>{bands}</header>"
+        f"<header><h1>spectrace report</h1>{_verdict_line(report)}"
+        f"<p class=meta>{_e(report.directory)}, generated {_e(_utc(time.time()))}</p>"
+        f"{bands}</header>"
         f"{_identity_table(report)}{empty}{''.join(views)}"
         f'<script type="application/json" id="{DATA_ID}">{inert_json(page_data)}</script>'
         f"<script>{lib}</script><script>{script}</script></body></html>\n")

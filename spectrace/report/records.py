@@ -320,6 +320,7 @@ class Report:
         return tuple(p for p in self.processes if isinstance(p, ProcessSummary))
 
     def to_json(self) -> dict[str, Any]:
-        return {"directory": self.directory,
+        from .verdict import of_report  # the verdict reads these records
+        return {"verdict": of_report(self).to_json(), "directory": self.directory,
                 "processes": [p.to_json() for p in self.processes],
                 "combined": self.combined.to_json() if self.combined else None}

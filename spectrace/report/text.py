@@ -1,4 +1,4 @@
-"""`spectrace report` as text: one block per process (and all of them together when there
+"""`spectrace report` as text: the verdict (one sentence), then one block per process (and all of them together when there
 are several), in words and numbers. `watch` shows the same lines, refreshed; `html` the
 same figures; all of them worded by `format`."""
 from __future__ import annotations
@@ -9,6 +9,7 @@ from .format import (
     finding_severity, process_title, ratio_text,
 )
 from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
+from .verdict import of_report
 
 
 def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
@@ -118,7 +119,8 @@ def request_lines(p) -> list[str]:
 
 
 def render_text(report: Report) -> str:
-    lines = [f"spectrace report: {report.directory}"]
+    """The verdict first (`verdict`), then the figures of each process."""
+    lines = [of_report(report).sentence, f"spectrace report: {report.directory}"]
     if not report.processes:
         lines.append("  no instrumented process has written here yet")
     for p in report.processes:

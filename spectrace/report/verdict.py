@@ -1,0 +1,205 @@
+"""The report's first sentence: is the deployment healthy, broken, or underperforming, and
+where. `text`, `html` and `watch` lead with it; `--json` carries it as `verdict`.
+
+The verdict is built from typed clues (`Clue`), so that every breakdown of the report can
+add its own "where" clause: `finding_clues` (the findings: their cause and fix) and
+`position_clues` (where along the draft chain acceptance is lost) are made here; other
+record types add theirs by passing more clues to `judge` (for example a per-context-length
+or per-sampling breakdown: `Clue(UNDERPERFORMING, "in contexts of 8k tokens and more
+(1.08 against 2.30 below 2k)", source="context_length")`). Each clue has passed its own
+statistical floor before it is made; the verdict only orders and words them.
+
+The rules, each with a floor, because a false alarm is as bad as a miss:
+
+- broken: any finding of severity `error` (one is enough: each has its own evidence rule,
+  e.g. a single non-finite check, a single fc-bypassed pass). The first one (earliest)
+  gives the cause and the fix.
+- underperforming: at least `MIN_REQUEST_STEPS` request-steps verified, and the mean
+  acceptance length is below the dashboards' weak band (`signals.ACCEPT_LENGTH_AMBER_BELOW`,
+  2.0; with one draft step, whose best is 2.0, below 1.5), with its upper 3-standard-error
+  bound below that line too (so a run at 1.98 +- 0.1 is not called weak); or a warning
+  finding, or another breakdown's clue of kind UNDERPERFORMING. The "where" clauses: the
+  first draft position at which acceptance is lost (`position_clues`), then the others'.
+- not enough data: fewer than `MIN_REQUEST_STEPS` request-steps and no finding.
+- healthy: otherwise.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .. import signals
+from .format import count_text
+from .records import Figures, Report
+
+HEALTHY = "healthy"
+BROKEN = "broken"
+UNDERPERFORMING = "underperforming"
+NOT_ENOUGH_DATA = "not_enough_data"
+
+MIN_REQUEST_STEPS = 100     # request-steps before acceptance is judged at all
+MIN_POSITION_TRIALS = 50    # request-steps that reached a position before it is judged
+POSITION_LOST_BELOW = 0.5   # conditional acceptance at a position, called lost below it
+SIGMAS = 3.0                # standard errors a figure must be below its line by
+
+
+@dataclass(frozen=True, slots=True)
+class Clue:
+    """One thing the verdict may say. `kind`: BROKEN or UNDERPERFORMING; `where`: a clause
+    that completes "underperforming ..." (or, for BROKEN, the cause); `fix`: what to do;
+    `source`: the record it came from (a finding code, `positions`, `context_length`...)."""
+    kind: str
+    where: str
+    fix: str = ""
+    source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "where": self.where, "fix": self.fix,
+                "source": self.source}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    state: str         # HEALTHY | BROKEN | UNDERPERFORMING | NOT_ENOUGH_DATA
+    sentence: str      # the report's first line
+    clues: tuple[Clue, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "sentence": self.sentence,
+                "clues": [c.to_json() for c in self.clues]}
+
+
+def _split_fix(message: str) -> tuple[str, str]:
+    text, sep, fix = message.partition(" Fix: ")
+    return text.strip(), fix.strip() if sep else ""
+
+
+def _first_sentence(text: str) -> str:
+    """Up to the first full stop that ends a sentence (". " or the end)."""
+    head, sep, _ = text.partition(". ")
+    return head.rstrip(".") if sep else text.rstrip(".")
+
+
+def finding_clues(figures: Figures) -> list[Clue]:
+    """Error findings are BROKEN clues, warnings UNDERPERFORMING ones, earliest first."""
+    out = []
+    order = sorted(figures.findings, key=lambda f: (f.first_time is None, f.first_time or 0))
+    for f in order:
+        kind = {"error": BROKEN, "warning": UNDERPERFORMING}.get(f.severity or "")
+        if kind is None:
+            continue
+        text, fix = _split_fix(f.message or f.code)
+        out.append(Clue(kind, f"{_first_sentence(text)} ({f.code})", fix, f.code))
+    return out
+
+
+def _max_length(figures: Figures) -> int:
+    return len(figures.acceptance_per_position) + 1
+
+
+def weak_line(num_steps: int) -> float:
+    """The mean acceptance length below which speculation is weak: the dashboards' amber
+    line (2.0), or halfway to the best for one draft step (1.5)."""
+    return min(signals.ACCEPT_LENGTH_AMBER_BELOW, 1 + 0.5 * max(num_steps, 1))
+
+
+def length_bound(figures: Figures) -> float | None:
+    """The mean acceptance length plus `SIGMAS` standard errors (from the accept-length
+    distribution), None without one."""
+    mean, n = figures.mean_acceptance_length, figures.drafts
+    counts = {}
+    for k, v in figures.accept_length_counts.items():
+        try:
+            counts[float(k)] = float(v)
+        except (TypeError, ValueError):
+            return None
+    total = sum(counts.values())
+    if mean is None or not n or not total:
+        return None
+    var = sum(v * (k - mean) ** 2 for k, v in counts.items()) / total
+    return mean + SIGMAS * math.sqrt(var / total)
+
+
+def position_clues(figures: Figures) -> list[Clue]:
+    """Where along the chain acceptance is lost: the first position whose acceptance,
+    among the request-steps that accepted every position before it, is below
+    `POSITION_LOST_BELOW` by `SIGMAS` standard errors, judged only where at least
+    `MIN_POSITION_TRIALS` request-steps reached it."""
+    n = figures.drafts or 0
+    accepted = list(figures.accepted_per_position)
+    reached = n
+    for p, a in enumerate(accepted):
+        if reached < MIN_POSITION_TRIALS:
+            break
+        rate = a / reached
+        se = math.sqrt(max(rate * (1 - rate), 1e-12) / reached)
+        if rate + SIGMAS * se < POSITION_LOST_BELOW:
+            who = ("of request-steps" if p == 0 else
+                   f"of the request-steps that accepted positions 0-{p - 1}" if p > 1 else
+                   "of the request-steps that accepted position 0")
+            return [Clue(UNDERPERFORMING,
+                         f"from draft position {p}: it is accepted in {rate:.0%} {who} "
+                         f"({count_text(a)} of {count_text(reached)})", source="positions")]
+        reached = a
+    return []
+
+
+def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
+    """The verdict on one view's figures plus the clues other breakdowns give."""
+    if figures is None:
+        return Verdict(NOT_ENOUGH_DATA, "Verdict: no data yet: no instrumented process has "
+                       "written here.", ())
+    found = finding_clues(figures)
+    extra = list(clues)
+    broken = [c for c in found + extra if c.kind == BROKEN]
+    if broken:
+        first = broken[0]
+        more = len(broken) - 1
+        where = first.where
+        if more:
+            note = f"{more} more error finding{'s' if more > 1 else ''} below"
+            where = (where[:-1] + f"; {note})" if where.endswith(")") else f"{where} ({note})")
+        fix = f" Fix: {first.fix.rstrip('.')}." if first.fix else ""
+        return Verdict(BROKEN, f"Verdict: broken: {where}.{fix}", tuple(broken))
+    n = figures.drafts or 0
+    mean = figures.mean_acceptance_length
+    steps = len(figures.acceptance_per_position)
+    line = weak_line(steps)
+    bound = length_bound(figures)
+    weak = (n >= MIN_REQUEST_STEPS and mean is not None and bound is not None
+            and mean < line and bound < line)
+    others = [c for c in found + extra if c.kind == UNDERPERFORMING]
+    if weak or others:
+        where = (position_clues(figures) if weak else []) + others
+        figures_text = (f"mean acceptance length {mean:.2f} over {count_text(n)} request-steps "
+                        f"({line:.1f} or more expected with {steps} draft step"
+                        f"{'s' if steps != 1 else ''})" if mean is not None and weak else
+                        "acceptance is lower than it should be")
+        clause = "; ".join(c.where for c in where)
+        fixes = "; ".join(c.fix.rstrip(".") for c in where if c.fix)
+        return Verdict(UNDERPERFORMING,
+                       f"Verdict: underperforming: {figures_text}"
+                       + (f", {clause}" if clause else "") + "."
+                       + (f" Fix: {fixes}." if fixes else ""), tuple(where))
+    if n < MIN_REQUEST_STEPS:
+        return Verdict(NOT_ENOUGH_DATA,
+                       f"Verdict: not enough data yet: {count_text(n)} request-steps verified "
+                       f"({MIN_REQUEST_STEPS} needed to judge acceptance), no finding so far.",
+                       ())
+    return Verdict(HEALTHY, f"Verdict: healthy: mean acceptance length {mean:.2f} over "
+                   f"{count_text(n)} request-steps (of at most {_max_length(figures)}.00), "
+                   f"no finding.", ())
+
+
+def report_figures(report: Report) -> Figures | None:
+    """The view the verdict is on: all processes together (a vLLM deployment's accept
+    counts are in its engine core, its draft findings in its worker), else the one."""
+    if report.combined is not None:
+        return report.combined.figures
+    readable = report.readable
+    return readable[0].figures if readable else None
+
+
+def of_report(report: Report, clues: Iterable[Clue] = ()) -> Verdict:
+    return judge(report_figures(report), clues)

@@ -1,0 +1,148 @@
+"""The verdict the report leads with (`spectrace.report.verdict`), on report records
+written as spectrace's file exporter writes them: healthy, broken (a finding: its cause
+and fix), underperforming (where: the draft position acceptance is lost at), and the
+floors that keep small or borderline samples from raising anything. Real runs: the
+healthy one in tests/test_e2e_acceptance.py, the broken one in tests/test_html_report.py
+and tests/test_e2e_runtime_causes.py."""
+from __future__ import annotations
+
+import json
+
+from spectrace import signals
+from spectrace.report import build_report, render_text
+from spectrace.report.html import render_html
+from spectrace.report.verdict import (
+    BROKEN, HEALTHY, MIN_REQUEST_STEPS, NOT_ENOUGH_DATA, UNDERPERFORMING, Clue, judge,
+    of_report)
+from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE
+
+STEPS = 3
+
+
+def write_run(tmp_path, lengths: dict[int, int], events=(), name="sglang-h-1"):
+    """A process folder whose accept-length distribution is `lengths` (length -> request-
+    steps; length = accepted + 1), with the per-position counts it implies (a chain)."""
+    drafts = sum(lengths.values())
+    accepted = sum((k - 1) * v for k, v in lengths.items())
+    per_pos = [sum(v for k, v in lengths.items() if k - 1 > p) for p in range(STEPS)]
+    m = {signals.SPEC_DRAFTS.name: [{"attributes": {}, "value": drafts}],
+         signals.SPEC_ACCEPTED_TOKENS.name: [{"attributes": {}, "value": accepted}],
+         signals.SPEC_DRAFT_TOKENS.name: [{"attributes": {}, "value": drafts * STEPS}],
+         signals.SPEC_ACCEPTED_PER_POSITION.name: [
+             {"attributes": {"position": p}, "value": v} for p, v in enumerate(per_pos)],
+         signals.SPEC_ACCEPT_LENGTH.name: [
+             {"attributes": {"length": k}, "value": v} for k, v in lengths.items()]}
+    d = tmp_path / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / RESOURCE_FILE).write_text(json.dumps({"attributes": {"process.pid": 1}}))
+    (d / METRICS_FILE).write_text(json.dumps({"time": 1.0, "metrics": m}) + "\n")
+    (d / EVENTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in events))
+    return build_report(str(tmp_path))
+
+
+BYPASS = {"time": 2.0, "code": signals.FC_BYPASS, "severity": "error",
+          "message": "fc bypass: a target-fed draft pass received hidden states 128 wide. "
+                     "More words. Fix: check use_aux_hidden_state."}
+SYNTHETIC = {"time": 1.0, "code": signals.ACCEPTANCE_SYNTHETIC, "severity": "error",
+             "message": "the acceptance figures are synthetic: SGLang accepts by a rule. "
+                        "Fix: unset SGLANG_SIMULATE_ACC_LEN."}
+
+
+def test_healthy(tmp_path):
+    rep = write_run(tmp_path, {4: 300, 3: 100, 2: 50, 1: 50})
+    v = of_report(rep)
+    assert v.state == HEALTHY, v
+    assert v.sentence == ("Verdict: healthy: mean acceptance length 3.30 over 500 "
+                          "request-steps (of at most 4.00), no finding.")
+
+
+def test_exact_partial_pair_is_healthy_not_underperforming(tmp_path):
+    """The `partial` pair accepts exactly position 0: length 2.0, on the weak line, not
+    below it; its positions 1-2 are never accepted, but the mean is what speculation gains."""
+    assert of_report(write_run(tmp_path, {2: 500})).state == HEALTHY
+
+
+def test_broken_names_the_earliest_error_finding_and_its_fix(tmp_path):
+    rep = write_run(tmp_path, {1: 500}, events=[BYPASS, SYNTHETIC])
+    v = of_report(rep)
+    assert v.state == BROKEN
+    assert v.sentence == (
+        "Verdict: broken: the acceptance figures are synthetic: SGLang accepts by a rule "
+        "(acceptance.synthetic; 1 more error finding below). Fix: unset "
+        "SGLANG_SIMULATE_ACC_LEN.")
+    assert [c.source for c in v.clues] == [signals.ACCEPTANCE_SYNTHETIC, signals.FC_BYPASS]
+
+
+def test_a_finding_is_broken_whatever_the_sample_size(tmp_path):
+    assert of_report(write_run(tmp_path, {1: 3}, events=[BYPASS])).state == BROKEN
+
+
+def test_low_acceptance_names_the_position_it_is_lost_at(tmp_path):
+    rep = write_run(tmp_path, {1: 300, 2: 150, 3: 40, 4: 10})
+    v = of_report(rep)
+    assert v.state == UNDERPERFORMING
+    assert v.sentence == (
+        "Verdict: underperforming: mean acceptance length 1.52 over 500 request-steps (2.0 "
+        "or more expected with 3 draft steps), from draft position 0: it is accepted in 40% "
+        "of request-steps (200 of 500).")
+
+
+def test_later_position_lost(tmp_path):
+    """Position 0 at 70 %, position 1 accepted in 14 % of those that reached it."""
+    v = of_report(write_run(tmp_path, {1: 300, 2: 600, 3: 80, 4: 20}))
+    assert v.state == UNDERPERFORMING
+    assert "from draft position 1: it is accepted in 14% of the request-steps that " \
+           "accepted position 0 (100 of 700)" in v.sentence
+
+
+def test_floor_few_request_steps_say_not_enough_data(tmp_path):
+    v = of_report(write_run(tmp_path, {1: MIN_REQUEST_STEPS - 1}))
+    assert v.state == NOT_ENOUGH_DATA
+    assert v.sentence.startswith(f"Verdict: not enough data yet: {MIN_REQUEST_STEPS - 1} "
+                                 "request-steps verified")
+
+
+def test_floor_a_mean_just_below_the_line_within_its_noise_is_not_underperforming(tmp_path):
+    """Mean 1.95 from a spread distribution over 120 request-steps: its 3-sigma bound is
+    above 2.0, so it is not called weak; the same mean over 20000 request-steps is."""
+    spread = {1: 56, 2: 30, 3: 18, 4: 16}
+    rep = write_run(tmp_path, spread)
+    assert 1.9 < rep.combined.figures.mean_acceptance_length < 2.0
+    assert of_report(rep).state == HEALTHY
+    big = write_run(tmp_path / "big", {k: v * 200 for k, v in spread.items()})
+    assert of_report(big).state == UNDERPERFORMING
+
+
+def test_clues_from_other_breakdowns_plug_in(tmp_path):
+    """Another record type (e.g. acceptance by context length) adds its where clause."""
+    rep = write_run(tmp_path, {4: 300, 3: 100, 2: 50, 1: 50})
+    long_ctx = Clue(UNDERPERFORMING, "in contexts of 8k tokens and more (1.08 against 2.30 "
+                    "below 2k)", "serve a draft trained for long contexts",
+                    source="context_length")
+    v = of_report(rep, [long_ctx])
+    assert v.state == UNDERPERFORMING and v.clues == (long_ctx,)
+    assert v.sentence == ("Verdict: underperforming: acceptance is lower than it should be, "
+                          "in contexts of 8k tokens and more (1.08 against 2.30 below 2k). "
+                          "Fix: serve a draft trained for long contexts.")
+    assert judge(rep.combined.figures, [Clue(BROKEN, "x (y)", "z")]).state == BROKEN
+
+
+def test_text_json_and_html_lead_with_the_verdict(tmp_path):
+    rep = write_run(tmp_path, {1: 500}, events=[BYPASS])
+    sentence = of_report(rep).sentence
+    assert render_text(rep).splitlines()[0] == sentence
+    assert rep.to_json()["verdict"]["sentence"] == sentence
+    assert rep.to_json()["verdict"]["state"] == BROKEN
+    page = render_html(rep)
+    assert page.index(sentence) < page.index("<h2")  # before every view's figures
+    assert f'data-state="broken">{sentence}</p>' in page
+
+
+def test_watch_leads_with_the_verdict(tmp_path):
+    from rich.console import Console
+    from spectrace.report.watch import render
+    rep = write_run(tmp_path, {1: 300, 2: 150, 3: 40, 4: 10})
+    console = Console(width=400, record=True)
+    console.print(render(rep, 2.0))
+    first = console.export_text().splitlines()[0]
+    assert first.startswith("Verdict: underperforming: mean acceptance length 1.52")
