@@ -146,3 +146,30 @@ def test_watch_leads_with_the_verdict(tmp_path):
     console.print(render(rep, 2.0))
     first = console.export_text().splitlines()[0]
     assert first.startswith("Verdict: underperforming: mean acceptance length 1.52")
+
+
+def test_speculation_slower_than_plain_decoding_is_underperforming(tmp_path):
+    """The advisor's warning (estimated speed-up below 1.0 past its floor) makes a run with
+    a fine acceptance length underperforming, with the advisor's fix; its information
+    (small gain, fewer steps faster) does not."""
+    import dataclasses
+
+    from spectrace import advisor
+    rep = write_run(tmp_path, {4: 300})
+    fig = rep.readable[0].figures
+    assert judge(fig).state == HEALTHY
+
+    def costs(step, draft, verify, n=100):
+        return {(phase, "1", STEPS): (t * n, t * t * n * 1.0001, n) for phase, t in (
+            ("step", step), ("draft", draft), ("verify", verify), ("draft_extend", 2e-3),
+            ("between_steps", 1e-3))}
+    slow = advisor.advise(costs(90e-3, 60e-3, 4e-3), [300] * STEPS, [300] * STEPS, 300,
+                          {4: 300}, runtime="sglang")
+    assert slow.verdict == "slower"
+    v = judge(dataclasses.replace(fig, speculation=slow))
+    assert v.state == UNDERPERFORMING, v.sentence
+    assert "slower than plain decoding" in v.sentence and signals.SPEC_SLOWER in v.sentence
+    fine = advisor.advise(costs(10e-3, 3e-3, 4e-3), [300] * STEPS, [300] * STEPS, 300,
+                          {4: 300}, runtime="sglang")
+    assert fine.verdict != "slower"
+    assert judge(dataclasses.replace(fig, speculation=fine)).state == HEALTHY

@@ -94,6 +94,22 @@ def finding_clues(figures: Figures) -> list[Clue]:
     return out
 
 
+def speculation_clues(figures: Figures) -> list[Clue]:
+    """The advisor's warnings (speculation slower than plain decoding, past its floor of
+    measured steps: `advisor.findings`) as UNDERPERFORMING clues; its information (small
+    gain, fewer steps faster) stays in the report's advisor lines."""
+    adv = getattr(figures, "speculation", None)
+    if adv is None:
+        return []
+    from .. import advisor
+    out = []
+    for code, severity, message in advisor.findings(adv):
+        if severity == "warning":
+            text, fix = _split_fix(message)
+            out.append(Clue(UNDERPERFORMING, f"{_first_sentence(text)} ({code})", fix, code))
+    return out
+
+
 def _max_length(figures: Figures) -> int:
     return len(figures.acceptance_per_position) + 1
 
@@ -150,7 +166,7 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
     if figures is None:
         return Verdict(NOT_ENOUGH_DATA, "Verdict: no data yet: no instrumented process has "
                        "written here.", ())
-    found = finding_clues(figures)
+    found = finding_clues(figures) + speculation_clues(figures)
     extra = list(clues)
     broken = [c for c in found + extra if c.kind == BROKEN]
     if broken:
