@@ -85,3 +85,54 @@ HEALTHY = [("speculators", VL), ("specforge", SG), ("modelopt-1", SG)]
 def test_healthy_output_has_no_error(drafts, name, runtime):
     r = check_checkpoint(drafts[name], drafts["target"], runtime)
     assert not errors(r), [(f.code, f.message) for f in r.errors]
+
+
+@pytest.mark.sglang
+def test_fix_copy_of_model_optimizer_two_layer_export_is_served(drafts, sglang_server,
+                                                                  tmp_path):
+    """Model Optimizer's own 2-layer export for SGLang: its second layer's trained norm sits
+    under `input_layernorm`, which SGLang's second eagle layer never reads (it normalises
+    with `hidden_norm`, started at ones). `--fix` renames that one tensor, copies every
+    other byte for byte; the real SGLang 0.5.23 CPU server loads the original with that norm
+    unloaded (spectrace's own load finding) and serves the copy with every
+    draft weight loaded and no finding (random trained weights: no acceptance is claimed)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from harness import checkpoint_formats as cf
+    draft, out = drafts["modelopt-2"], tmp_path / "fixed"
+    r = subprocess.run([sys.executable, "-m", "spectrace.doctor.cli", str(draft), "--target",
+                        str(drafts["target"]), "--runtime", SG, "--fix", str(out), "--json"],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert {f["code"] for f in rep["findings"] if f["severity"] == "error"} == {
+        "weights.missing_params"}
+    assert rep["fix"]["renames"] == {"layers.1.input_layernorm.weight":
+                                     "layers.1.hidden_norm.weight"}
+    assert not [f for f in rep["fix"]["check"]["findings"]
+                if f["severity"] in ("error", "warning")]
+    before, after = cf.tensor_bytes(draft), cf.tensor_bytes(out)
+    for key, data in before.items():
+        assert after[rep["fix"]["renames"].get(key, key)] == data, key
+    def serve(served: Path) -> dict:
+        models = tmp_path / f"models-{served.name}"
+        models.mkdir()
+        os.symlink(drafts["target"], models / "target")
+        os.symlink(served, models / "draft")
+        run = sglang_server(str(models), env={"SPECTRACE_METRIC_INTERVAL": "0.5"})
+        responses = [run.server.generate(p, 16) for p in ([3, 7, 11], [5, 9, 2])]
+        verify = sum(x["meta_info"].get("spec_verify_ct", 0) for x in responses)
+        deadline = time.time() + 120  # returns once the totals are exported
+        while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
+            time.sleep(0.5)
+        assert verify > 0 and proc["drafts"] == verify
+        return proc
+
+    # the export as Model Optimizer wrote it: SGLang's own load leaves that norm at ones
+    assert [f["code"] for f in serve(draft)["findings"]] == ["weights.missing_params"]
+    fixed = serve(out)
+    assert fixed["findings"] == [], fixed["findings"]
