@@ -136,3 +136,53 @@ def test_fix_copy_of_model_optimizer_two_layer_export_is_served(drafts, sglang_s
     assert [f["code"] for f in serve(draft)["findings"]] == ["weights.missing_params"]
     fixed = serve(out)
     assert fixed["findings"] == [], fixed["findings"]
+
+
+def _plant(d: Path, fault: str) -> int | None:
+    """Plant `fault` in the trainer-written draft at `d`; the serving context to check at."""
+    cfg = json.loads((d / "config.json").read_text())
+    ids_holder = cfg.get("eagle_config", cfg)
+    if fault == "absolute_d2t":
+        import torch
+        from safetensors.torch import load_file, save_file
+        (f,) = sorted(d.glob("*.safetensors"))
+        sd = load_file(f)
+        (key,) = [k for k in sd if k.endswith("d2t")]
+        sd[key] = sd[key] + torch.arange(sd[key].numel(), dtype=sd[key].dtype)  # offsets -> ids
+        save_file(sd, f, metadata={"format": "pt"})
+    elif fault == "capture_off":
+        ids_holder["use_aux_hidden_state"] = False
+    elif fault == "two_aux_ids":  # fc was trained on three
+        ids_holder["eagle_aux_hidden_state_layer_ids"] = [1, 3]
+    (d / "config.json").write_text(json.dumps(cfg))
+    return 4 * cfg.get("max_position_embeddings", 1024) if fault == "long_context" else None
+
+
+PLANTED = {"absolute_d2t": ("vocab.d2t_absolute", "error"),
+           "capture_off": ("aux.capture_disabled", "error"),
+           "two_aux_ids": ("aux.count_mismatch", "error"),
+           "long_context": ("positions.beyond_draft", "warning")}
+
+
+# speculators' format has no capture switch to turn off
+CASES = [(n, f) for n in ("specforge", "modelopt-1", "speculators") for f in sorted(PLANTED)
+         if (n, f) != ("speculators", "capture_off")]
+
+
+@pytest.mark.parametrize(("name", "fault"), CASES)
+def test_faults_planted_in_trainer_output_get_their_codes(drafts, tmp_path, name, fault):
+    """What users get wrong, planted in what the trainers' own code wrote: `d2t` as absolute
+    ids, aux capture switched off, an id missing from the list fc was trained on, a serving
+    context four times the draft's positions; each gets its code on both runtimes, and
+    the same draft unplanted does not."""
+    import shutil
+    d = tmp_path / name
+    shutil.copytree(drafts[name], d)
+    context = _plant(d, fault)
+    code, severity = PLANTED[fault]
+    for runtime in (SG, VL):
+        before = check_checkpoint(drafts[name], drafts["target"], runtime,
+                                  context_length=context and context // 4)
+        assert code not in found(before), (runtime, found(before))
+        r = check_checkpoint(d, drafts["target"], runtime, context_length=context)
+        assert found(r).get(code) == severity, (runtime, found(r))
