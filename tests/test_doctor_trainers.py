@@ -186,3 +186,53 @@ def test_faults_planted_in_trainer_output_get_their_codes(drafts, tmp_path, name
         assert code not in found(before), (runtime, found(before))
         r = check_checkpoint(d, drafts["target"], runtime, context_length=context)
         assert found(r).get(code) == severity, (runtime, found(r))
+
+
+@pytest.mark.sglang
+def test_fix_copy_of_a_faulty_specforge_draft_is_served(drafts, sglang_server, tmp_path):
+    """SpecForge's own export with two faults planted (`d2t` as absolute ids, aux capture
+    switched off), `--fix` for SGLang, both served by the real SGLang CPU server: the
+    faulty one raises spectrace's run-time findings, the copy none."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    bad, out = tmp_path / "specforge-bad", tmp_path / "specforge-fixed"
+    shutil.copytree(drafts["specforge"], bad)
+    _plant(bad, "absolute_d2t")
+    _plant(bad, "capture_off")
+    r = subprocess.run([sys.executable, "-m", "spectrace.doctor.cli", str(bad), "--target",
+                        str(drafts["target"]), "--runtime", SG, "--fix", str(out), "--json"],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert {f["code"] for f in rep["findings"] if f["severity"] == "error"} == {
+        "vocab.d2t_absolute", "aux.capture_disabled"}
+    assert not [f for f in rep["fix"]["check"]["findings"] if f["severity"] == "error"]
+    prompts = ([3, 7, 11, 2], [5, 9, 2, 40], [17, 1, 8, 8])
+
+    def serve(served: Path) -> tuple[list, dict]:
+        models = tmp_path / f"models-{served.name}"
+        models.mkdir()
+        os.symlink(drafts["target"], models / "target")
+        os.symlink(served, models / "draft")
+        run = sglang_server(str(models), env={"SPECTRACE_METRIC_INTERVAL": "0.5"})
+        answers = [run.server.generate(p, 24)["meta_info"] for p in prompts]
+        verify = sum(a.get("spec_verify_ct", 0) for a in answers)
+        deadline = time.time() + 120  # returns once the totals are exported
+        while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
+            time.sleep(0.5)
+        assert verify > 0 and proc["drafts"] == verify
+        return [(a.get("spec_verify_ct"), a.get("spec_num_correct_drafts")) for a in answers], proc
+
+    # as planted: SGLang's target captures nothing and the draft skips its fc, which
+    # spectrace sees at run time; the copy: every weight loaded, no finding (random trained
+    # weights accept nothing here, so acceptance itself is not compared)
+    _, bad_proc = serve(bad)
+    assert {"aux.capture_disabled", "eagle3.fc_bypass"} <= {
+        f["code"] for f in bad_proc["findings"]}, bad_proc["findings"]
+    _, fixed_proc = serve(out)
+    assert fixed_proc["findings"] == [], fixed_proc["findings"]
