@@ -181,8 +181,15 @@ def test_every_chart_drew(runs, browser, name, tmp_path):
 
 
 def _at(obj, path: str):
-    for part in path.split("."):
-        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+    """The JSON value at a cell's dotted key; a dict key may itself hold dots (a bucket
+    such as `2.00-2.25`), so parts are joined until the key is found."""
+    parts = path.split(".")
+    while parts:
+        if isinstance(obj, list):
+            obj = obj[int(parts.pop(0))]
+            continue
+        n = next(n for n in range(1, len(parts) + 1) if ".".join(parts[:n]) in obj)
+        obj, parts = obj[".".join(parts[:n])], parts[n:]
     return obj
 
 
@@ -196,7 +203,7 @@ def _shown(value) -> str:
 @pytest.mark.sglang
 def test_the_page_leads_with_the_verdict(runs, browser):
     """The verdict is the first sentence under the title, in the state --json gives: the
-    bypass run is broken (fc bypass and its fix); the healthy run's few request-steps
+    bypass run is broken (its root cause, capture off, and its fix); the healthy run's few request-steps
     (under the floor of 100) are not enough for a verdict, and no finding is raised."""
     from spectrace.report.verdict import MIN_REQUEST_STEPS
     states = {}
@@ -209,8 +216,11 @@ def test_the_page_leads_with_the_verdict(runs, browser):
         assert (first, state) == (v["sentence"], v["state"])
         states[name] = v
     broken = states["bypass"]
-    assert broken["state"] == "broken" and "fc bypass" in broken["sentence"], broken
-    assert "Fix: " in broken["sentence"]
+    # the earliest error is the root cause (capture off, seen at the audit), the fc bypass
+    # it causes is the one more below
+    assert broken["state"] == "broken", broken
+    assert "(aux.capture_disabled; 1 more error finding below)" in broken["sentence"], broken
+    assert "Fix: set eagle_config.use_aux_hidden_state to true" in broken["sentence"]
     healthy, rep = states["healthy"], runs["healthy"][0]
     assert rep["combined"]["drafts"] < MIN_REQUEST_STEPS
     assert healthy["state"] == "not_enough_data" and "no finding so far" in healthy["sentence"]
@@ -237,6 +247,8 @@ def test_numbers_in_the_page_equal_the_json(runs, browser, name):
         if any(p in ("mean_acceptance_length", "acceptance_rate") or p.endswith("per_position")
                for p in parts):
             assert cell["text"] == f"{want:.2f}", cell
+        elif parts[0] == "speculation":  # the advisor's figures: ratios and seconds
+            assert cell["text"] in (f"{want:.2f}", _shown(want)), cell
         else:
             assert cell["text"] == _shown(want), cell
         checked[cell["key"].split(".")[0]] = checked.get(cell["key"].split(".")[0], 0) + 1

@@ -205,7 +205,7 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
     from spectrace import step_cost
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
-                         agreement_every=1, step_cost_every=1) as rec:
+                         agreement_every=1, step_cost_every=1, finite_every=0) as rec:
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
         log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
@@ -376,7 +376,7 @@ def test_sglang_non_finite_check_stays_on_the_device(fake_cuda, tmp_path, every)
     (the fake event never completes) are polled, not waited on, and nothing is read."""
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
-                         finite_every=every):
+                         finite_every=every, step_cost_every=0):
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
         step = hb.V2Step(BS, "spectrace", tensors)
