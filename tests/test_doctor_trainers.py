@@ -87,6 +87,40 @@ def test_healthy_output_has_no_error(drafts, name, runtime):
     assert not errors(r), [(f.code, f.message) for f in r.errors]
 
 
+def doctor_fix(draft: Path, target: Path, out: Path) -> dict:
+    """`spectrace doctor DRAFT --target T --runtime SGLang --fix OUT --json`, as a user runs
+    it: the report (with its `fix` part) once it has exited 0."""
+    import os
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "spectrace.doctor.cli", str(draft), "--target",
+                        str(target), "--runtime", SG, "--fix", str(out), "--json"],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def served(sglang_server, tmp_path: Path, target: Path, draft: Path, prompts,
+           tokens: int) -> dict:
+    """The real SGLang CPU server on `target` and `draft`, sent `prompts`: spectrace's
+    summary of its scheduler once it has counted every verify step SGLang reported."""
+    import os
+    import time
+    models = tmp_path / f"models-{draft.name}"
+    models.mkdir()
+    os.symlink(target, models / "target")
+    os.symlink(draft, models / "draft")
+    run = sglang_server(str(models), env={"SPECTRACE_METRIC_INTERVAL": "0.5"})
+    answers = [run.server.generate(p, tokens)["meta_info"] for p in prompts]
+    verify = sum(a.get("spec_verify_ct", 0) for a in answers)
+    deadline = time.time() + 120  # returns once the totals are exported
+    while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
+        time.sleep(0.5)
+    assert verify > 0 and proc["drafts"] == verify
+    return proc
+
+
 @pytest.mark.sglang
 def test_fix_copy_of_model_optimizer_two_layer_export_is_served(drafts, sglang_server,
                                                                   tmp_path):
@@ -96,19 +130,9 @@ def test_fix_copy_of_model_optimizer_two_layer_export_is_served(drafts, sglang_s
     other byte for byte; the real SGLang 0.5.23 CPU server loads the original with that norm
     unloaded (spectrace's own load finding) and serves the copy with every
     draft weight loaded and no finding (random trained weights: no acceptance is claimed)."""
-    import os
-    import subprocess
-    import sys
-    import time
-
     from harness import checkpoint_formats as cf
     draft, out = drafts["modelopt-2"], tmp_path / "fixed"
-    r = subprocess.run([sys.executable, "-m", "spectrace.doctor.cli", str(draft), "--target",
-                        str(drafts["target"]), "--runtime", SG, "--fix", str(out), "--json"],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = json.loads(r.stdout)
+    rep = doctor_fix(draft, drafts["target"], out)
     assert {f["code"] for f in rep["findings"] if f["severity"] == "error"} == {
         "weights.missing_params"}
     assert rep["fix"]["renames"] == {"layers.1.input_layernorm.weight":
@@ -118,19 +142,9 @@ def test_fix_copy_of_model_optimizer_two_layer_export_is_served(drafts, sglang_s
     before, after = cf.tensor_bytes(draft), cf.tensor_bytes(out)
     for key, data in before.items():
         assert after[rep["fix"]["renames"].get(key, key)] == data, key
-    def serve(served: Path) -> dict:
-        models = tmp_path / f"models-{served.name}"
-        models.mkdir()
-        os.symlink(drafts["target"], models / "target")
-        os.symlink(served, models / "draft")
-        run = sglang_server(str(models), env={"SPECTRACE_METRIC_INTERVAL": "0.5"})
-        responses = [run.server.generate(p, 16) for p in ([3, 7, 11], [5, 9, 2])]
-        verify = sum(x["meta_info"].get("spec_verify_ct", 0) for x in responses)
-        deadline = time.time() + 120  # returns once the totals are exported
-        while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
-            time.sleep(0.5)
-        assert verify > 0 and proc["drafts"] == verify
-        return proc
+    def serve(d: Path) -> dict:
+        return served(sglang_server, tmp_path, drafts["target"], d,
+                      ([3, 7, 11], [5, 9, 2]), 16)
 
     # the export as Model Optimizer wrote it: SGLang's own load leaves that norm at ones
     assert [f["code"] for f in serve(draft)["findings"]] == ["weights.missing_params"]
@@ -193,46 +207,26 @@ def test_fix_copy_of_a_faulty_specforge_draft_is_served(drafts, sglang_server, t
     """SpecForge's own export with two faults planted (`d2t` as absolute ids, aux capture
     switched off), `--fix` for SGLang, both served by the real SGLang CPU server: the
     faulty one raises spectrace's run-time findings, the copy none."""
-    import os
     import shutil
-    import subprocess
-    import sys
-    import time
 
     bad, out = tmp_path / "specforge-bad", tmp_path / "specforge-fixed"
     shutil.copytree(drafts["specforge"], bad)
     _plant(bad, "absolute_d2t")
     _plant(bad, "capture_off")
-    r = subprocess.run([sys.executable, "-m", "spectrace.doctor.cli", str(bad), "--target",
-                        str(drafts["target"]), "--runtime", SG, "--fix", str(out), "--json"],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = json.loads(r.stdout)
+    rep = doctor_fix(bad, drafts["target"], out)
     assert {f["code"] for f in rep["findings"] if f["severity"] == "error"} == {
         "vocab.d2t_absolute", "aux.capture_disabled"}
     assert not [f for f in rep["fix"]["check"]["findings"] if f["severity"] == "error"]
     prompts = ([3, 7, 11, 2], [5, 9, 2, 40], [17, 1, 8, 8])
 
-    def serve(served: Path) -> tuple[list, dict]:  # (SGLang's meta_info per answer, report)
-        models = tmp_path / f"models-{served.name}"
-        models.mkdir()
-        os.symlink(drafts["target"], models / "target")
-        os.symlink(served, models / "draft")
-        run = sglang_server(str(models), env={"SPECTRACE_METRIC_INTERVAL": "0.5"})
-        answers = [run.server.generate(p, 24)["meta_info"] for p in prompts]
-        verify = sum(a.get("spec_verify_ct", 0) for a in answers)
-        deadline = time.time() + 120  # returns once the totals are exported
-        while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
-            time.sleep(0.5)
-        assert verify > 0 and proc["drafts"] == verify
-        return answers, proc
+    def serve(d: Path) -> dict:
+        return served(sglang_server, tmp_path, drafts["target"], d, prompts, 24)
 
     # as planted: SGLang's target captures nothing and the draft skips its fc, which
     # spectrace sees at run time; the copy: every weight loaded, no finding (random trained
     # weights accept nothing here, so acceptance itself is not compared)
-    _, bad_proc = serve(bad)
+    bad_proc = serve(bad)
     assert {"aux.capture_disabled", "eagle3.fc_bypass"} <= {
         f["code"] for f in bad_proc["findings"]}, bad_proc["findings"]
-    _, fixed_proc = serve(out)
+    fixed_proc = serve(out)
     assert fixed_proc["findings"] == [], fixed_proc["findings"]
