@@ -54,14 +54,16 @@ def write_case(tmp: Path, base: str, fmt: str, fault=None, name: str | None = No
                                tokenizer_from=os.path.join(base, "draft")))
 
 
-def fix(draft: Path, target: str, out: Path, codes: set[str]) -> dict:
-    """Run the doctor and --fix as a user would; check the report, the copy's re-check,
+def fix(draft: Path, target: str, out: Path, codes: set[str],
+        left: dict[str, str] | None = None) -> dict:
+    """Run the doctor and --fix as a user would; check the report, the copy's re-check
+    (nothing left but the `left` findings, code -> severity: what --fix does not change),
     and that every tensor not meant to change is byte-identical."""
     r = doctor(draft, "--target", target, "--fix", out, "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.loads(r.stdout)
     assert {f["code"] for f in rep["findings"] if f["severity"] == "error"} == codes
-    assert rep["fix"]["check"]["findings"] == []
+    assert {f["code"]: f["severity"] for f in rep["fix"]["check"]["findings"]} == (left or {})
     before, after = cf.tensor_bytes(draft), cf.tensor_bytes(out)
     renames = rep["fix"]["renames"]
     for key, data in before.items():
@@ -152,7 +154,8 @@ def test_modelopt_0_41_two_layer_draft_fixed(llama, sglang_server, tmp_path):
 def test_mla_layout_keys_fixed(tiny_models, sglang_server, tmp_path):
     """The Kimi-K2.5 / DeepSeek MLA draft with HF-style `model.layers.0.*` keys: SGLang's
     loader maps them to `model.model.layers...`, logs 'skipping unexpected weight' for each
-    and runs an uninitialised decoder layer. The copy's `layers.0.*` serves exactly."""
+    and runs an uninitialised decoder layer; spectrace's load observer names both sides.
+    The copy's `layers.0.*` serves exactly."""
     base = tiny_models("partial", pair="dsv3-mla")
     draft = tmp_path / "mla-prefixed"
     shutil.copytree(os.path.join(base, "draft"), draft)
@@ -168,7 +171,10 @@ def test_mla_layout_keys_fixed(tiny_models, sglang_server, tmp_path):
     warned = [k for k in sd if k.startswith("layers.") and "_a_proj" not in k]  # the fused
     # q_a / kv_a pair is skipped without a word
     assert log.count("Eagle3 MLA: skipping unexpected weight model.layers.0.") == len(warned)
-    assert proc["mean_acceptance_length"] < 2.0
+    # the uninitialised layer holds whatever memory held (its acceptance came out 2.0, as
+    # healthy, in CI and here): only the load-time findings can tell
+    assert {f["code"] for f in proc["findings"]} == {"weights.missing_params",
+                                                    "weights.unused_keys"}
     assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2])
 
 
@@ -176,7 +182,9 @@ def test_eagle_original_fixed(llama, sglang_server, tmp_path):
     """An EAGLE-authors draft (`LlamaForCausalLM`, no id list): SGLang would build it as a
     target model and load none of its keys. The copy is an `LlamaForCausalLMEagle3`; with
     no ids the 8-layer target captures its default layers (inputs of 2, 4, 5), the same
-    layers EAGLE's trainer hard-codes."""
+    layers EAGLE's trainer hard-codes: the copy's re-check says so (info). It also keeps
+    the warning that EAGLE's config says float16 for weights saved here in bfloat16 (the
+    serving dtype is the owner's choice, not --fix's)."""
     from harness.tiny_models import make_llama_target
     base = tmp_path / "pair8"
     (base / "target").mkdir(parents=True)
@@ -185,7 +193,8 @@ def test_eagle_original_fixed(llama, sglang_server, tmp_path):
         if name.startswith(("tokenizer", "special_tokens")):
             shutil.copyfile(os.path.join(llama, "target", name), base / "target" / name)
     draft = write_case(tmp_path, llama, "eagle")
-    rep = fix(draft, base / "target", tmp_path / "fixed", {"config.unsupported"})
+    rep = fix(draft, base / "target", tmp_path / "fixed", {"config.unsupported"},
+              left={"aux.layer_ids_default": "info", "dtype.float16": "warning"})
     assert [c["text"] for c in rep["fix"]["changes"]] == [
         "architectures ['LlamaForCausalLM'] -> ['LlamaForCausalLMEagle3'] (the llama EAGLE-3 "
         "draft class SGLang registers)"]

@@ -137,8 +137,9 @@ def test_vllm_synthetic_config_read_from_its_own_classes(tiny_models, tmp_path):
 
 @pytest.mark.vllm
 def test_vllm_non_finite_draft(nonfinite_models, vllm_server):
-    """vLLM's CPU engine with the draft whose fc holds an inf: its `compute_logits` inputs
-    and outputs are non-finite (float32: the harness serves with --dtype float32)."""
+    """vLLM's CPU engine with the draft whose fc holds an inf: the hidden states its
+    `compute_logits` reads are non-finite (float32: the harness serves with --dtype
+    float32). The logits are not checked: they hold -inf by design (outside d2t)."""
     run = vllm_server(nonfinite_models, env=FAST, timeout=900)
     for p in PROMPTS:
         run.server.complete(p, 24)
@@ -152,7 +153,7 @@ def test_vllm_non_finite_draft(nonfinite_models, vllm_server):
     nf = codes(worker).get(NON_FINITE)
     assert nf is not None, (codes(worker), run.log_path)
     assert nf["details"]["dtype"] == "float32"
-    assert nf["details"]["where"] == ["hidden states", "logits"]
+    assert nf["details"]["where"] == ["hidden states"]
     assert "the draft runs in float32" in nf["message"]
     assert SYNTHETIC not in codes(engine)
     assert engine["internal_errors"] == 0 and worker["internal_errors"] == 0

@@ -68,7 +68,8 @@ WRAPPED = [
     (RUNNER, "GPUModelRunner._sample", ALL),
     (CPU_RUNNER, "CPUModelRunner.load_model", ALL),
     (RUNNER_V2, "GPUModelRunner.load_model", ALL),
-    *[(f, f"{c}.{m}", v) for f, c, v in DRAFTS for m in ("combine_hidden_states", "load_weights")],
+    *[(f, f"{c}.{m}", v) for f, c, v in DRAFTS
+      for m in ("combine_hidden_states", "compute_logits", "load_weights")],
     *[(f, f"{c}.combine_hidden_states", v) for f, c, v in DFLASH],
 ]
 
@@ -86,6 +87,7 @@ PARAMS = [
     (RUNNER, "GPUModelRunner._sample", 1, "logits", ALL),
     (RUNNER, "GPUModelRunner._sample", 2, "spec_decode_metadata", ALL),
     *[(f, f"{c}.combine_hidden_states", 1, "hidden_states", v) for f, c, v in DRAFTS + DFLASH],
+    *[(f, f"{c}.compute_logits", 1, "hidden_states", v) for f, c, v in DRAFTS],
     *[(f, f"{c}.load_weights", 1, "weights", v) for f, c, v in DRAFTS],
 ]
 

@@ -11,10 +11,9 @@ share the two methods wrapped here:
   parallel drafting (PEagle) combines its learnt mask state once at load
   (`load_model`: `combine_hidden_states(mask_hidden.view(-1))`), which says nothing
   about what the target feeds.
-  and then the target captures nothing either.
-- `compute_logits(hidden_states)`: on a sampled call, the draft's hidden states and the
-  logits computed from them are checked for inf/nan on the device
-  (`draft_checks.check_finite`, no sync). The proposer calls it in Python, outside CUDA
+- `compute_logits(hidden_states)`: on a sampled call, the draft's hidden states (not the
+  logits: they hold -inf by design outside the draft vocabulary) are checked for inf/nan
+  on the device (`draft_checks.check_finite`, no sync). The proposer calls it in Python, outside CUDA
   graphs, on every draft step.
 - `load_weights`: which checkpoint keys reached a parameter loader and which parameters
   were loaded (`load_observer`, linked by tensor: vLLM collects the pairs before loading
@@ -91,16 +90,13 @@ def _before_combine(instance, hidden):
     check_pass(rec, st, width, signals.PASS_TARGET_FED, int(width), VLLM)
 
 
-def _before_compute_logits(instance, hidden):
-    """The hidden states, when this call is due a non-finite check (else None)."""
-    return hidden if finite_due(STATE.recorder or worker_recorder(), instance) else None
-
-
-def _after_compute_logits(hidden, instance, logits) -> None:
-    # the hidden states only: vLLM's draft logits hold -inf by design (target-vocabulary
-    # ids outside the draft's, filled through d2t), which a finite check calls a fault:
-    # the fresh-clone run raised draft.non_finite on every healthy vLLM run
-    check_finite(STATE.recorder or worker_recorder(), instance, ("hidden states",), (hidden,))
+def _before_compute_logits(instance, hidden) -> None:
+    """On a due call, the hidden states the logits are computed from (not the logits:
+    vLLM's draft logits hold -inf by design, target-vocabulary ids outside the draft's
+    filled through d2t, which a finite check would call a fault on every healthy run)."""
+    rec = STATE.recorder or worker_recorder()
+    if finite_due(rec, instance):
+        check_finite(rec, instance, ("hidden states",), (hidden,))
 
 
 # -- weights and vocabulary map -----------------------------------------------------------
@@ -148,8 +144,7 @@ def wrap_points(cls: str) -> tuple[WrapPoint, ...]:
         WrapPoint(f"{cls}.combine_hidden_states", "vllm.eagle3.combine_hidden_states",
                   before=_before_combine, reads=("hidden_states",)),
         WrapPoint(f"{cls}.compute_logits", "vllm.eagle3.compute_logits",
-                  before=_before_compute_logits, reads=("hidden_states",),
-                  after=_after_compute_logits, after_needs_ctx=True),
+                  before=_before_compute_logits, reads=("hidden_states",)),
         WrapPoint(f"{cls}.load_weights", "vllm.eagle3.load_weights", make_wrapper=_load_wrapper),
     )
 
