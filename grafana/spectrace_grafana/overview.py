@@ -75,6 +75,8 @@ def _bars(title, desc, targets, grid, **kw) -> dict:
 
 ONCE = ("Each request-step counted once: tensor-parallel copies (counted=\"copy\") "
         "are left out, data-parallel groups add up.")
+SGLANG_ONLY = ("SGLang only: vLLM exports no such figure (docs/metrics.md, "
+               "docs/advisor.md), so a vLLM deployment shows No data here.")
 PER_RANK = ("Per rank: one line per process, tensor-parallel copies included (they repeat "
             "their rank 0's line); not a total.")
 PER_PROCESS = "Per process: each rank loads its own draft and raises its own findings."
@@ -172,7 +174,7 @@ def panels() -> list[dict]:
         _bars("Mean acceptance length by context length", "1 + accepted/request-steps "
               "over the selected range, by the request's sequence length when verified "
               "(<512 ... >=128k); a fall in the long buckets is a draft trained on shorter "
-              f"sequences (`spectrace report` names it). {HEALTHY_ACCEPT_LENGTH}. " + ONCE,
+              f"sequences (`spectrace report` names it). {HEALTHY_ACCEPT_LENGTH}. " + ONCE + " " + SGLANG_ONLY,
               [_target(Q.mean_acceptance_length_by_context(RANGE, (), F), "{{context}}")],
               (0, 37, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
         _stat("Estimated speed-up vs no speculation", "Mean accept length x (verify + "
@@ -180,14 +182,15 @@ def panels() -> list[dict]:
               "step costs (SPECTRACE_STEP_COST_EVERY): an upper bound, since a plain decode "
               "step costs at most a verify step. Below 1.0 speculation is slower; "
               "`spectrace report` gives the per-bucket figures and the best number of draft "
-              "tokens (docs/advisor.md). " + ONCE, Q.estimated_speedup(RANGE, F),
+              "tokens (docs/advisor.md). " + ONCE + " " + SGLANG_ONLY,
+              Q.estimated_speedup(RANGE, F),
               (0, 45, 6, 8), decimals=2,
               steps=[{"color": "red", "value": None}, {"color": "orange", "value": 1.0},
                      {"color": "green", "value": 1.1}]),
         _series("Step cost per phase and batch size", "Mean measured time of the whole "
                 "step, its draft, verify and draft-extend phases, and the time outside the "
                 "worker between steps, by batch-size bucket (wall time on the CPU, CUDA "
-                "events on a GPU). " + ONCE,
+                "events on a GPU). " + ONCE + " " + SGLANG_ONLY,
                 [_target(Q.phase_seconds(RATE, (), F),
                          "{{phase}} batch {{batch_size_bucket}}")], (6, 45, 18, 8), unit="s"),
     ]
