@@ -135,7 +135,7 @@ RES_ROLE = "spectrace.process_role"      # ROLE_SCHEDULER | ROLE_ENGINE_CORE | R
 RES_COUNTED = "spectrace.counted"        # COUNTED_ONCE | COUNTED_COPY, for the process
 RES_MODEL = "spectrace.model"            # the served model name (target)
 RES_DRAFT_MODEL = "spectrace.draft_model"  # the draft checkpoint path
-RES_SPEC_ALGORITHM = "spectrace.spec_algorithm"  # SGLang: --speculative-algorithm (NGRAM, ...)
+RES_SPEC_ALGORITHM = "spectrace.spec_algorithm"  # SGLang: --speculative-algorithm (NGRAM, ...); vLLM: speculative_config.method (eagle3, ngram, ...)
 RES_SPEC_WORKER = "spectrace.spec_worker"        # SGLang: the worker class that runs it
 
 RUNTIME_SGLANG = "sglang"

@@ -84,6 +84,7 @@ def test_partial_reaches_enginecore_and_worker_processes(partial):
                                                                             None)
         assert p["process"].startswith("vllm-")  # service.name defaults to the runtime
         assert p["model"].endswith("/target") and p["draft_model"].endswith("/draft")
+        assert p["spec_algorithm"] == "eagle3"  # vLLM's speculative_config.method
         assert p["internal_errors"] == 0 and p["findings"] == []
     assert worker["tp_rank"] == 0 and engine["tp_rank"] is None
 
@@ -169,6 +170,7 @@ def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
     assert engine["spans"] == engine["steps"] > 0
     # vLLM names the proposer as the "draft model" of an n-gram config
     assert engine["draft_model"] == "ngram" and engine["model"].endswith("/target")
+    assert engine["spec_algorithm"] == worker["spec_algorithm"] == "ngram"
     assert 0 < worker["agreement_drafts"] <= n and worker["tp_rank"] == 0
     assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
     for p in (engine, worker):

@@ -18,7 +18,9 @@ RESOURCE = (
      "variable"),
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
     (S.RES_SPEC_ALGORITHM, "spectrace_spec_algorithm", "SGLang: the speculative algorithm "
-     "(`--speculative-algorithm`: EAGLE3, NGRAM, STANDALONE, a plugin's name, ...)"),
+     "(`--speculative-algorithm`: EAGLE3, NGRAM, STANDALONE, a plugin's name, ...); "
+     "vLLM: the method as `speculative_config.method` spells it (eagle3, ngram, mtp, "
+     "dflash, ...)"),
     (S.RES_SPEC_WORKER, "spectrace_spec_worker", "SGLang: the worker class that runs it "
      "(`EAGLEWorkerV2`, `NGRAMWorker`, `StandaloneWorkerV2`, ...)"),
     (S.RES_PROCESS_PID, "process_pid", "the worker process"),

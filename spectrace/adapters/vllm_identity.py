@@ -1,6 +1,6 @@
 """Who a vLLM process is, for its resource attributes: the runtime, its role (the
-EngineCore that schedules, or a worker that runs the models), its ranks, the served model
-and the draft, and the Prometheus port it takes.
+EngineCore that schedules, or a worker that runs the models), its ranks, the served model,
+the draft and the speculative method, and the Prometheus port it takes.
 
 vLLM runs speculative decoding in two kinds of process: the EngineCore counts accepted
 tokens in its scheduler, and each worker runs the target and the draft. Each exports its
@@ -25,9 +25,13 @@ def _served_model(model_config) -> str | None:
 
 
 def _models(vllm_config) -> dict:
+    """The served model, the draft and the speculative method as vLLM spells it
+    (`speculative_config.method`: eagle3, ngram, mtp, dflash, ...)."""
     spec = getattr(vllm_config, "speculative_config", None)
+    method = getattr(spec, "method", None)
     return {"model": _served_model(getattr(vllm_config, "model_config", None)),
-            "draft_model": getattr(spec, "model", None)}
+            "draft_model": getattr(spec, "model", None),
+            "spec_algorithm": method if isinstance(method, str) else None}
 
 
 def _sizes(vllm_config) -> tuple[int, int, int]:
