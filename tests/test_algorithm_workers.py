@@ -10,6 +10,8 @@ without weights and driven through spectrace's wrapped methods
 - each `forward_batch_generation` of its own counts decode steps and skips prefill;
 - FROZEN_KV_MTP: its token agreement runs every Nth step as configured (before its step
   was wrapped, the step counter never moved and the agreement ran on every step);
+- the step span's `spectrace.worker` names the worker's own class (STANDALONE and
+  FROZEN_KV_MTP are counted as EAGLEWorkerV2 steps);
 - Uno cannot be imported here (it needs flashinfer): the test lists it with why, and
   tests/test_wrap_points.py checks its wrap points against the wheel's source.
 
@@ -103,3 +105,15 @@ def test_frozen_kv_mtp_without_its_step_hook_compared_every_step(results):
     agreement ran on all 12 steps."""
     assert results["frozen_without_its_table"] == {
         "comparisons": 12, "agreement_per_position": [24, 0, 0], "steps": {}}
+
+
+def test_step_span_names_the_real_worker_class(results):
+    """StandaloneWorkerV2 (EAGLEWorkerV2's inherited step) and FrozenKVMTPWorkerV2 (its own
+    step, EAGLEWorkerV2's step hook) are counted as EAGLEWorkerV2 steps, so that verify's
+    agreement sampling sees them, but their step spans name their own class."""
+    got = results["span_worker"]
+    assert got["EAGLEWorkerV2"] == {"spans": ["EAGLEWorkerV2"],
+                                    "steps": {"EAGLEWorkerV2": 1}}
+    assert got["StandaloneWorkerV2"] == {"spans": ["StandaloneWorkerV2"],
+                                         "steps": {"EAGLEWorkerV2": 1}}
+    assert got["FrozenKVMTPWorkerV2"] == ["FrozenKVMTPWorkerV2"] * 12  # 12 steps, all sampled

@@ -157,7 +157,7 @@ def begin_step(worker_kind: str, worker, batch, audit) -> StepContext | None:
         rec.between_steps()
     span = None
     if rec.begin_step(worker_kind):
-        span = spans.start_step(rec, step_attrs(worker_kind, worker, batch))
+        span = spans.start_step(rec, step_attrs(worker, batch))
     cost = rec.begin_cost(worker, batch_size(batch),
                           getattr(batch.seq_lens, "is_cuda", False)) \
         if rec.cfg.step_cost_every else None
@@ -205,10 +205,12 @@ def end_phase(ctx: step_cost.PhaseCost) -> None:
         ctx.span.end()
 
 
-def step_attrs(worker_kind: str, worker, batch) -> dict:
+def step_attrs(worker, batch) -> dict:
     """Step-span attributes from the worker's settings and the batch (a `ScheduleBatch` or
-    `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`)."""
-    return {signals.SPAN_ATTR_WORKER: worker_kind,
+    `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`). The worker
+    attribute names the worker's own class (StandaloneWorkerV2, FrozenKVMTPWorkerV2 run
+    EAGLEWorkerV2's step hook and are counted under its kind, so its verify samples them)."""
+    return {signals.SPAN_ATTR_WORKER: type(worker).__name__,
             signals.SPAN_ATTR_RUNTIME: signals.RUNTIME_SGLANG,
             signals.SPAN_ATTR_RUNTIME_VERSION: runtime_version("sglang"),
             signals.SPAN_ATTR_SGLANG_VERSION: runtime_version("sglang"),

@@ -13,9 +13,11 @@ What stands in for what cannot run here, and nothing else:
 
     python tests/programs/algorithm_workers.py OUTPUT_DIR   (needs SGLang; cpu_env)
 """
+import glob
 import importlib
 import importlib.util
 import json
+import os
 import sys
 import types
 
@@ -182,6 +184,16 @@ def stand_in_verify(batch, **kw):
                                  new_seq_lens=None)
 
 
+def step_span_workers(out: str) -> list:
+    """The `spectrace.worker` attribute of every step span written under `out`."""
+    names = []
+    for path in glob.glob(os.path.join(out, "**", "spans.jsonl"), recursive=True):
+        with open(path) as f:
+            names += [json.loads(line)["attributes"].get("spectrace.worker")
+                      for line in f if line.strip() and json.loads(line)["name"] == "spectrace.spec.step"]
+    return names
+
+
 def frozen_run(every: int, steps: int, with_frozen_table: bool) -> dict:
     from sglang.srt.speculative import frozen_kv_mtp_worker_v2 as fk
     own = Patcher()
@@ -194,18 +206,39 @@ def frozen_run(every: int, steps: int, with_frozen_table: bool) -> dict:
         w = bare(fk.FrozenKVMTPWorkerV2, _draft_worker=FrozenDraft(), req_to_token_pool=None,
                  token_to_kv_pool_allocator=None, plan_stream=None, plan_stream_ctx=None,
                  device="cpu")
-        with hb.own_recorder(OUT, agreement_every=every, step_sample_ratio=1.0) as rec:
+        out = os.path.join(OUT, f"frozen-{every}-{steps}-{with_frozen_table}")
+        with hb.own_recorder(out, agreement_every=every, step_sample_ratio=1.0) as rec:
             for _ in range(steps):
                 b = batch(ForwardMode.DECODE)
                 b.spec_info = object()
                 w.forward_batch_generation(b)
             rec.agreement.fold()  # CPU tensors: every copy is done
-            return {"comparisons": rec.agreement.drafts // BS,
-                    "agreement_per_position": list(rec.agreement.per_position),
-                    "steps": dict(rec.steps)}
+            got = {"comparisons": rec.agreement.drafts // BS,
+                   "agreement_per_position": list(rec.agreement.per_position),
+                   "steps": dict(rec.steps)}
+        if with_frozen_table:
+            result["span_worker"].setdefault("FrozenKVMTPWorkerV2", step_span_workers(out))
+        return got
     finally:
         eagle_worker_v2.run_eagle_verify = saved
 
+
+# -- the step span names the worker's own class ------------------------------------------
+# StandaloneWorkerV2 inherits EAGLEWorkerV2's (wrapped) step; FROZEN_KV_MTP's own step runs
+# EAGLEWorkerV2's step hook (frozen_run below). Both are counted as EAGLEWorkerV2 steps.
+result["span_worker"] = {}
+for cls_name in ("EAGLEWorkerV2", "StandaloneWorkerV2"):
+    mod = modules[ALGORITHMS[0].module if cls_name == "EAGLEWorkerV2" else
+                  "sglang.srt.speculative.standalone_worker_v2"]
+    cls = getattr(mod, cls_name)
+    out = os.path.join(OUT, "span-" + cls_name)
+    with hb.own_recorder(out, step_sample_ratio=1.0) as rec:
+        try:
+            cls.forward_batch_generation(bare(cls), batch(ForwardMode.DECODE))
+        except Exception:  # noqa: BLE001 - the original, on the stub batch
+            pass
+        counted = dict(rec.steps)
+    result["span_worker"][cls_name] = {"spans": step_span_workers(out), "steps": counted}
 
 result["frozen"] = frozen_run(every=4, steps=12, with_frozen_table=True)
 result["frozen_every_1"] = frozen_run(every=1, steps=5, with_frozen_table=True)
