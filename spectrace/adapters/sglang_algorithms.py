@@ -9,7 +9,8 @@ multi-layer EAGLE, plugins), `EAGLEWorkerV2`'s (EAGLE, EAGLE-3, STANDALONE, FROZ
 included. Each row of `ALGORITHMS` says what else its worker gets: which of its methods are
 wrapped here (a constructor that skips `EAGLEWorkerV2.__init__`, a
 `forward_batch_generation` of its own), how many draft positions a request-step has, and
-whether draft/target token agreement and the EAGLE-3 checks apply. Only methods a class
+whether draft/target token agreement and the EAGLE-3 checks apply (DFlash / DSpark: their
+own draft-input checks, `sglang_dflash`). Only methods a class
 defines itself are wrapped (`patching`), so an inherited one is never counted twice.
 
 The rows are SGLang 0.5.23's (checked against its source by tests/test_wrap_points.py);
@@ -18,13 +19,14 @@ required: a method a release lacks is skipped without a warning.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from .. import signals, spans
 from ..patching import WrapPoint
 from ..process import STATE, recorder
 from ..runtimes import runtime_version
-from . import sglang_v2, sglang_worker
+from . import sglang_dflash, sglang_v2, sglang_worker
 
 # How many draft positions one request-step has (the per-position series' length).
 NUM_STEPS = "speculative_num_steps"          # a chain or tree of that depth (EAGLE family)
@@ -43,6 +45,8 @@ class Algorithm(NamedTuple):
     own_step: bool   # overrides forward_batch_generation: steps, spans, audit wrapped here
     agreement: str   # where draft/target agreement comes from, or why there is none
     eagle3: bool     # may carry an EAGLE-3 draft (fc, aux hidden states): EAGLE-3 checks apply
+    block_draft: bool = False  # a DFlash / DSpark draft (fc over the target's aux states):
+    #                            its aux audit (`sglang_dflash`) at the first step
 
 
 SPEC = "sglang.srt.speculative."
@@ -57,10 +61,10 @@ ALGORITHMS = (
               "MultiLayerEagleWorkerV2", "BaseSpecWorker", NUM_STEPS, True, True,
               "none: its own verify (not wrapped yet)", False),
     Algorithm("DFLASH", SPEC + "dflash_worker_v2", "DFlashWorkerV2", "BaseSpecWorker",
-              DRAFT_TOKENS, True, True, "none: block drafts, its own verify", False),
+              DRAFT_TOKENS, True, True, "none: block drafts, its own verify", False, True),
     Algorithm("DSPARK", SPEC + "dspark_components.dspark_worker_v2", "DSparkWorkerV2",
               "BaseSpecWorker", DRAFT_TOKENS, True, True,
-              "none: block drafts, its own verify", False),
+              "none: block drafts, its own verify", False, True),
     Algorithm("UNO", SPEC + "uno_worker_v2", "UnoWorkerV2", "BaseSpecWorker", DRAFT_TOKENS,
               True, True, "none: no draft model", False),
     Algorithm("NGRAM", SPEC + "ngram_worker", "NGRAMWorker", "NGRAMWorker", DRAFT_TOKENS,
@@ -96,8 +100,15 @@ def _after_init(ctx, worker, result) -> None:
 
 
 def _audit(worker) -> None:
-    """The EAGLE-3 aux audit, for a worker whose draft may be an EAGLE-3 one (`audit_pair`
-    judges only EAGLE-3 draft classes: nothing for drafts without fc)."""
+    """The aux audit: DFlash / DSpark's for their workers (`sglang_dflash`), else EAGLE-3's
+    for a worker whose draft may be an EAGLE-3 one (`audit_pair` judges only EAGLE-3 draft
+    classes: nothing for drafts without fc)."""
+    row = BY_WORKER.get(type(worker).__name__)
+    if row is not None and row.block_draft:
+        target, draft = sglang_dflash.models(worker)
+        sglang_worker.audit_once(worker, target, draft, functools.partial(
+            sglang_dflash.audit_pair, algorithm=row.name))
+        return
     target = getattr(getattr(worker, "target_worker", None), "model_runner", None)
     draft = getattr(worker, "draft_worker", None)
     runner = getattr(draft, "draft_runner", None) or getattr(draft, "model_runner", None)

@@ -94,20 +94,27 @@ def init_point(cls: str, hook: str) -> WrapPoint:
                      reads="all")
 
 
-def audit_once(worker, target_model, draft_model) -> None:
+def audit_once(worker, target_model, draft_model, audit=None) -> None:
     """Audit the target's aux capture against the draft, once per worker, at its first
-    forward (SGLang configures capture after the worker's constructor returns)."""
+    forward (SGLang configures capture after the worker's constructor returns). `audit`:
+    the algorithm's own audit `(target, draft) -> findings` (DFlash / DSpark), else
+    EAGLE-3's (`sglang_target.audit_pair`)."""
     st = worker_state(worker)
     if st.audited:
         return
     st.audited = True
     if target_model is None or draft_model is None:
         return
-    algorithm = getattr(getattr(worker, "server_args", None), "speculative_algorithm", None)
     rec = recorder()
     rec.draft_context.update(trained_context(getattr(draft_model, "config", None)))
-    for f in audit_pair(target_model, draft_model,
-                        algorithm=algorithm if isinstance(algorithm, str) else None):
+    if audit is None:
+        algorithm = getattr(getattr(worker, "server_args", None), "speculative_algorithm",
+                            None)
+        findings = audit_pair(target_model, draft_model,
+                              algorithm=algorithm if isinstance(algorithm, str) else None)
+    else:
+        findings = audit(target_model, draft_model)
+    for f in findings:
         rec.finding(f)
 
 
