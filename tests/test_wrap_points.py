@@ -68,6 +68,9 @@ WRAPPED = [
     # context-length buckets (the batch's seq_lens_cpu) and finished requests
     (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", since("0.5.16")),
     (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", since("0.5.23")),
+    # token agreement on the verify of multi-layer EAGLE and the accept of DFlash
+    (MULTI, "MultiLayerEagleWorkerV2.verify", V23),
+    (DFLASH, "DFlashWorkerV2._accept_block", V23),
     # DFlash / DSpark: widths where the target's states are projected (sglang_dflash)
     (DFLASH_MODEL, "DFlashDraftModel.project_target_hidden", V23),
     (DFLASH_MODEL, "DFlashLagunaForCausalLM.project_target_hidden", V23),
@@ -169,6 +172,8 @@ ATTRS = [
     (DSPARK_MODEL, "Qwen3DSparkModel", "project_target_hidden", V23),  # DFlashDraftModel's
     *[(f, c, a, V23) for f, c in [(DFLASH, "DFlashWorkerV2"), (DSPARK, "DSparkWorkerV2")]
       for a in ("model_runner", "draft_model")],
+    (DFLASH, "DFlashWorkerV2", "block_size", V23),  # the agreement's chain length
+    (MULTI, "MultiLayerEagleWorkerV2", "speculative_num_draft_tokens", V23),
 ]
 
 # Expressions a wrapped method must contain, as `ast.unparse` spells them:

@@ -9,7 +9,9 @@ What stands in for what cannot run here, and nothing else:
 - the draft worker of FROZEN_KV_MTP (a stub proposing fixed tokens) and
   `eagle_worker_v2.run_eagle_verify` (the target's verify forward, which needs weights);
 - a step's original method (not FROZEN_KV_MTP's) fails on the stub batch after its hook
-  ran, and the error is caught here.
+  ran, and the error is caught here; multi-layer EAGLE's `run_eagle_verify` is stood in
+  as FROZEN_KV_MTP's is; DFlash's `_accept_block` runs for real (greedy, on the CPU) with
+  its TP sync a no-op (one rank).
 
     python tests/programs/algorithm_workers.py OUTPUT_DIR   (needs SGLang; cpu_env)
 """
@@ -243,5 +245,65 @@ for cls_name in ("EAGLEWorkerV2", "StandaloneWorkerV2"):
 result["frozen"] = frozen_run(every=4, steps=12, with_frozen_table=True)
 result["frozen_every_1"] = frozen_run(every=1, steps=5, with_frozen_table=True)
 result["frozen_without_its_table"] = frozen_run(every=4, steps=12, with_frozen_table=False)
+# -- multi-layer EAGLE: its own verify (run_eagle_verify stood in), agreement every Nth step -
+def multi_layer_run(every: int, steps: int) -> dict:
+    from sglang.srt.speculative import multi_layer_eagle_worker_v2 as ml
+    saved = ml.run_eagle_verify
+    ml.run_eagle_verify = stand_in_verify
+    try:
+        w = bare(ml.MultiLayerEagleWorkerV2, req_to_token_pool=None,
+                 token_to_kv_pool_allocator=None, plan_stream=None, plan_stream_ctx=None,
+                 device="cpu")
+        with hb.own_recorder(os.path.join(OUT, f"multi-{every}"), agreement_every=every) as rec:
+            for _ in range(steps):
+                try:  # its wrapped step counts the step; the original fails on the stub
+                    ml.MultiLayerEagleWorkerV2.forward_batch_generation(w, batch(ForwardMode.DECODE))
+                except Exception:  # noqa: BLE001
+                    pass
+                b = batch(ForwardMode.DECODE)
+                b.spec_info = FrozenDraft().draft(b)
+                w.verify(b)
+            rec.agreement.fold()
+            return {"comparisons": rec.agreement.drafts // BS,
+                    "agreement_per_position": list(rec.agreement.per_position),
+                    "steps": dict(rec.steps)}
+    finally:
+        ml.run_eagle_verify = saved
+
+
+result["multi_layer"] = multi_layer_run(every=4, steps=12)
+
+
+# -- DFlash: its real _accept_block, agreement every Nth step ---------------------------
+def dflash_run(every: int, steps: int, with_predict: bool) -> dict:
+    from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+    w = bare(DFlashWorkerV2, block_size=N, _selector_sample=None, _use_triton_accept_bonus=False,
+             _tp_sync=types.SimpleNamespace(sync=lambda *a, **k: None))
+    # drafts [5, 6, 7] after the verified token; the target predicts 5, 9, 7 (then 8):
+    # SGLang accepts 1 draft per request, the agreement is 1, 0, 1 per position
+    candidates = torch.tensor([[1, 5, 6, 7]] * BS)
+    predict = torch.tensor([[5, 9, 7, 8]] * BS)
+    logits = torch.nn.functional.one_hot(predict.reshape(-1), 16).float()
+    accepted = []
+    with hb.own_recorder(os.path.join(OUT, f"dflash-{every}-{with_predict}"),
+                         agreement_every=every) as rec:
+        for _ in range(steps):
+            try:
+                DFlashWorkerV2.forward_batch_generation(w, batch(ForwardMode.DECODE))
+            except Exception:  # noqa: BLE001 - the original, on the stub batch
+                pass
+            accept_len = w._accept_block(
+                candidates=candidates, next_token_logits=logits, sampling_info=None,
+                draft_input=None, prefix_lens=torch.zeros(BS, dtype=torch.int64), bs=BS,
+                target_predict=predict.reshape(-1) if with_predict else None)[0]
+            accepted.append(accept_len.tolist())
+        rec.agreement.fold()
+        return {"comparisons": rec.agreement.drafts // BS,
+                "agreement_per_position": list(rec.agreement.per_position),
+                "sglang_accept_lens": accepted[0], "steps": dict(rec.steps)}
+
+
+result["dflash"] = dflash_run(every=4, steps=12, with_predict=True)
+result["dflash_logits_only"] = dflash_run(every=4, steps=8, with_predict=False)
 result["internal_errors"] = dict(INTERNAL_ERRORS.counts)
 print("RESULT " + json.dumps(result))
