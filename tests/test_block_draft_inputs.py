@@ -99,3 +99,10 @@ def test_one_layer_capture_off_is_silent_in_sglang_and_found(results):
     at the worker's first step names the cause."""
     assert results["one_layer"] == {
         "last_hidden_state": {"projected": [5, 64], "findings": {}}, "off": {OFF: 1}}
+
+
+def test_check_pair_judges_block_drafts_in_their_convention(results):
+    """`spectrace.check_pair`: the DSpark draft's own ids ([2, 4] + 1) are healthy, which the
+    EAGLE-3 audit (or DFlash's dflash_config ids [1, 3]) would not say."""
+    assert results["check_pair"] == {"DFlashDraftModel": {"on": [], "off": [OFF]},
+                                     "Qwen3DSparkModel": {"on": [], "off": [OFF]}}

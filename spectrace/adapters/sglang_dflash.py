@@ -6,6 +6,8 @@ EAGLE-3 they read the target's aux hidden states, concatenated, through `fc`
   pass, at prefill and after each verify). A healthy width is counted once per width, as
   the EAGLE-3 hook does; any other width SGLang itself refuses at once (`ValueError: DFLASH
   target_hidden feature dim mismatch`), so spectrace adds no finding of its own for it.
+  Where DSpark installs the projection inside the target's forward (its pre-gather
+  projection), CUDA-graph replays do not call it: only eager passes are counted.
 - The aux capture audit, once per worker at its first step (`audit`): SGLang switches the
   target's capture on from the draft's config while building the target's model runner
   (`configure_aux_hidden_state_capture`) with the ids it resolves
@@ -31,7 +33,7 @@ from ..patching import WrapPoint
 from ..process import STATE, recorder
 from .. import signals
 from ..runtimes import SGLANG
-from .draft_checks import check_pass, count_if_healthy, draft_state
+from .draft_checks import capturing, check_pass, count_if_healthy, draft_state
 from .sglang_target import capture_state
 
 DSPARK_IDS = "dspark_target_layer_ids"  # DSPARK's own key, read before dflash_config's
@@ -57,6 +59,8 @@ def expected_widths(model) -> ExpectedWidths:
 def _before_project(instance, target_hidden) -> None:
     if target_hidden is None or target_hidden.ndim != 2:
         return  # SGLang raises on these itself
+    if target_hidden.is_cuda and capturing():
+        return  # DSpark's pre-gather projection inside the target's CUDA-graph capture
     width = int(target_hidden.shape[-1])
     rec = STATE.recorder or recorder()
     st = draft_state(instance, rec, expected_widths)
@@ -102,6 +106,13 @@ def trained_ids(draft_model, algorithm: str, num_layers: int) -> TrainedIds:
     ids = _build_target_layer_ids(int(depth), int(draft_layers))
     return TrainedIds(ids, messages.ASKED_BLOCK_DEPTH.format(
         trained=depth, ids=ids, num_layers=num_layers))
+
+
+def algorithm_of(draft_model, algorithm: str | None = None) -> str:
+    """DSPARK or DFLASH: the algorithm given, else the draft's class (DSpark's drafts)."""
+    if algorithm is not None and algorithm.upper() in ("DFLASH", "DSPARK"):
+        return algorithm.upper()
+    return "DSPARK" if "DSpark" in type(draft_model).__name__ else "DFLASH"
 
 
 def capture_method(target_model, algorithm: str) -> str:

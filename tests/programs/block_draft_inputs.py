@@ -150,6 +150,17 @@ result["workers"]["DSparkWorkerV2 dspark_target_layer_ids"] = cases(
     DSparkWorkerV2, "qwen3", own, True, [1, 3])
 result["dspark_own_ids_resolved"] = resolved_ids(own, True)
 
+# the library call (`spectrace.check_pair`) on the same pairs: the algorithm from the class
+import spectrace  # noqa: E402
+checked = {}
+for label, d, family, dspark in (("DFlashDraftModel", dflash, "llama", False),
+                                 ("Qwen3DSparkModel", own, "qwen3", True)):
+    healthy, off = fams.build(family), fams.build(family)
+    switch_on(healthy, resolved_ids(d, dspark), dspark)
+    checked[label] = {"on": codes(spectrace.check_pair(healthy, d)),
+                      "off": codes(spectrace.check_pair(off, d))}
+result["check_pair"] = checked
+
 # no ids, but the trained target's depth: SGLang selects for the runtime target's depth
 for depth in (L, 12):
     d = draft(num_target_layers=depth)
