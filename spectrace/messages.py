@@ -105,6 +105,25 @@ TARGET_IDS = Message(
     "trained on. Check which layer ids the serving stack passes to {capture_method}.")
 ASKED_IDS = "eagle_aux_hidden_state_layer_ids {ids}"
 ASKED_DEFAULT = "no eagle_aux_hidden_state_layer_ids (the defaults {defaults})"
+# SGLang's DFlash / DSpark drafts (detectors.aux.audit_block_draft_capture)
+BLOCK_DRAFT_CAPTURE_OFF = Message(
+    signals.AUX_CAPTURE_DISABLED,
+    "aux hidden-state capture is off in the target ({family}), but the {algorithm} draft's fc "
+    "expects {expected_layers} target layer(s) ({fc_in} wide). {consequence}",
+    "SGLang switches it on when the target's model runner is built ({capture_method}, from "
+    "the draft's dflash_config); check that the target model class implements it and that "
+    "nothing resets capture_aux_hidden_states or layers_to_capture afterwards.")
+BLOCK_DRAFT_SILENT = (
+    "With one layer expected, the target's last hidden state has the same width, so SGLang "
+    "runs on without an error: the draft reads the final layer instead of the one it was "
+    "trained on, and acceptance falls.")
+BLOCK_DRAFT_LOUD = (
+    "SGLang stops at the first prefill (no target hidden states, or DFLASH target_hidden "
+    "feature dim mismatch).")
+ASKED_BLOCK_IDS = "{key} {ids} (layer outputs)"
+ASKED_BLOCK_DEPTH = ("no target_layer_ids but num_target_layers {trained} (SGLang's layer "
+                     "selection for {trained} layers: {ids}; this target has {num_layers}, "
+                     "so SGLang selected for {num_layers})")
 
 # -- the vocabulary map (detectors.vocab; checkpoint) -------------------------------------------
 D2T_MISSING = Message(

@@ -18,12 +18,17 @@ from .findings import Finding
 def check_pair(target_model, draft_model, algorithm: str | None = None) -> list[Finding]:
     """Findings for a loaded target model and draft model of the same runtime: the
     target's aux hidden-state capture against what the draft expects (capture on, layer
-    count, layer ids by the target family's own rule). Empty when healthy, and for drafts
-    that are not EAGLE-3 (MTP / NextN). `algorithm`: the runtime's speculative algorithm
+    count, layer ids by the target family's own rule; SGLang's DFlash / DSpark drafts in
+    their own convention). Empty when healthy, and for drafts that read no aux states
+    (MTP / NextN). `algorithm`: the runtime's speculative algorithm
     setting, when known (SGLang's --speculative-algorithm, vLLM's speculative method; it
     names the cause when capture is off)."""
     module = type(target_model).__module__
     if module.startswith("sglang."):
+        from .adapters import sglang_dflash
+        if sglang_dflash.is_block_draft(draft_model):  # DFlash / DSpark: their convention
+            return sglang_dflash.audit_pair(target_model, draft_model,
+                                            sglang_dflash.algorithm_of(draft_model, algorithm))
         from .adapters.sglang_target import audit_pair
         return audit_pair(target_model, draft_model, algorithm)
     if module.startswith("vllm."):

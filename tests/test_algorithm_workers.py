@@ -10,6 +10,10 @@ without weights and driven through spectrace's wrapped methods
 - each `forward_batch_generation` of its own counts decode steps and skips prefill;
 - FROZEN_KV_MTP: its token agreement runs every Nth step as configured (before its step
   was wrapped, the step counter never moved and the agreement ran on every step);
+- token agreement every Nth step on multi-layer EAGLE's own verify and on DFlash's real
+  `_accept_block` (the block as a chain);
+- the step span's `spectrace.worker` names the worker's own class (STANDALONE and
+  FROZEN_KV_MTP are counted as EAGLEWorkerV2 steps);
 - Uno cannot be imported here (it needs flashinfer): the test lists it with why, and
   tests/test_wrap_points.py checks its wrap points against the wheel's source.
 
@@ -103,3 +107,35 @@ def test_frozen_kv_mtp_without_its_step_hook_compared_every_step(results):
     agreement ran on all 12 steps."""
     assert results["frozen_without_its_table"] == {
         "comparisons": 12, "agreement_per_position": [24, 0, 0], "steps": {}}
+
+
+def test_step_span_names_the_real_worker_class(results):
+    """StandaloneWorkerV2 (EAGLEWorkerV2's inherited step) and FrozenKVMTPWorkerV2 (its own
+    step, EAGLEWorkerV2's step hook) are counted as EAGLEWorkerV2 steps, so that verify's
+    agreement sampling sees them, but their step spans name their own class."""
+    got = results["span_worker"]
+    assert got["EAGLEWorkerV2"] == {"spans": ["EAGLEWorkerV2"],
+                                    "steps": {"EAGLEWorkerV2": 1}}
+    assert got["StandaloneWorkerV2"] == {"spans": ["StandaloneWorkerV2"],
+                                         "steps": {"EAGLEWorkerV2": 1}}
+    assert got["FrozenKVMTPWorkerV2"] == ["FrozenKVMTPWorkerV2"] * 12  # 12 steps, all sampled
+
+
+def test_multi_layer_eagle_agreement_every_nth_step(results):
+    """Its own verify (SGLang's run_eagle_verify, stood in as for FROZEN_KV_MTP), sampled
+    by its own step count: 3 comparisons in 12 steps at every 4."""
+    assert results["multi_layer"] == {"comparisons": 3, "agreement_per_position": [6, 0, 0],
+                                      "steps": {"MultiLayerEagleWorkerV2": 12}}
+
+
+@pytest.mark.parametrize("run,steps", [("dflash", 12), ("dflash_logits_only", 8)])
+def test_dflash_agreement_on_its_real_accept(results, run, steps):
+    """DFlashWorkerV2._accept_block (SGLang's real greedy accept) with the target's
+    predictions passed in, or only its logits (argmax on the device, as SGLang does):
+    every 4th step compared; the agreement counts every position (1, 0, 1) where SGLang
+    accepts the leading run (1 draft)."""
+    got = results[run]
+    assert got["comparisons"] == steps // 4
+    assert got["agreement_per_position"] == [2 * steps // 4, 0, 2 * steps // 4]
+    assert got["sglang_accept_lens"] == [1, 1]
+    assert got["steps"] == {"DFlashWorkerV2": steps}

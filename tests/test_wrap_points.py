@@ -53,6 +53,8 @@ OWN_STEP = [(FROZEN, "FrozenKVMTPWorkerV2"), (MULTI, "MultiLayerEagleWorkerV2"),
             (DFLASH, "DFlashWorkerV2"), (DSPARK, "DSparkWorkerV2"), (UNO, "UnoWorkerV2"),
             (NGRAM, "NGRAMWorker")]
 BRP = "sglang/srt/managers/scheduler_components/batch_result_processor.py"  # 0.5.16+
+DFLASH_MODEL = "sglang/srt/models/dflash.py"  # DFlash drafts; DSpark's subclass them
+DSPARK_MODEL = "sglang/srt/models/dspark.py"
 
 # Methods a wrapper is installed on: (file, "Class.method", versions).
 WRAPPED = [
@@ -66,6 +68,12 @@ WRAPPED = [
     # context-length buckets (the batch's seq_lens_cpu) and finished requests
     (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", since("0.5.16")),
     (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", since("0.5.23")),
+    # token agreement on the verify of multi-layer EAGLE and the accept of DFlash
+    (MULTI, "MultiLayerEagleWorkerV2.verify", V23),
+    (DFLASH, "DFlashWorkerV2._accept_block", V23),
+    # DFlash / DSpark: widths where the target's states are projected (sglang_dflash)
+    (DFLASH_MODEL, "DFlashDraftModel.project_target_hidden", V23),
+    (DFLASH_MODEL, "DFlashLagunaForCausalLM.project_target_hidden", V23),
     (W1, "EAGLEWorker.__init__", V1),
     (W1, "EAGLEWorker.forward_batch_generation", V1),
     (W1, "EAGLEWorker.draft", V1),
@@ -158,6 +166,14 @@ ATTRS = [
       for a in ("speculative_num_steps", "topk")],
     *[(f, c, "target_worker", V23) for f, c in OWN_STEP],
     *[(f, c, "server_args", V23) for f, c in [(STANDALONE, "StandaloneWorkerV2")] + OWN_STEP],
+    # DFlash / DSpark: what the widths and the aux audit read
+    *[(DFLASH_MODEL, "DFlashDraftModel", a, V23)
+      for a in ("fc", "num_context_features", "draft_config", "config")],
+    (DSPARK_MODEL, "Qwen3DSparkModel", "project_target_hidden", V23),  # DFlashDraftModel's
+    *[(f, c, a, V23) for f, c in [(DFLASH, "DFlashWorkerV2"), (DSPARK, "DSparkWorkerV2")]
+      for a in ("model_runner", "draft_model")],
+    (DFLASH, "DFlashWorkerV2", "block_size", V23),  # the agreement's chain length
+    (MULTI, "MultiLayerEagleWorkerV2", "speculative_num_draft_tokens", V23),
 ]
 
 # Expressions a wrapped method must contain, as `ast.unparse` spells them:
@@ -177,6 +193,11 @@ READS = [
      "result.accept_lens.tolist()", until("0.5.8")),
     (LLAMA, "LlamaForCausalLM.set_eagle3_layers_to_capture",
      "self.model.layers_to_capture", ALL),
+    (LLAMA, "LlamaForCausalLM.set_dflash_layers_to_capture",
+     "self.model.layers_to_capture", V23),
+    # the width SGLang itself refuses (spectrace adds no finding for it)
+    (DFLASH_MODEL, "DFlashDraftModel.project_target_hidden", "self.fc.in_features", V23),
+    (DFLASH_MODEL, "DFlashDraftModel.project_target_hidden", "target_hidden.shape[-1]", V23),
 ]
 
 

@@ -31,6 +31,8 @@ ADAPTERS = {
         "spectrace.adapters.sglang_algorithms:DSPARK",
     "sglang.srt.speculative.uno_worker_v2": "spectrace.adapters.sglang_algorithms:UNO",
     "sglang.srt.speculative.ngram_worker": "spectrace.adapters.sglang_algorithms:NGRAM",
+    # SGLang's DFlash / DSpark drafts (DSpark's inherit DFlashDraftModel's method)
+    "sglang.srt.models.dflash": "spectrace.adapters.sglang_dflash:WIDTH_POINTS",
     # vLLM (V1 engine): the EngineCore's scheduler, the worker's runners and draft classes
     "vllm.v1.core.sched.scheduler": "spectrace.adapters.vllm_engine:SCHEDULER",
     "vllm.v1.engine.core": "spectrace.adapters.vllm_engine:ENGINE_CORE",

@@ -9,7 +9,8 @@ multi-layer EAGLE, plugins), `EAGLEWorkerV2`'s (EAGLE, EAGLE-3, STANDALONE, FROZ
 included. Each row of `ALGORITHMS` says what else its worker gets: which of its methods are
 wrapped here (a constructor that skips `EAGLEWorkerV2.__init__`, a
 `forward_batch_generation` of its own), how many draft positions a request-step has, and
-whether draft/target token agreement and the EAGLE-3 checks apply. Only methods a class
+whether draft/target token agreement and the EAGLE-3 checks apply (DFlash / DSpark: their
+own draft-input checks, `sglang_dflash`). Only methods a class
 defines itself are wrapped (`patching`), so an inherited one is never counted twice.
 
 The rows are SGLang 0.5.23's (checked against its source by tests/test_wrap_points.py);
@@ -18,13 +19,15 @@ required: a method a release lacks is skipped without a warning.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from .. import signals, spans
+from ..detectors.tokens import compare_chain_tokens
 from ..patching import WrapPoint
 from ..process import STATE, recorder
 from ..runtimes import runtime_version
-from . import sglang_v2, sglang_worker
+from . import sglang_dflash, sglang_v2, sglang_worker
 
 # How many draft positions one request-step has (the per-position series' length).
 NUM_STEPS = "speculative_num_steps"          # a chain or tree of that depth (EAGLE family)
@@ -43,6 +46,8 @@ class Algorithm(NamedTuple):
     own_step: bool   # overrides forward_batch_generation: steps, spans, audit wrapped here
     agreement: str   # where draft/target agreement comes from, or why there is none
     eagle3: bool     # may carry an EAGLE-3 draft (fc, aux hidden states): EAGLE-3 checks apply
+    block_draft: bool = False  # a DFlash / DSpark draft (fc over the target's aux states):
+    #                            its aux audit (`sglang_dflash`) at the first step
 
 
 SPEC = "sglang.srt.speculative."
@@ -55,12 +60,14 @@ ALGORITHMS = (
               "EAGLEWorkerV2", NUM_STEPS, True, True, "EAGLEWorkerV2.verify", False),
     Algorithm("EAGLE + --enable-multi-layer-eagle", SPEC + "multi_layer_eagle_worker_v2",
               "MultiLayerEagleWorkerV2", "BaseSpecWorker", NUM_STEPS, True, True,
-              "none: its own verify (not wrapped yet)", False),
+              "its own verify (run_eagle_verify): chains (top-k 1); trees none", False),
     Algorithm("DFLASH", SPEC + "dflash_worker_v2", "DFlashWorkerV2", "BaseSpecWorker",
-              DRAFT_TOKENS, True, True, "none: block drafts, its own verify", False),
+              DRAFT_TOKENS, True, True, "DFlashWorkerV2._accept_block: the block as a chain",
+              False, True),
     Algorithm("DSPARK", SPEC + "dspark_components.dspark_worker_v2", "DSparkWorkerV2",
               "BaseSpecWorker", DRAFT_TOKENS, True, True,
-              "none: block drafts, its own verify", False),
+              "none: its accept runs inside the target-verify CUDA graph (docs/algorithms.md)",
+              False, True),
     Algorithm("UNO", SPEC + "uno_worker_v2", "UnoWorkerV2", "BaseSpecWorker", DRAFT_TOKENS,
               True, True, "none: no draft model", False),
     Algorithm("NGRAM", SPEC + "ngram_worker", "NGRAMWorker", "NGRAMWorker", DRAFT_TOKENS,
@@ -96,8 +103,15 @@ def _after_init(ctx, worker, result) -> None:
 
 
 def _audit(worker) -> None:
-    """The EAGLE-3 aux audit, for a worker whose draft may be an EAGLE-3 one (`audit_pair`
-    judges only EAGLE-3 draft classes: nothing for drafts without fc)."""
+    """The aux audit: DFlash / DSpark's for their workers (`sglang_dflash`), else EAGLE-3's
+    for a worker whose draft may be an EAGLE-3 one (`audit_pair` judges only EAGLE-3 draft
+    classes: nothing for drafts without fc)."""
+    row = BY_WORKER.get(type(worker).__name__)
+    if row is not None and row.block_draft:
+        target, draft = sglang_dflash.models(worker)
+        sglang_worker.audit_once(worker, target, draft, functools.partial(
+            sglang_dflash.audit_pair, algorithm=row.name))
+        return
     target = getattr(getattr(worker, "target_worker", None), "model_runner", None)
     draft = getattr(worker, "draft_worker", None)
     runner = getattr(draft, "draft_runner", None) or getattr(draft, "model_runner", None)
@@ -144,6 +158,38 @@ def step_hook(kind: str):
 BATCH = sglang_v2.BATCH
 
 
+# -- token agreement where a worker's own verify exposes drafts and target predictions -----
+def _before_accept_block(instance, candidates, next_token_logits, bs, target_predict):
+    """DFlash's accept (`DFlashWorkerV2._accept_block`): the block's candidates (column 0
+    the verified token, then the drafts) against the target's top-1 predictions, which
+    SGLang passes or computes inside from the same logits (then computed here too, on the
+    device, only on a sampled step), as a chain: every `agreement_every`th step."""
+    rec = STATE.recorder or recorder()
+    every = rec.cfg.agreement_every
+    if not every or rec.steps.get("DFlashWorkerV2", 0) % every or not bs:
+        return
+    predicted = target_predict
+    if predicted is None:
+        if next_token_logits is None:
+            return
+        predicted = next_token_logits.argmax(dim=-1)
+    counts, event = compare_chain_tokens(candidates, predicted, bs, int(instance.block_size))
+    rec.agreement.add(counts, event, bs)
+
+
+AGREEMENT_POINTS = {
+    "MultiLayerEagleWorkerV2": WrapPoint(
+        "MultiLayerEagleWorkerV2.verify", "MultiLayerEagleWorkerV2.verify",
+        before=sglang_v2.verify_hook("MultiLayerEagleWorkerV2", trees=False),
+        reads=(BATCH,), after=sglang_v2._after_verify, cleanup=sglang_v2._end_verify,
+        after_needs_ctx=True, required=False),
+    "DFlashWorkerV2": WrapPoint(
+        "DFlashWorkerV2._accept_block", "DFlashWorkerV2._accept_block",
+        before=_before_accept_block,
+        reads=("candidates", "next_token_logits", "bs", "target_predict"), required=False),
+}
+
+
 def init_point(row: Algorithm) -> WrapPoint:
     """The constructor: identity, telemetry, the series for its positions."""
     return WrapPoint(f"{row.worker}.__init__", f"{row.worker}.__init__",
@@ -180,6 +226,8 @@ def table(module: str) -> tuple[WrapPoint, ...]:
             points.append(step_point(row))
         if row.counts_at == row.worker and row.counts_at != "EAGLEWorkerV2":
             points.append(counts_point(row.worker))
+        if row.worker in AGREEMENT_POINTS:
+            points.append(AGREEMENT_POINTS[row.worker])
     return tuple(points)
 
 

@@ -59,15 +59,17 @@ def is_last_pp_rank(holder) -> bool:
     return bool(getattr(group, "is_last_rank", True))
 
 
-def capture_state(target, sglang_version: str | None = None) -> CaptureState | None:
+def capture_state(target, sglang_version: str | None = None,
+                  families: dict = SGLANG_TARGETS) -> CaptureState | None:
     """The target's capture state, or None on a pipeline rank that captures nothing by
-    design."""
+    design; `families`: the id rules of the algorithm (EAGLE-3's, or DFlash's:
+    `detectors.aux.SGLANG_BLOCK_DRAFT_TARGETS`)."""
     holder = _capture_holder(target)
     if not is_last_pp_rank(holder):
         return None
     text = _text_model(holder)
     name = type(holder).__name__
-    fam = SGLANG_TARGETS.get(name)
+    fam = families.get(name)
     num_layers = _num_layers(holder, text)
     stored = getattr(text, "layers_to_capture", None)
     stored = [int(i) for i in stored] if stored is not None else None

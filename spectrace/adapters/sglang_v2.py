@@ -88,17 +88,28 @@ def _end_resolve_v2(token: Token | None) -> None:
 _tree_due: ContextVar[TreeDue | None] = ContextVar("spectrace_tree_due", default=None)
 
 
-def _before_verify(instance, batch) -> VerifyContext | None:
-    rec = STATE.recorder or recorder()
-    phase = sglang_worker.start_phase(signals.SPAN_VERIFY, step_cost.VERIFY)
-    span = None if phase is None else phase.span
-    every = rec.cfg.agreement_every
-    if every and rec.steps.get(WORKER, 0) % every == 0:
-        if instance.topk == 1:
-            return VerifyContext(span, batch.spec_info.draft_token, None, phase)
-        due = TreeDue(instance.speculative_num_steps, instance.speculative_num_draft_tokens)
-        return VerifyContext(span, None, _tree_due.set(due), phase)
-    return None if phase is None else VerifyContext(span, None, None, phase)
+def verify_hook(kind: str, trees: bool = True):
+    """The `before` hook of an EAGLE-style verify (EAGLEWorkerV2's; MultiLayerEagleWorkerV2's,
+    which calls the same `run_eagle_verify`): its span, and the agreement every
+    `agreement_every`th step counted under `kind`; `trees`: its verify compacts a tree
+    through `_finalize_accept_tree_path` (multi-layer EAGLE's does not: chains only)."""
+    def before(instance, batch) -> VerifyContext | None:
+        rec = STATE.recorder or recorder()
+        phase = sglang_worker.start_phase(signals.SPAN_VERIFY, step_cost.VERIFY)
+        span = None if phase is None else phase.span
+        every = rec.cfg.agreement_every
+        if every and rec.steps.get(kind, 0) % every == 0:
+            if instance.topk == 1:
+                return VerifyContext(span, batch.spec_info.draft_token, None, phase)
+            if trees:
+                due = TreeDue(instance.speculative_num_steps,
+                              instance.speculative_num_draft_tokens)
+                return VerifyContext(span, None, _tree_due.set(due), phase)
+        return None if phase is None else VerifyContext(span, None, None, phase)
+    return before
+
+
+_before_verify = verify_hook(WORKER)
 
 
 def _after_verify(ctx: VerifyContext, instance, result) -> None:

@@ -94,20 +94,27 @@ def init_point(cls: str, hook: str) -> WrapPoint:
                      reads="all")
 
 
-def audit_once(worker, target_model, draft_model) -> None:
+def audit_once(worker, target_model, draft_model, audit=None) -> None:
     """Audit the target's aux capture against the draft, once per worker, at its first
-    forward (SGLang configures capture after the worker's constructor returns)."""
+    forward (SGLang configures capture after the worker's constructor returns). `audit`:
+    the algorithm's own audit `(target, draft) -> findings` (DFlash / DSpark), else
+    EAGLE-3's (`sglang_target.audit_pair`)."""
     st = worker_state(worker)
     if st.audited:
         return
     st.audited = True
     if target_model is None or draft_model is None:
         return
-    algorithm = getattr(getattr(worker, "server_args", None), "speculative_algorithm", None)
     rec = recorder()
     rec.draft_context.update(trained_context(getattr(draft_model, "config", None)))
-    for f in audit_pair(target_model, draft_model,
-                        algorithm=algorithm if isinstance(algorithm, str) else None):
+    if audit is None:
+        algorithm = getattr(getattr(worker, "server_args", None), "speculative_algorithm",
+                            None)
+        findings = audit_pair(target_model, draft_model,
+                              algorithm=algorithm if isinstance(algorithm, str) else None)
+    else:
+        findings = audit(target_model, draft_model)
+    for f in findings:
         rec.finding(f)
 
 
@@ -157,7 +164,7 @@ def begin_step(worker_kind: str, worker, batch, audit) -> StepContext | None:
         rec.between_steps()
     span = None
     if rec.begin_step(worker_kind):
-        span = spans.start_step(rec, step_attrs(worker_kind, worker, batch))
+        span = spans.start_step(rec, step_attrs(worker, batch))
     cost = rec.begin_cost(worker, batch_size(batch),
                           getattr(batch.seq_lens, "is_cuda", False)) \
         if rec.cfg.step_cost_every else None
@@ -205,10 +212,12 @@ def end_phase(ctx: step_cost.PhaseCost) -> None:
         ctx.span.end()
 
 
-def step_attrs(worker_kind: str, worker, batch) -> dict:
+def step_attrs(worker, batch) -> dict:
     """Step-span attributes from the worker's settings and the batch (a `ScheduleBatch` or
-    `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`)."""
-    return {signals.SPAN_ATTR_WORKER: worker_kind,
+    `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`). The worker
+    attribute names the worker's own class (StandaloneWorkerV2, FrozenKVMTPWorkerV2 run
+    EAGLEWorkerV2's step hook and are counted under its kind, so its verify samples them)."""
+    return {signals.SPAN_ATTR_WORKER: type(worker).__name__,
             signals.SPAN_ATTR_RUNTIME: signals.RUNTIME_SGLANG,
             signals.SPAN_ATTR_RUNTIME_VERSION: runtime_version("sglang"),
             signals.SPAN_ATTR_SGLANG_VERSION: runtime_version("sglang"),

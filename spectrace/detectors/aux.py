@@ -179,3 +179,70 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
                 capture_method=state.runtime.capture_method),
                 {**details, "expected_layers_to_capture": expected}))
     return findings
+
+
+# -- SGLang's DFlash / DSpark drafts ----------------------------------------------------------
+# They read the target's aux hidden states as EAGLE-3 does, but name them as layer
+# *outputs* (`dflash_config.target_layer_ids`, DSpark's `dspark_target_layer_ids`: id k = the
+# output of layer k); SGLang passes the ids it resolves to the target's
+# `set_dflash_layers_to_capture` (`set_dspark_layers_to_capture` for DSPARK where the class
+# has one), and each family stores them by its own rule: id + 1 for all those below (the
+# state entering layer k + 1), some through per-layer flags. Read from the 0.5.23 wheel;
+# checked on the real classes by tests/test_block_draft_inputs.py. A target without a row
+# (Muse, Beam, Kimi-K3, DeepSeek-V4, Kimi-Linear, Inkling keep their ids elsewhere or as
+# given; Qwen3-VL's own switch raises AttributeError in 0.5.23) is not audited: no false
+# alarm on a rule we do not know.
+_BLOCK_FLAGS = Family(per_layer_flags=True)
+SGLANG_BLOCK_DRAFT_TARGETS: dict[str, Family] = {
+    **_all(Family(), "LlamaForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
+           "DeepseekV3ForCausalLM", "Glm4MoeLiteForCausalLM", "Gemma4ForCausalLM",
+           "Gemma4ForConditionalGeneration", "Glm5NextForConditionalGeneration"),
+    "GptOssForCausalLM": Family(final_state=True),
+    **_all(_BLOCK_FLAGS, "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
+           "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
+    "MiniMaxM3SparseForConditionalGeneration": Family(final_state=True, per_layer_flags=True),
+}
+
+
+@dataclass(frozen=True)
+class TrainedIds:
+    """The target layers a DFlash / DSpark draft was trained on, as layer outputs (None:
+    its config names neither ids nor the trained target's depth), and in words."""
+
+    ids: list[int] | None
+    asked: str
+
+
+def audit_block_draft_capture(state: CaptureState, trained: TrainedIds, fc_in: int,
+                              target_hidden: int, algorithm: str,
+                              capture_method: str) -> list[Finding]:
+    """Findings for an SGLang target feeding a DFlash / DSpark draft whose fc takes `fc_in`
+    inputs. Capture off is always an error (silent when one layer is expected: the last
+    hidden state has the same width); ids other than the trained ones, a warning. A layer
+    count that differs is left to SGLang, which raises on that width at the first prefill
+    (`DFlashDraftModel.project_target_hidden`)."""
+    expected_layers = fc_in // target_hidden if target_hidden else 0
+    details = {"family": state.family, "capture_on": state.on,
+               "stored_layers_to_capture": list(state.stored) if state.stored is not None
+               else None, "draft_layer_ids": trained.ids, "fc_in": fc_in,
+               "target_hidden": target_hidden, "num_layers": state.num_layers,
+               "id_rule": state.rule, "speculative_algorithm": algorithm}
+    if not state.on:
+        consequence = (messages.BLOCK_DRAFT_SILENT if expected_layers == 1
+                       else messages.BLOCK_DRAFT_LOUD)
+        return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR,
+                        messages.BLOCK_DRAFT_CAPTURE_OFF.render(
+                            family=state.family, algorithm=algorithm,
+                            expected_layers=expected_layers, fc_in=fc_in,
+                            consequence=consequence, capture_method=capture_method),
+                        details)]
+    if state.rule is None or trained.ids is None or state.stored is None:
+        return []
+    expected = sorted(set(stored_ids(state.rule, trained.ids, state.num_layers)))
+    stored = sorted(set(state.stored))
+    if stored == expected:
+        return []
+    return [Finding(signals.AUX_ID_MISMATCH, WARNING, messages.TARGET_IDS.render(
+        asked=trained.asked, family=state.family, capture_attr="layers_to_capture",
+        expected=expected, rule=state.rule.replace("_", " "), stored=stored,
+        capture_method=capture_method), {**details, "expected_layers_to_capture": expected})]

@@ -9,13 +9,17 @@ What stands in for what cannot run here, and nothing else:
 - the draft worker of FROZEN_KV_MTP (a stub proposing fixed tokens) and
   `eagle_worker_v2.run_eagle_verify` (the target's verify forward, which needs weights);
 - a step's original method (not FROZEN_KV_MTP's) fails on the stub batch after its hook
-  ran, and the error is caught here.
+  ran, and the error is caught here; multi-layer EAGLE's `run_eagle_verify` is stood in
+  as FROZEN_KV_MTP's is; DFlash's `_accept_block` runs for real (greedy, on the CPU) with
+  its TP sync a no-op (one rank).
 
     python tests/programs/algorithm_workers.py OUTPUT_DIR   (needs SGLang; cpu_env)
 """
+import glob
 import importlib
 import importlib.util
 import json
+import os
 import sys
 import types
 
@@ -182,6 +186,16 @@ def stand_in_verify(batch, **kw):
                                  new_seq_lens=None)
 
 
+def step_span_workers(out: str) -> list:
+    """The `spectrace.worker` attribute of every step span written under `out`."""
+    names = []
+    for path in glob.glob(os.path.join(out, "**", "spans.jsonl"), recursive=True):
+        with open(path) as f:
+            names += [json.loads(line)["attributes"].get("spectrace.worker")
+                      for line in f if line.strip() and json.loads(line)["name"] == "spectrace.spec.step"]
+    return names
+
+
 def frozen_run(every: int, steps: int, with_frozen_table: bool) -> dict:
     from sglang.srt.speculative import frozen_kv_mtp_worker_v2 as fk
     own = Patcher()
@@ -194,21 +208,102 @@ def frozen_run(every: int, steps: int, with_frozen_table: bool) -> dict:
         w = bare(fk.FrozenKVMTPWorkerV2, _draft_worker=FrozenDraft(), req_to_token_pool=None,
                  token_to_kv_pool_allocator=None, plan_stream=None, plan_stream_ctx=None,
                  device="cpu")
-        with hb.own_recorder(OUT, agreement_every=every, step_sample_ratio=1.0) as rec:
+        out = os.path.join(OUT, f"frozen-{every}-{steps}-{with_frozen_table}")
+        with hb.own_recorder(out, agreement_every=every, step_sample_ratio=1.0) as rec:
             for _ in range(steps):
                 b = batch(ForwardMode.DECODE)
                 b.spec_info = object()
                 w.forward_batch_generation(b)
             rec.agreement.fold()  # CPU tensors: every copy is done
-            return {"comparisons": rec.agreement.drafts // BS,
-                    "agreement_per_position": list(rec.agreement.per_position),
-                    "steps": dict(rec.steps)}
+            got = {"comparisons": rec.agreement.drafts // BS,
+                   "agreement_per_position": list(rec.agreement.per_position),
+                   "steps": dict(rec.steps)}
+        if with_frozen_table:
+            result["span_worker"].setdefault("FrozenKVMTPWorkerV2", step_span_workers(out))
+        return got
     finally:
         eagle_worker_v2.run_eagle_verify = saved
 
 
+# -- the step span names the worker's own class ------------------------------------------
+# StandaloneWorkerV2 inherits EAGLEWorkerV2's (wrapped) step; FROZEN_KV_MTP's own step runs
+# EAGLEWorkerV2's step hook (frozen_run below). Both are counted as EAGLEWorkerV2 steps.
+result["span_worker"] = {}
+for cls_name in ("EAGLEWorkerV2", "StandaloneWorkerV2"):
+    mod = modules[ALGORITHMS[0].module if cls_name == "EAGLEWorkerV2" else
+                  "sglang.srt.speculative.standalone_worker_v2"]
+    cls = getattr(mod, cls_name)
+    out = os.path.join(OUT, "span-" + cls_name)
+    with hb.own_recorder(out, step_sample_ratio=1.0) as rec:
+        try:
+            cls.forward_batch_generation(bare(cls), batch(ForwardMode.DECODE))
+        except Exception:  # noqa: BLE001 - the original, on the stub batch
+            pass
+        counted = dict(rec.steps)
+    result["span_worker"][cls_name] = {"spans": step_span_workers(out), "steps": counted}
+
 result["frozen"] = frozen_run(every=4, steps=12, with_frozen_table=True)
 result["frozen_every_1"] = frozen_run(every=1, steps=5, with_frozen_table=True)
 result["frozen_without_its_table"] = frozen_run(every=4, steps=12, with_frozen_table=False)
+# -- multi-layer EAGLE: its own verify (run_eagle_verify stood in), agreement every Nth step -
+def multi_layer_run(every: int, steps: int) -> dict:
+    from sglang.srt.speculative import multi_layer_eagle_worker_v2 as ml
+    saved = ml.run_eagle_verify
+    ml.run_eagle_verify = stand_in_verify
+    try:
+        w = bare(ml.MultiLayerEagleWorkerV2, req_to_token_pool=None,
+                 token_to_kv_pool_allocator=None, plan_stream=None, plan_stream_ctx=None,
+                 device="cpu")
+        with hb.own_recorder(os.path.join(OUT, f"multi-{every}"), agreement_every=every) as rec:
+            for _ in range(steps):
+                try:  # its wrapped step counts the step; the original fails on the stub
+                    ml.MultiLayerEagleWorkerV2.forward_batch_generation(w, batch(ForwardMode.DECODE))
+                except Exception:  # noqa: BLE001
+                    pass
+                b = batch(ForwardMode.DECODE)
+                b.spec_info = FrozenDraft().draft(b)
+                w.verify(b)
+            rec.agreement.fold()
+            return {"comparisons": rec.agreement.drafts // BS,
+                    "agreement_per_position": list(rec.agreement.per_position),
+                    "steps": dict(rec.steps)}
+    finally:
+        ml.run_eagle_verify = saved
+
+
+result["multi_layer"] = multi_layer_run(every=4, steps=12)
+
+
+# -- DFlash: its real _accept_block, agreement every Nth step ---------------------------
+def dflash_run(every: int, steps: int, with_predict: bool) -> dict:
+    from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+    w = bare(DFlashWorkerV2, block_size=N, _selector_sample=None, _use_triton_accept_bonus=False,
+             _tp_sync=types.SimpleNamespace(sync=lambda *a, **k: None))
+    # drafts [5, 6, 7] after the verified token; the target predicts 5, 9, 7 (then 8):
+    # SGLang accepts 1 draft per request, the agreement is 1, 0, 1 per position
+    candidates = torch.tensor([[1, 5, 6, 7]] * BS)
+    predict = torch.tensor([[5, 9, 7, 8]] * BS)
+    logits = torch.nn.functional.one_hot(predict.reshape(-1), 16).float()
+    accepted = []
+    with hb.own_recorder(os.path.join(OUT, f"dflash-{every}-{with_predict}"),
+                         agreement_every=every) as rec:
+        for _ in range(steps):
+            try:
+                DFlashWorkerV2.forward_batch_generation(w, batch(ForwardMode.DECODE))
+            except Exception:  # noqa: BLE001 - the original, on the stub batch
+                pass
+            accept_len = w._accept_block(
+                candidates=candidates, next_token_logits=logits, sampling_info=None,
+                draft_input=None, prefix_lens=torch.zeros(BS, dtype=torch.int64), bs=BS,
+                target_predict=predict.reshape(-1) if with_predict else None)[0]
+            accepted.append(accept_len.tolist())
+        rec.agreement.fold()
+        return {"comparisons": rec.agreement.drafts // BS,
+                "agreement_per_position": list(rec.agreement.per_position),
+                "sglang_accept_lens": accepted[0], "steps": dict(rec.steps)}
+
+
+result["dflash"] = dflash_run(every=4, steps=12, with_predict=True)
+result["dflash_logits_only"] = dflash_run(every=4, steps=8, with_predict=False)
 result["internal_errors"] = dict(INTERNAL_ERRORS.counts)
 print("RESULT " + json.dumps(result))
