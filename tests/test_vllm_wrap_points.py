@@ -125,6 +125,7 @@ ATTRS = [
     *[(REQUEST, "Request", a, ALL)
       for a in ("request_id", "sampling_params", "priority", "lora_request")],
     (REQUEST, "Request", "spec_decode_metrics", ("0.33.0",)),
+    (SCHED, "Scheduler", "spec_decode_metrics_level", ("0.33.0",)),  # else: release has none
     (STATS, "RequestSpecDecodeMetrics", "histogram", ("0.33.0",)),
     (E3, None, "AutoWeightsLoader", ALL),
 ]

@@ -27,7 +27,8 @@ A finished request's own figures come from vLLM's per-request accumulator
 tokens, which vLLM fills each step when it is started with
 `--per-request-spec-decode-metrics summary` or `detailed`), read once per request at
 `Scheduler._free_request`, which every finished or aborted request goes through. Without
-that option vLLM keeps no per-request figure and spectrace records none (it says so once).
+that option vLLM keeps no per-request figure and spectrace records none (logged once, at
+INFO).
 """
 from __future__ import annotations
 
@@ -98,10 +99,14 @@ def _after_scheduler_init(ctx, scheduler, result) -> None:
                                  getattr(spec, "synthetic_acceptance_length", None))
         if finding is not None:
             rec.finding(finding)
-        if getattr(scheduler, "spec_decode_metrics_level", "none") in ("none", None):
-            _log.info("spectrace: vLLM keeps no per-request acceptance (start it with "
+        level = getattr(scheduler, "spec_decode_metrics_level", None)
+        if level is None:
+            _log.info("spectrace: this vLLM release keeps no per-request acceptance; "
+                      "spectrace records none")
+        elif level == "none":
+            _log.info("spectrace: vLLM keeps no per-request acceptance: start it with "
                       "--per-request-spec-decode-metrics summary for spectrace's "
-                      "per-request figures)")
+                      "per-request figures")
 
 
 def _before_update(scheduler, out, result):
