@@ -170,6 +170,15 @@ def test_each_requests_acceptance_is_vllms_own(partial):
             for c in engine["by_sampling"]} == by_sampling
     # per request, the same verify steps as vLLM's step counters (nothing else ran)
     assert sum(s for s, _ in by_sampling.values()) == engine["drafts"]
+    # the text (and --watch) and HTML views show the same records
+    from spectrace.report import build_report, render_text
+    from spectrace.report.html import render_html
+    rep = build_report(run.data_dir)
+    text, page = render_text(rep), render_html(rep)
+    assert f"finished requests {len(everything)}, by mean accept length: " in text
+    assert all(x["request_id"] in text for x in records[:5])  # the lowest five, by id
+    assert all(x["request_id"] in page for x in records)
+    assert "acceptance by sampling (finished requests):" in text
 
 
 def test_outputs_identical_without_spectrace(partial, tiny_models, vllm_server):
@@ -206,6 +215,9 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
     assert engine["accept_length_counts"] == {"4": steps}
     assert all(m["acceptance_histogram"][:3] == [0, 0, 0] for m in own)
     assert run.process("worker", report)["findings"] == []
+    # per request too, from vLLM's own counts, whether vLLM logs stats or not
+    assert engine["requests"]["finished"] == len(responses)
+    assert engine["requests"]["by_mean_acceptance_length"] == {"4.00-4.25": len(responses)}
 
 
 # -- n-gram proposals, no draft model -------------------------------------------------------
@@ -229,6 +241,7 @@ def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
     assert sum(counts.values()) == n and sum((k - 1) * v for k, v in counts.items()) == (
         engine["accepted_tokens"])
     assert engine["spans"] == engine["steps"] > 0
+    assert engine["requests"] is None  # no --per-request-spec-decode-metrics: vLLM keeps none
     # vLLM names the proposer as the "draft model" of an n-gram config
     assert engine["draft_model"] == "ngram" and engine["model"].endswith("/target")
     assert 0 < worker["agreement_drafts"] <= n and worker["tp_rank"] == 0
