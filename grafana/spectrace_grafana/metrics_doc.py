@@ -174,7 +174,8 @@ def render() -> str:
         "`--per-request-spec-decode-metrics` as above; the span carries vLLM's engine "
         "request id |",
         "| `request_label` (`SPECTRACE_REQUEST_LABEL`) | `routing_key`, `extra_key`, "
-        "`priority`, `lora` (`Req.lora_id`) | not recorded | `priority`, `lora` (the LoRA "
+        "`priority`, `lora` (`Req.lora_id`: the loaded adapter's uuid, not its name) | "
+        "not recorded | `priority`, `lora` (the LoRA "
         "adapter's name); `routing_key` and `extra_key` are `none` (vLLM's requests carry "
         "neither) |",
         "",

@@ -184,7 +184,8 @@ SCHEDULER = (
 )
 
 # SPECTRACE_REQUEST_LABEL -> the `Req` attribute holding it (what the HTTP request sets:
-# `routing_key` also from the `x-smg-routing-key` header, `lora` is the adapter's id)
+# `routing_key` also from the `x-smg-routing-key` header; `lora` is the loaded adapter's
+# uuid, `Req.lora_id`, not its name)
 LABEL_FIELDS = {"routing_key": "routing_key", "extra_key": "extra_key",
                 "priority": "priority", "lora": "lora_id"}
 
