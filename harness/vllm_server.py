@@ -69,10 +69,14 @@ class VllmServer:
     def url(self) -> str:
         return self.server.url
 
-    def complete(self, prompt: list[int], max_tokens: int = 24, timeout: float = 180) -> dict:
-        """A greedy completion of token ids, to the full length (EOS ignored)."""
+    def complete(self, prompt: list[int], max_tokens: int = 24, timeout: float = 180,
+                 temperature: float = 0, seed: int | None = None) -> dict:
+        """A completion of token ids (greedy unless `temperature`), to the full length
+        (EOS ignored)."""
         body = {"model": os.path.join(self.models, "target"), "prompt": prompt,
-                "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+                "max_tokens": max_tokens, "temperature": temperature, "ignore_eos": True}
+        if seed is not None:
+            body["seed"] = seed
         req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=timeout) as resp:

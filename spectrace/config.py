@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, NamedTuple
 
+from .detectors.requests import REQUEST_LABELS
+
 EXPORTERS = ("file", "otlp", "prometheus", "console")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -188,6 +190,16 @@ def _check_name(var: str, raw: str) -> str:
     return raw.strip()
 
 
+def _check_request_label(var: str, raw: str) -> str | None:
+    name = raw.strip().lower()
+    if not name:
+        return None  # empty: no label
+    if name not in REQUEST_LABELS:
+        raise ConfigError(f"{var}={_show(raw)}: expected a request field, one of "
+                          f"{', '.join(REQUEST_LABELS)} (or empty for none)")
+    return name
+
+
 FLAG = Flag()
 
 
@@ -224,6 +236,13 @@ class Config:
     request_sample_ratio: float = _setting(
         "SPECTRACE_REQUEST_SAMPLE_RATIO", Number(False, 0.0, 1.0, "a number from 0 to 1"), 0.1,
         "fraction of finished requests recorded as a span with the runtime's request id")
+    request_label: str | None = _setting(
+        "SPECTRACE_REQUEST_LABEL", Text(_check_request_label), None,
+        "label the finished-request distribution by this request field: routing_key, "
+        "extra_key, priority (SGLang), priority, lora (vLLM); unset: no label")
+    request_label_cap: int = _setting(
+        "SPECTRACE_REQUEST_LABEL_CAP", Number(True, 1, 1000, "a whole number from 1 to 1000"),
+        32, "distinct SPECTRACE_REQUEST_LABEL values kept; later ones count as `other`")
     agreement_every: int = _setting(
         "SPECTRACE_AGREEMENT_EVERY", Number(True, 0, None, "a whole number >= 0 (0 switches "
                                             "it off, N compares every Nth step)"), 16,

@@ -203,23 +203,29 @@ class FinishedRequest(NamedTuple):
     correct_histogram: list  # request-steps by correct draft tokens (index), or None
     temperature: float | None
     top_k: int | None
+    label: object = None  # the SPECTRACE_REQUEST_LABEL field's value, when one is set
 
 
 class RequestTotals:
     """Finished requests: by sampling bucket, their request-steps by accept length; by
-    their own mean accept length, a count. `add` keeps a reference; `fold` counts."""
+    their own mean accept length (and label value, `label_cap` set), a count. `add` keeps
+    a reference; `fold` counts."""
 
-    def __init__(self) -> None:
+    def __init__(self, label_cap: int | None = None) -> None:
+        from .detectors.requests import LabelCap
         self._pending: deque = deque()
         self._lock = threading.Lock()
         self.by_sampling: dict[tuple[str, int], int] = {}
-        self.by_mean_length: dict[str, int] = {}
+        # (mean-length bucket, label value or None) -> requests
+        self.by_mean_length: dict[tuple[str, str | None], int] = {}
+        self.labels = LabelCap(label_cap) if label_cap else None
 
     def add(self, r: FinishedRequest) -> None:
         self._pending.append(r)
 
     def fold(self) -> None:
-        from .detectors.requests import request_bucket, sampling_bucket
+        from .detectors.requests import label_text, request_bucket, sampling_bucket
+        labels = self.labels
         with self._lock:
             while self._pending:
                 r = self._pending.popleft()
@@ -233,8 +239,9 @@ class RequestTotals:
                     if n:
                         key = (bucket, correct + 1)
                         self.by_sampling[key] = self.by_sampling.get(key, 0) + n
-                name = request_bucket(1 + r.accepted_tokens / r.verify_steps)
-                self.by_mean_length[name] = self.by_mean_length.get(name, 0) + 1
+                key = (request_bucket(1 + r.accepted_tokens / r.verify_steps),
+                       None if labels is None else labels(label_text(r.label)))
+                self.by_mean_length[key] = self.by_mean_length.get(key, 0) + 1
 
 
 class AgreementTotals:
@@ -281,7 +288,7 @@ class Recorder:
         self._scope = {signals.ATTR_COUNTED: counted}
         self.acceptance = AcceptanceTotals()
         self.agreement = AgreementTotals()
-        self.requests = RequestTotals()
+        self.requests = RequestTotals(cfg.request_label_cap if cfg.request_label else None)
         self.steps: dict[str, int] = {}
         self.passes: dict[tuple[str, int], int] = {}
         self.expected_width: dict[str, int] = {}
@@ -332,9 +339,11 @@ class Recorder:
         self._observe(signals.SPEC_ACCEPT_LENGTH_BY_SAMPLING, lambda: [
             Observation(v, {signals.ATTR_SAMPLING: b, signals.ATTR_LENGTH: n})
             for (b, n), v in sorted(self._req().by_sampling.items())])
-        self._observe(signals.SPEC_REQUESTS, lambda: [
-            Observation(v, {signals.ATTR_REQUEST_LENGTH: b})
-            for b, v in sorted(self._req().by_mean_length.items())])
+        self._observe(signals.SPEC_REQUESTS, self._obs_requests)
+        self._observe(signals.SPEC_REQUEST_LABEL_OVERFLOW, lambda: [
+            Observation(self._req().labels.overflow,
+                        {signals.ATTR_REQUEST_LABEL_KEY: cfg.request_label})]
+            if cfg.request_label else [])
         self._observe(signals.SPEC_AGREEMENT_DRAFTS, lambda: [Observation(self._agr().drafts)])
         self._observe(signals.SPEC_AGREEMENT_PER_POSITION, lambda: [
             Observation(v, {signals.ATTR_POSITION: p})
@@ -392,6 +401,16 @@ class Recorder:
                                           signals.ATTR_NUM_STEPS: key.num_steps})
                 for item in self.phase_totals.items() for key in (item[0],)]
 
+    def _obs_requests(self):
+        out = []
+        for (b, label), v in sorted(self._req().by_mean_length.items(),
+                                    key=lambda kv: (kv[0][0], kv[0][1] or "")):
+            attrs = {signals.ATTR_REQUEST_LENGTH: b}
+            if label is not None:
+                attrs[signals.ATTR_REQUEST_LABEL] = label
+            out.append(Observation(v, attrs))
+        return out
+
     def _obs_steps(self):
         return [Observation(v, {signals.ATTR_WORKER: w}) for w, v in dict(self.steps).items()]
 
@@ -417,6 +436,9 @@ class Recorder:
                 signals.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
                 signals.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
                 signals.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)})
+            if self.cfg.request_label:
+                from .detectors.requests import label_text
+                span.set_attribute(signals.SPAN_ATTR_REQUEST_LABEL, label_text(r.label))
             span.end()
 
     def begin_cost(self, worker, batch_size: int, on_cuda: bool):

@@ -68,6 +68,8 @@ COUNTED_COPY = "copy"               # another rank's request-steps: per rank, ne
 ATTR_CONTEXT = "context"            # context-length bucket of a request-step (detectors.context)
 ATTR_SAMPLING = "sampling"          # a request's sampling bucket (detectors.requests)
 ATTR_REQUEST_LENGTH = "mean_accept_length"  # a finished request's bucket (detectors.requests)
+ATTR_REQUEST_LABEL = "request_label"  # SPECTRACE_REQUEST_LABEL's value of a request (capped)
+ATTR_REQUEST_LABEL_KEY = "request_label_key"  # which request field SPECTRACE_REQUEST_LABEL names
 ATTR_KIND = "kind"                  # expected width: fc_in | draft_hidden | target_hidden | num_aux
 ATTR_PHASE = "phase"                # step-cost phase: PHASES
 ATTR_BATCH_BUCKET = "batch_size_bucket"  # "1", "2-3", "4-7", ... (step_cost.BUCKETS)
@@ -118,6 +120,7 @@ SPAN_ATTR_REQUEST_STEPS = "spectrace.request.verify_steps"
 SPAN_ATTR_REQUEST_ACCEPTED = "spectrace.request.accepted_tokens"
 SPAN_ATTR_REQUEST_MEAN_LENGTH = "spectrace.request.mean_accept_length"
 SPAN_ATTR_REQUEST_SAMPLING = "spectrace.request.sampling"
+SPAN_ATTR_REQUEST_LABEL = "spectrace.request.label"  # SPECTRACE_REQUEST_LABEL's value (uncapped)
 SPAN_ATTR_FORWARD_MODE = "spectrace.forward_mode"  # SGLang: the draft pass's ForwardMode
 
 # Resource attributes (one set per process); the first three are OpenTelemetry's.
@@ -307,8 +310,15 @@ SPEC_ACCEPT_LENGTH_BY_SAMPLING = MetricSpec(
 SPEC_REQUESTS = MetricSpec(
     "spectrace.spec.requests", COUNTER, "{request}",
     "Finished requests with speculative steps, by their mean accept length (bonus "
-    "included) in quarter-token buckets (`mean_accept_length`: 1.00-1.25 ... >=5.00).",
-    (ATTR_REQUEST_LENGTH,), counted_once=True)
+    "included) in quarter-token buckets (`mean_accept_length`: 1.00-1.25 ... >=5.00); with "
+    "`SPECTRACE_REQUEST_LABEL` set, also by that request field's value (`request_label`, "
+    "at most `SPECTRACE_REQUEST_LABEL_CAP` values, later ones `other`).",
+    (ATTR_REQUEST_LENGTH, ATTR_REQUEST_LABEL), counted_once=True)
+SPEC_REQUEST_LABEL_OVERFLOW = MetricSpec(
+    "spectrace.spec.request_label_overflow", COUNTER, "{request}",
+    "Finished requests whose `request_label` value came after `SPECTRACE_REQUEST_LABEL_CAP` "
+    "distinct values and was counted as `other` (0 from the start while a label is set; "
+    "`request_label_key`: the field).", (ATTR_REQUEST_LABEL_KEY,), counted_once=True)
 SPEC_DRAFTS_PER_POSITION = MetricSpec(
     "spectrace.spec.drafts_per_position", COUNTER, "{draft}",
     "Request-steps that proposed a draft token at `position` (the denominator of "
@@ -341,6 +351,6 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
     SPEC_ACCEPT_LENGTH_BY_CONTEXT, SPEC_ACCEPTED_TOKENS_BY_CONTEXT, EAGLE3_DRAFT_CONTEXT,
     SPEC_ACCEPT_LENGTH_BY_SAMPLING, SPEC_REQUESTS,
     SPEC_DRAFTS_PER_POSITION, SPEC_PHASE_TIME,
-    SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES, SPEC_TOPK,
+    SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES, SPEC_TOPK, SPEC_REQUEST_LABEL_OVERFLOW,
 )
 METRICS_BY_NAME = {m.name: m for m in ALL_METRICS}

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from spectrace import config
 from spectrace.config import SETTINGS, ConfigError
+from spectrace.detectors.requests import REQUEST_LABELS
 
 VARS = [var for var, _p, _d in SETTINGS.values()] + list(config.OTLP_PROTOCOL_VARS)
 env_text = st.text(st.characters(blacklist_characters="\x00"), max_size=60)
@@ -67,6 +68,8 @@ valid = st.fixed_dictionaries({
     "service_name": st.text(min_size=1, max_size=30).filter(
         lambda s: s.strip() and s.isprintable()),
     "token_detail": st.booleans(),
+    "request_label": st.sampled_from(REQUEST_LABELS),  # unset (the default) leaves it out
+    "request_label_cap": st.integers(1, 1000),
 })
 
 

@@ -8,6 +8,8 @@ run, sampled requests (temperature 0.8) are reported apart from greedy ones, and
 finished request's record (its span, SGLang's own request id) equals its meta_info. On
 the CPU SGLang verifies every request greedily (`_verify_uses_greedy`), so sampled
 requests accept as greedy ones do here; the test checks they are counted apart, exactly.
+Each group carries its own `routing_key` (the request field SGLang's scheduler keeps), the
+request label (`SPECTRACE_REQUEST_LABEL`) with a cap of 2: the third key is `other`.
 One server.
 """
 from __future__ import annotations
@@ -29,7 +31,8 @@ from tests.e2e import codes, settle, sglang_totals, wait_for
 
 pytestmark = pytest.mark.sglang
 
-FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_REQUEST_SAMPLE_RATIO": "1"}
+FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_REQUEST_SAMPLE_RATIO": "1",
+        "SPECTRACE_REQUEST_LABEL": "routing_key", "SPECTRACE_REQUEST_LABEL_CAP": "2"}
 SHORT, LONG, NEW_TOKENS = 100, 1100, 60  # prompt lengths; all steps stay in their bucket
 N_SHORT, N_LONG = 8, 4                    # 8 x ~30 and 4 x ~59 request-steps: past the floor
 
@@ -37,8 +40,8 @@ N_SHORT, N_LONG = 8, 4                    # 8 x ~30 and 4 x ~59 request-steps: p
 N_SAMPLED, TEMPERATURE = 4, 0.8
 
 
-def _post(run, input_ids, temperature):
-    body = {"input_ids": input_ids, "sampling_params": {
+def _post(run, input_ids, temperature, routing_key):
+    body = {"input_ids": input_ids, "routing_key": routing_key, "sampling_params": {
         "max_new_tokens": NEW_TOKENS, "temperature": temperature}}
     req = urllib.request.Request(run.server.url + "/generate", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -46,9 +49,9 @@ def _post(run, input_ids, temperature):
         return json.loads(resp.read())
 
 
-def _generate(run, prompts, temperature=0):
+def _generate(run, prompts, routing_key, temperature=0):
     with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(lambda p: _post(run, p, temperature), prompts))
+        return list(pool.map(lambda p: _post(run, p, temperature, routing_key), prompts))
 
 
 def _records(run) -> dict:
@@ -70,10 +73,10 @@ def _bucket(proc, name):
 def context_run(tiny_models, sglang_server):
     run = sglang_server(tiny_models("context"), env=FAST, timeout=600,
                         extra_args=["--max-total-tokens", "8192"])
-    short = _generate(run, [walk(SHORT)] * N_SHORT)
+    short = _generate(run, [walk(SHORT)] * N_SHORT, "short")
     short_proc = settle(run, sglang_totals(short)[0])
-    long_ = _generate(run, [walk(LONG)] * N_LONG)
-    sampled = _generate(run, [walk(SHORT)] * N_SAMPLED, TEMPERATURE)
+    long_ = _generate(run, [walk(LONG)] * N_LONG, "long")
+    sampled = _generate(run, [walk(SHORT)] * N_SAMPLED, "sampled", TEMPERATURE)
     everything = short + long_ + sampled
     proc = settle(run, sglang_totals(everything)[0])
     wait_for(lambda: (run.scheduler()["requests"] or {}).get("finished") == len(everything))
@@ -146,3 +149,20 @@ def test_each_requests_record_equals_its_meta_info(context_run):
         r["meta_info"]["id"] for r in long_}
     assert req["by_mean_acceptance_length"] == {
         "1.00-1.25": N_LONG, "2.00-2.25": N_SHORT + N_SAMPLED}
+
+
+def test_request_label_keeps_two_routing_keys_and_counts_the_third_as_other(context_run):
+    """Requests finish group by group, so `short` and `long` are the two values the cap
+    keeps and every `sampled` request is `other`, counted past the cap (an info line)."""
+    proc = context_run[3]
+    req = proc["requests"]
+    assert req["label_key"] == "routing_key"
+    assert req["by_label"] == [
+        {"value": "short", "finished": N_SHORT,
+         "by_mean_acceptance_length": {"2.00-2.25": N_SHORT}},
+        {"value": "long", "finished": N_LONG,
+         "by_mean_acceptance_length": {"1.00-1.25": N_LONG}},
+        {"value": "other", "finished": N_SAMPLED,
+         "by_mean_acceptance_length": {"2.00-2.25": N_SAMPLED}}]
+    assert req["label_overflow"] == N_SAMPLED
+    assert not [f for f in proc["findings"] if "label" in f["code"]]

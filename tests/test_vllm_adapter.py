@@ -25,6 +25,45 @@ from spectrace.adapters.vllm_engine import StepCounts
 pytestmark = pytest.mark.torch
 
 
+# -- a finished request ----------------------------------------------------------------------
+def _request(rid, hist, temperature, sampling_type, priority=0, lora=None):
+    """A stand-in for vLLM's `Request` with the attributes the hook reads (checked in the
+    wheels: tests/test_vllm_wrap_points.py ATTRS)."""
+    return types.SimpleNamespace(
+        request_id=rid, priority=priority,
+        spec_decode_metrics=None if hist is None else types.SimpleNamespace(histogram=hist),
+        lora_request=None if lora is None else types.SimpleNamespace(lora_name=lora),
+        sampling_params=types.SimpleNamespace(
+            temperature=temperature, top_k=0,
+            sampling_type=types.SimpleNamespace(name=sampling_type)))
+
+
+@pytest.mark.parametrize("label,expected", [
+    ("priority", {"2": 1, "0": 1}), ("lora", {"sql": 1, "none": 1}),
+    ("routing_key", {"none": 2})])
+def test_free_request_reads_vllms_own_counts_sampling_and_label(tmp_path, label, expected):
+    from spectrace.adapters import vllm_engine
+    with hb.own_recorder(str(tmp_path), request_label=label, request_sample_ratio=0.0) as rec:
+        sched = types.SimpleNamespace(vllm_config=None)
+        # vLLM calls temperature 5e-6 greedy (its epsilon, 1e-5): so does spectrace here
+        vllm_engine._before_free_request(sched, _request("a-0-x", [1, 3, 0, 2], 5e-6,
+                                                         "GREEDY", priority=2, lora="sql"))
+        vllm_engine._before_free_request(sched, _request("b-0-y", [0, 4, 0, 0], 0.7, "RANDOM"))
+        vllm_engine._before_free_request(sched, _request("c-0-z", None, 0.7, "RANDOM"))
+        vllm_engine._before_free_request(sched, _request("d-0-w", [0, 0, 0, 0], 0.7, "RANDOM"))
+        req = rec.requests
+        req.fold()
+        # a: 6 steps, 3 + 2*3 = 9 accepted (mean 2.5); b: 4 steps, 4 accepted (mean 2.0);
+        # c (vLLM kept no counts) and d (no speculative step) are not counted
+        assert req.by_sampling == {("greedy", 1): 1, ("greedy", 2): 3, ("greedy", 4): 2,
+                                   ("0.5<=t<1", 2): 4}
+        by_label = {}
+        for (bucket, value), n in req.by_mean_length.items():
+            by_label[value] = by_label.get(value, 0) + n
+        assert by_label == expected
+        assert {b for b, _ in req.by_mean_length} == {"2.50-2.75", "2.00-2.25"}
+
+
 # -- accept counts ---------------------------------------------------------------------------
 def test_step_counts_fast_path_equals_vllms_rule():
     """A pure decode step (every request drafted and answered) takes the C path; its

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import pytest
 
@@ -54,16 +55,38 @@ def assert_matches_vllm(engine: dict, metrics: dict) -> None:
 
 
 # -- partial, SPECTRACE_ENABLED=1 ------------------------------------------------------------
+# vLLM's own per-request counts (in each response's `metrics.speculative_decoding`), which
+# spectrace reads at the scheduler; every finished request recorded as a span
+PER_REQUEST = ["--per-request-spec-decode-metrics", "summary"]
+SAMPLED_TEMPERATURE = 0.7  # the `0.5<=t<1` bucket
+
+
+class Partial(NamedTuple):
+    run: object
+    responses: list  # greedy
+    metrics: dict    # vLLM's counters after the greedy requests
+    report: dict     # spectrace's report then (acceptance exactly known)
+    sampled: list    # then sampled requests (they accept, and agree, by chance)
+    final_metrics: dict
+    final_report: dict
+
+
 @pytest.fixture(scope="module")
 def partial(tiny_models, vllm_server):
-    run = vllm_server(tiny_models("partial"), env=FAST)
+    run = vllm_server(tiny_models("partial"), env={**FAST, "SPECTRACE_REQUEST_SAMPLE_RATIO": "1"},
+                      extra_args=PER_REQUEST)
     responses = serve(run, sequential=2, concurrent=4)
     metrics = run.server.metrics()
-    return run, responses, metrics, run.settle(metrics[DRAFTS])
+    report = run.settle(metrics[DRAFTS])
+    sampled = [run.server.complete(p, 24, temperature=SAMPLED_TEMPERATURE, seed=i)
+               for i, p in enumerate(PROMPTS[:2])]
+    final_metrics = run.server.metrics()
+    return Partial(run, responses, metrics, report, sampled, final_metrics,
+                   run.settle(final_metrics[DRAFTS]))
 
 
 def test_partial_totals_equal_vllms_counters(partial):
-    run, _, metrics, report = partial
+    run, _, metrics, report = partial[:4]
     engine = run.process("engine_core", report)
     assert_matches_vllm(engine, metrics)
     n = engine["drafts"]
@@ -74,7 +97,7 @@ def test_partial_totals_equal_vllms_counters(partial):
 
 
 def test_partial_reaches_enginecore_and_worker_processes(partial):
-    run, _, _, report = partial
+    run, _, _, report = partial[:4]
     engine, worker = run.process("engine_core", report), run.process("worker", report)
     pids = {run.server.server.proc.pid, engine["pid"], worker["pid"]}
     assert len(pids) == 3  # API server (exports nothing), EngineCore, worker: all different
@@ -90,7 +113,7 @@ def test_partial_reaches_enginecore_and_worker_processes(partial):
 
 
 def test_partial_agreement_widths_and_spans(partial):
-    run, _, _, report = partial
+    run, _, _, report = partial[:4]
     engine, worker = run.process("engine_core", report), run.process("worker", report)
     # on-device comparison with the target's own predictions, past the first rejection
     assert 0 < worker["agreement_drafts"] <= engine["drafts"]
@@ -100,7 +123,8 @@ def test_partial_agreement_widths_and_spans(partial):
     assert worker["expected_widths"] == {"fc_in": 384, "draft_hidden": 128,
                                          "target_hidden": 128, "num_aux": 3}
     assert worker["fc_bypass"] == 0 and worker["width_mismatch"] == 0
-    assert engine["spans"] == engine["steps"] > 0  # sample ratio 1: one span per step
+    # sample ratios 1: one span per step and one per finished request
+    assert engine["spans"] == engine["steps"] + engine["requests"]["recorded"] > 0
     with open(os.path.join(run.data_dir, engine["process"], "spans.jsonl")) as fh:
         span = json.loads(fh.readline())
     assert span["name"] == S.SPAN_STEP
@@ -111,8 +135,55 @@ def test_partial_agreement_widths_and_spans(partial):
     assert span["attributes"][S.SPAN_ATTR_NUM_STEPS] == 3
 
 
+def test_each_requests_acceptance_is_vllms_own(partial):
+    """Every finished request's record (its span, by vLLM's own request id) holds vLLM's
+    own per-request counts, the ones the response carries; the distribution counts each
+    request once, and greedy and sampled requests are counted apart."""
+    from spectrace.detectors.requests import request_bucket
+    run, greedy, sampled = partial.run, partial.responses, partial.sampled
+    engine = run.process("engine_core", partial.final_report)
+    assert_matches_vllm(engine, partial.final_metrics)
+    req = engine["requests"]
+    everything = greedy + sampled
+    assert req["finished"] == req["recorded"] == len(everything) < 10  # all in `lowest`
+    records = req["lowest"]
+    buckets, by_sampling = {}, {}
+    for response, sampling in ([(r, "greedy") for r in greedy]
+                               + [(r, "0.5<=t<1") for r in sampled]):
+        own = response["metrics"]["speculative_decoding"]
+        mine = [x for x in records if x["request_id"].startswith(response["id"] + "-")]
+        assert len(mine) == 1, (response["id"], records)  # vLLM's id: the response's + suffix
+        rec = mine[0]
+        assert (rec["verify_steps"], rec["accepted_tokens"]) == (
+            own["num_spec_steps"], own["num_accepted_draft_tokens"]) != (0, 0)
+        assert rec["mean_acceptance_length"] == pytest.approx(own["mean_acceptance_length"],
+                                                              abs=1e-12)
+        assert rec["sampling"] == sampling
+        if sampling == "greedy":  # partial: one draft token accepted per verify step
+            assert own["acceptance_histogram"] == [0, own["num_spec_steps"], 0, 0]
+        name = request_bucket(own["mean_acceptance_length"])
+        buckets[name] = buckets.get(name, 0) + 1
+        steps, accepted = by_sampling.get(sampling, (0, 0))
+        by_sampling[sampling] = (steps + own["num_spec_steps"],
+                                 accepted + own["num_accepted_draft_tokens"])
+    assert req["by_mean_acceptance_length"] == buckets
+    assert {c["sampling"]: (c["drafts"], c["accepted_tokens"])
+            for c in engine["by_sampling"]} == by_sampling
+    # per request, the same verify steps as vLLM's step counters (nothing else ran)
+    assert sum(s for s, _ in by_sampling.values()) == engine["drafts"]
+    # the text (and --watch) and HTML views show the same records
+    from spectrace.report import build_report, render_text
+    from spectrace.report.html import render_html
+    rep = build_report(run.data_dir)
+    text, page = render_text(rep), render_html(rep)
+    assert f"finished requests {len(everything)}, by mean accept length: " in text
+    assert all(x["request_id"] in text for x in records[:5])  # the lowest five, by id
+    assert all(x["request_id"] in page for x in records)
+    assert "acceptance by sampling (finished requests):" in text
+
+
 def test_outputs_identical_without_spectrace(partial, tiny_models, vllm_server):
-    run, with_spectrace, _, _ = partial
+    run, with_spectrace = partial[:2]
     plain = vllm_server(tiny_models("partial"), spectrace=False)
     without = serve(plain, sequential=2, concurrent=4)
     assert [tokens(r) for r in without] == [tokens(r) for r in with_spectrace]
@@ -145,6 +216,9 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
     assert engine["accept_length_counts"] == {"4": steps}
     assert all(m["acceptance_histogram"][:3] == [0, 0, 0] for m in own)
     assert run.process("worker", report)["findings"] == []
+    # per request too, from vLLM's own counts, whether vLLM logs stats or not
+    assert engine["requests"]["finished"] == len(responses)
+    assert engine["requests"]["by_mean_acceptance_length"] == {"4.00-4.25": len(responses)}
 
 
 # -- n-gram proposals, no draft model -------------------------------------------------------
@@ -168,6 +242,7 @@ def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
     assert sum(counts.values()) == n and sum((k - 1) * v for k, v in counts.items()) == (
         engine["accepted_tokens"])
     assert engine["spans"] == engine["steps"] > 0
+    assert engine["requests"] is None  # no --per-request-spec-decode-metrics: vLLM keeps none
     # vLLM names the proposer as the "draft model" of an n-gram config
     assert engine["draft_model"] == "ngram" and engine["model"].endswith("/target")
     assert engine["spec_algorithm"] == worker["spec_algorithm"] == "ngram"
@@ -225,7 +300,7 @@ def test_bypass_text_is_the_healthy_pairs_text(bypass, partial):
     """vLLM answers the broken draft with the same text and no error: only the speed-up
     is gone."""
     result, _ = bypass
-    _, responses, _, _ = partial
+    responses = partial.responses
     assert result["text"] == [tokens(r) for r in responses[:2]]
 
 

@@ -56,12 +56,15 @@ LDF = "vllm/model_executor/models/laguna_dflash.py"
 DFLASH = ((QDF, "DFlashQwen3ForCausalLM", since("0.20.0")),
           (LDF, "DFlashLagunaForCausalLM", since("0.26.0")))
 PROPOSER = "vllm/v1/spec_decode/llm_base_proposer.py"
+REQUEST = "vllm/v1/request.py"
+STATS = "vllm/v1/metrics/stats.py"
 
 # Methods a wrapper is installed on (defined on that class itself): (file, method, versions).
 WRAPPED = [
     (SCHED, "Scheduler.__init__", ALL),
     (SCHED, "Scheduler.update_from_output", ALL),
     (SCHED, "Scheduler.make_stats", ALL),
+    (SCHED, "Scheduler._free_request", ALL),
     (CORE, "EngineCore.step", ALL),
     (CORE, "EngineCore.step_with_batch_queue", ALL),
     (RUNNER, "GPUModelRunner.load_model", ALL),
@@ -84,6 +87,7 @@ PARAMS = [
     (SCHED, "Scheduler.update_from_output", 1, "scheduler_output", ALL),
     (SCHED, "Scheduler.update_from_output", 2, "model_runner_output", ALL),
     (SCHED, "Scheduler.make_stats", 1, "spec_decoding_stats", ALL),
+    (SCHED, "Scheduler._free_request", 1, "request", ALL),
     (RUNNER, "GPUModelRunner._sample", 1, "logits", ALL),
     (RUNNER, "GPUModelRunner._sample", 2, "spec_decode_metadata", ALL),
     *[(f, f"{c}.combine_hidden_states", 1, "hidden_states", v) for f, c, v in DRAFTS + DFLASH],
@@ -116,6 +120,13 @@ ATTRS = [
       for a in ("fc", "use_aux_hidden_state", "fc_input_size")],
     ("vllm/model_executor/layers/linear.py", "ReplicatedLinear", "input_size", ALL),
     (UTILS, None, "default_weight_loader", ALL),
+    # a finished request: its id, sampling settings, label fields and (when vLLM keeps
+    # them, --per-request-spec-decode-metrics) its own counts
+    *[(REQUEST, "Request", a, ALL)
+      for a in ("request_id", "sampling_params", "priority", "lora_request")],
+    (REQUEST, "Request", "spec_decode_metrics", ("0.33.0",)),
+    (SCHED, "Scheduler", "spec_decode_metrics_level", ("0.33.0",)),  # else: release has none
+    (STATS, "RequestSpecDecodeMetrics", "histogram", ("0.33.0",)),
     (E3, None, "AutoWeightsLoader", ALL),
 ]
 
@@ -136,6 +147,13 @@ READS = [
     (SPEC_METRICS, "SpecDecodingStats.observe_draft", "self.num_accepted_tokens_per_pos[i]",
      ALL),
     (SCHED, "Scheduler.make_spec_decoding_stats", "self.log_stats", ALL),
+    # every finished request goes through _free_request: stopped in the step, or aborted
+    (SCHED, "Scheduler.update_from_output", "self._free_request(request)", ALL),
+    (SCHED, "Scheduler.finish_requests",
+     "self._free_request(request, delay_free_blocks=delay_free_blocks)", ALL),
+    # ... where vLLM has filled the request's own counts each verify step
+    (SCHED, "Scheduler.update_from_output", "request.spec_decode_metrics.observe", ("0.33.0",)),
+    (STATS, "RequestSpecDecodeMetrics.observe", "self.histogram[num_accepted]", ("0.33.0",)),
     # the step span's start: the engine's step calls the scheduler's bookkeeping
     (CORE, "EngineCore.step", "self.scheduler.update_from_output", ALL),
     (CORE, "EngineCore.step_with_batch_queue", "self.scheduler.update_from_output", ALL),

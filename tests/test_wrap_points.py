@@ -145,6 +145,9 @@ ATTRS = [
     *[(REQ, "Req", a, since("0.5.23")) for a in (
         "rid", "spec_verify_ct", "spec_num_correct_drafts", "spec_correct_drafts_histogram",
         "sampling_params")],
+    # SPECTRACE_REQUEST_LABEL's fields (adapters.sglang_v2.LABEL_FIELDS)
+    *[(REQ, "Req", a, since("0.5.23"))
+      for a in ("routing_key", "extra_key", "priority", "lora_id")],
     (REQ, "ScheduleBatch", "seq_lens_cpu", since("0.5.16")),
     (E3, None, "default_weight_loader", ALL),
     (E3, "LlamaModel", "fc", ALL),

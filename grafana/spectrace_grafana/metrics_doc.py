@@ -49,18 +49,23 @@ SPANS = (
     (S.SPAN_VERIFY, "SGLang: the target's verify pass of a sampled step"),
     (S.SPAN_DRAFT_EXTEND, "SGLang: the draft's extend pass after verify"),
     (S.SPAN_FINDING, "one finding (the first ones of each code per process)"),
-    (S.SPAN_REQUEST, "SGLang: one finished request (`SPECTRACE_REQUEST_SAMPLE_RATIO`, "
-     "default 0.1), named by SGLang's own request id"),
+    (S.SPAN_REQUEST, "SGLang, vLLM: one finished request (`SPECTRACE_REQUEST_SAMPLE_RATIO`, "
+     "default 0.1), named by the runtime's own request id"),
 )
 SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_ID, "request: the runtime's request id (SGLang's `rid`, as in "
-     "its meta_info `id` and its logs)"),
-    (S.SPAN_ATTR_REQUEST_STEPS, "request: its verify steps (meta_info `spec_verify_ct`)"),
+     "its meta_info `id` and its logs; vLLM's engine request id, the response's `id` "
+     "followed by `-<index>-<8 random characters>`)"),
+    (S.SPAN_ATTR_REQUEST_STEPS, "request: its verify steps (meta_info `spec_verify_ct`; "
+     "vLLM: `metrics.speculative_decoding.num_spec_steps`)"),
     (S.SPAN_ATTR_REQUEST_ACCEPTED, "request: draft tokens accepted (meta_info "
-     "`spec_num_correct_drafts`)"),
+     "`spec_num_correct_drafts`; vLLM: `num_accepted_draft_tokens`)"),
     (S.SPAN_ATTR_REQUEST_MEAN_LENGTH, "request: 1 + accepted / verify steps"),
     (S.SPAN_ATTR_REQUEST_SAMPLING, "request: its sampling bucket (`greedy`, `t<0.5`, "
      "`0.5<=t<1`, `t>=1`)"),
+    (S.SPAN_ATTR_REQUEST_LABEL, "request: the value of the field `SPECTRACE_REQUEST_LABEL` "
+     "names (uncapped, at most 64 characters; `none` when the request has none); only "
+     "while a label is set"),
     (S.SPAN_ATTR_BATCH_SIZE, "step: requests in the batch"),
     (S.SPAN_ATTR_NUM_STEPS, "step: speculative steps (draft tokens per chain)"),
     (S.SPAN_ATTR_TOPK, "step: draft top-k (1 for a chain)"),
@@ -161,10 +166,47 @@ def render() -> str:
         "aggregates per step without sequence lengths |",
         "| `accept_length_by_sampling` | each finished request's own histogram "
         "(`spec_correct_drafts_histogram`), by its temperature / top_k | not recorded | "
-        "not recorded |",
+        "each finished request's own histogram (`Request.spec_decode_metrics`), by its "
+        "`SamplingParams` (vLLM's `sampling_type` GREEDY is `greedy`, else the temperature's "
+        "bucket), only when vLLM runs with `--per-request-spec-decode-metrics summary` (or "
+        "`detailed`; 0.33 has it, 0.26 not); without it not recorded |",
         "| `requests`, request spans | at `_prepare_kv_cache_release` (not with decode KV "
-        "offload, `disaggregation_decode_enable_offload_kvcache`) | not recorded | not "
-        "recorded |",
+        "offload, `disaggregation_decode_enable_offload_kvcache`) | not recorded | at "
+        "`Scheduler._free_request` (finished and aborted requests), with "
+        "`--per-request-spec-decode-metrics` as above; the span carries vLLM's engine "
+        "request id |",
+        "| `request_label` (`SPECTRACE_REQUEST_LABEL`) | `routing_key`, `extra_key`, "
+        "`priority`, `lora` (`Req.lora_id`: the loaded adapter's uuid, not its name) | "
+        "not recorded | `priority`, `lora` (the LoRA "
+        "adapter's name); `routing_key` and `extra_key` are `none` (vLLM's requests carry "
+        "neither) |",
+        "",
+        "vLLM has no context-length breakdown and none per request without "
+        "`--per-request-spec-decode-metrics` (its step counters aggregate per step); with "
+        "it, spectrace's per-request figures are vLLM's own, the ones each response carries "
+        "in `metrics.speculative_decoding` (vLLM omits that field for `n > 1`; spectrace "
+        "counts each of the n sequences, as vLLM keeps them). On this CPU build vLLM "
+        "samples and verifies sampled requests as sampled (its rejection sampler), so they "
+        "accept by chance, unlike SGLang's CPU path.",
+        "",
+        "**Request label.** Off by default. `SPECTRACE_REQUEST_LABEL=<field>` labels the "
+        "finished-request distribution (`spectrace.spec.requests`, attribute "
+        "`request_label`) with that request field's value, as the process that reads a "
+        "finished request has it: SGLang's scheduler, vLLM's EngineCore. SGLang's own custom "
+        "metric labels (`--tokenizer-metrics-custom-labels-header`, "
+        "`--tokenizer-metrics-allowed-custom-labels`) cannot be used: SGLang 0.5.23 keeps "
+        "them in its tokenizer process (`GenerateReqInput.custom_labels`; "
+        "`TokenizedGenerateReqInput` has no such field), so the scheduler's `Req` never "
+        "sees them. The nearest field that does reach it is `routing_key` (the request's "
+        "`routing_key` or its `x-smg-routing-key` header; it only changes scheduling under "
+        "the routing-key schedule policy); `extra_key` also reaches it but isolates the "
+        "prefix cache per value, and `priority` is a whole number. The first "
+        "`SPECTRACE_REQUEST_LABEL_CAP` distinct values (default 32, at most 1000) per "
+        "process are kept, every later one counts as `other`, and those requests are "
+        "counted in `spectrace.spec.request_label_overflow`; `spectrace report` lists the "
+        "requests per value and says how many went to `other` (an info line, never a "
+        "finding). The series of `spectrace.spec.requests` grow to at most 17 x (cap + 1) "
+        "per process.",
         "",
         "The sampling and request figures count a request when it finishes (aborted "
         "requests that never reach release are not counted). On the CPU SGLang verifies "

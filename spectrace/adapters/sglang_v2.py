@@ -194,6 +194,13 @@ SCHEDULER = (
               when=_scheduler_has_counts),
 )
 
+# SPECTRACE_REQUEST_LABEL -> the `Req` attribute holding it (what the HTTP request sets:
+# `routing_key` also from the `x-smg-routing-key` header; `lora` is the loaded adapter's
+# uuid, `Req.lora_id`, not its name)
+LABEL_FIELDS = {"routing_key": "routing_key", "extra_key": "extra_key",
+                "priority": "priority", "lora": "lora_id"}
+
+
 def _before_release(processor, req) -> None:
     """A finished request (`_prepare_kv_cache_release`, once per finished request): its
     own speculative counters, as SGLang reports them in meta_info."""
@@ -201,10 +208,13 @@ def _before_release(processor, req) -> None:
     if not steps:
         return
     params = getattr(req, "sampling_params", None)
-    (STATE.recorder or recorder()).request_finished(FinishedRequest(
+    rec = STATE.recorder or recorder()
+    label = rec.cfg.request_label
+    rec.request_finished(FinishedRequest(
         req.rid, steps, req.spec_num_correct_drafts,
         getattr(req, "spec_correct_drafts_histogram", None),
-        getattr(params, "temperature", None), getattr(params, "top_k", None)))
+        getattr(params, "temperature", None), getattr(params, "top_k", None),
+        getattr(req, LABEL_FIELDS[label], None) if label else None))
 
 
 RESULT_PROCESSOR = (

@@ -21,19 +21,29 @@ The step span starts when `EngineCore.step` (or `step_with_batch_queue`) does an
 with the scheduler's bookkeeping: one span per sampled speculative step, covering
 schedule, target forward, verification, drafting and bookkeeping as the engine sees them
 (the draft and target run in the worker process, which has no span of its own).
+
+A finished request's own figures come from vLLM's per-request accumulator
+(`Request.spec_decode_metrics`, a `RequestSpecDecodeMetrics`: verify steps by accepted draft
+tokens, which vLLM fills each step when it is started with
+`--per-request-spec-decode-metrics summary` or `detailed`), read once per request at
+`Scheduler._free_request`, which every finished or aborted request goes through. Without
+that option vLLM keeps no per-request figure and spectrace records none (logged once, at
+INFO).
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from .. import signals, spans
 from ..detectors.synthetic import vllm_synthetic
 from ..patching import WrapPoint
 from ..process import STATE
-from ..recorder import PositionCounts
+from ..recorder import FinishedRequest, PositionCounts
 from ..runtimes import runtime_version
 from .vllm_identity import engine_recorder
 
+_log = logging.getLogger("spectrace")
 WORKER = signals.WORKER_VLLM
 _STEP_START = "_spectrace_step_start"  # scheduler attribute: time_ns its engine step began
 _LESS_ONE = bytes([0] + list(range(255)))  # byte value n -> max(n - 1, 0)
@@ -89,6 +99,14 @@ def _after_scheduler_init(ctx, scheduler, result) -> None:
                                  getattr(spec, "synthetic_acceptance_length", None))
         if finding is not None:
             rec.finding(finding)
+        level = getattr(scheduler, "spec_decode_metrics_level", None)
+        if level is None:
+            _log.info("spectrace: this vLLM release keeps no per-request acceptance; "
+                      "spectrace records none")
+        elif level == "none":
+            _log.info("spectrace: vLLM keeps no per-request acceptance: start it with "
+                      "--per-request-spec-decode-metrics summary for spectrace's "
+                      "per-request figures")
 
 
 def _before_update(scheduler, out, result):
@@ -125,6 +143,37 @@ def _before_make_stats(scheduler, stats):
                            stats.num_accepted_tokens_per_pos))
 
 
+def _before_free_request(scheduler, request) -> None:
+    """A finished (or aborted) request: vLLM's own per-request counts, when it keeps them
+    (histogram index j = verify steps that accepted j draft tokens)."""
+    metrics = getattr(request, "spec_decode_metrics", None)
+    hist = getattr(metrics, "histogram", None)
+    if not hist:
+        return
+    steps = sum(hist)
+    if not steps:
+        return
+    params = getattr(request, "sampling_params", None)
+    temperature = getattr(params, "temperature", None)
+    if getattr(getattr(params, "sampling_type", None), "name", None) == "GREEDY":
+        temperature = 0.0  # vLLM's own greedy rule (its epsilon, not ours)
+    rec = STATE.recorder or engine_recorder(scheduler.vllm_config)
+    label = rec.cfg.request_label
+    rec.request_finished(FinishedRequest(
+        request.request_id, steps, sum(j * n for j, n in enumerate(hist)), list(hist),
+        temperature, getattr(params, "top_k", None), _label(request, label) if label else None))
+
+
+def _label(request, name: str):
+    """The SPECTRACE_REQUEST_LABEL field of a vLLM request: its scheduling `priority` or its
+    LoRA adapter's name (vLLM's requests carry no routing or cache key: `none`)."""
+    if name == "priority":
+        return getattr(request, "priority", None)
+    if name == "lora":
+        return getattr(getattr(request, "lora_request", None), "lora_name", None)
+    return None
+
+
 # -- wrap points ----------------------------------------------------------------------------
 SCHEDULER = (
     WrapPoint("Scheduler.__init__", "vllm.scheduler.__init__", after=_after_scheduler_init),
@@ -133,6 +182,8 @@ SCHEDULER = (
               cleanup=spans.end_step),
     WrapPoint("Scheduler.make_stats", "vllm.scheduler.make_stats", before=_before_make_stats,
               reads=("spec_decoding_stats",)),
+    WrapPoint("Scheduler._free_request", "vllm.scheduler.request_finished",
+              before=_before_free_request, reads=("request",), required=False),
 )
 
 # Only the step span's start time: without it the span starts at the bookkeeping.

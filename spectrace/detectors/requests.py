@@ -38,3 +38,44 @@ def request_bucket(mean_accept_length: float) -> str:
 def bucket_low(name: str) -> float:
     """The lower edge of a request bucket (for a mean over the distribution)."""
     return float(name.lstrip(">=").split("-")[0])
+
+
+# SPECTRACE_REQUEST_LABEL: the request fields that reach the process where a finished
+# request is read (SGLang's scheduler, vLLM's EngineCore), any one of which can label the
+# request distribution. SGLang's custom metric labels (`--tokenizer-metrics-custom-labels-
+# header`) are not among them: they stay in its tokenizer process (docs/metrics.md).
+REQUEST_LABELS = ("routing_key", "extra_key", "priority", "lora")
+LABEL_OVERFLOW = "other"  # every value after the cap
+LABEL_UNSET = "none"      # a request without the field
+MAX_LABEL_CHARS = 64
+DEFAULT_LABEL_CAP = 32
+
+
+def label_text(value) -> str:
+    """A request field's value as a label: its text, cut at 64 characters; `none` when
+    the request has none."""
+    if value is None or value == "":
+        return LABEL_UNSET
+    return str(value)[:MAX_LABEL_CHARS]
+
+
+class LabelCap:
+    """The first `cap` distinct label values pass; every later one becomes `other` and is
+    counted (`overflow`), so the label can never grow a metric past `cap` + 1 series."""
+
+    __slots__ = ("cap", "seen", "overflow")
+
+    def __init__(self, cap: int) -> None:
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+            raise ValueError(f"label cap: expected a whole number >= 1, got {cap!r}")
+        self.cap, self.seen, self.overflow = cap, set(), 0
+
+    def __call__(self, value: str) -> str:
+        seen = self.seen
+        if value in seen:
+            return value
+        if len(seen) < self.cap:
+            seen.add(value)
+            return value
+        self.overflow += 1
+        return LABEL_OVERFLOW

@@ -305,7 +305,23 @@ def _requests_table(v: Figures) -> str:
              for i, x in enumerate(r.lowest)]
     return _table(f"Finished requests ({count_text(r.finished)}) by mean accept length; "
                   "recorded requests, lowest first", ["mean accept length / request id",
-                                                      "requests / mean"], rows)
+                                                      "requests / mean"], rows) + _labels_table(r)
+
+
+def _labels_table(r) -> str:
+    """Finished requests by request label value (`requests.by_label.<i>` in --json) and
+    those past the label cap (`requests.label_overflow`)."""
+    if not r.by_label and not r.label_overflow:
+        return ""
+    rows = [f"<tr><th scope=row>{_e(x.value)}</th>"
+            f"{_cell(x.finished, f'requests.by_label.{i}.finished', count_text(x.finished))}"
+            f"<td>{_e('  '.join(f'{k}: {count_text(n)}' for k, n in x.by_mean_acceptance_length.items()))}</td></tr>"
+            for i, x in enumerate(r.by_label)]
+    rows.append("<tr><th scope=row>past SPECTRACE_REQUEST_LABEL_CAP, counted as other</th>"
+                f"{_cell(r.label_overflow, 'requests.label_overflow', count_text(r.label_overflow))}"
+                "<td></td></tr>")
+    return _table(f"Finished requests by request label {r.label_key or ''}",
+                  ["label value", "requests", "by mean accept length"], rows)
 
 
 def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:

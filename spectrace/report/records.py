@@ -54,6 +54,8 @@ class RawTotals:
     by_context: dict = None  # request-steps by (context bucket, accept length)
     by_sampling: dict = None  # request-steps by (sampling bucket, accept length)
     requests: dict = None  # finished requests by mean accept length bucket
+    requests_by_label: dict = None  # finished requests by (label value, mean length bucket)
+    request_label_overflow: dict = None  # label key -> requests counted as `other`
     draft_context: dict = None  # what the draft's config says about its context
     # step cost: (phase, batch-size bucket, K) -> [seconds, squared seconds, samples]
     phase_costs: dict = field(default_factory=dict)
@@ -168,18 +170,37 @@ class RequestRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class LabelFigures:
+    """The finished requests of one `SPECTRACE_REQUEST_LABEL` value (`other`: the values
+    past the cap)."""
+    value: str
+    finished: Number
+    by_mean_acceptance_length: dict[str, Number]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "finished": self.finished,
+                "by_mean_acceptance_length": dict(self.by_mean_acceptance_length)}
+
+
+@dataclass(frozen=True, slots=True)
 class RequestFigures:
     """Finished requests: how many, by mean accept length bucket, and the recorded ones
-    with the lowest mean accept length (from the sampled request spans)."""
+    with the lowest mean accept length (from the sampled request spans); with a request
+    label set, the same by label value, and how many requests came past the label cap."""
     finished: Number
     by_mean_acceptance_length: dict[str, Number]
     recorded: Number
     lowest: tuple[RequestRecord, ...]
+    label_key: str | None = None  # the request field SPECTRACE_REQUEST_LABEL names
+    by_label: tuple[LabelFigures, ...] = ()
+    label_overflow: Number = 0  # requests counted as `other` (past SPECTRACE_REQUEST_LABEL_CAP)
 
     def to_json(self) -> dict[str, Any]:
         return {"finished": self.finished,
                 "by_mean_acceptance_length": dict(self.by_mean_acceptance_length),
-                "recorded": self.recorded, "lowest": [r.to_json() for r in self.lowest]}
+                "recorded": self.recorded, "lowest": [r.to_json() for r in self.lowest],
+                "label_key": self.label_key, "by_label": [x.to_json() for x in self.by_label],
+                "label_overflow": self.label_overflow}
 
 
 @dataclass(frozen=True, slots=True)

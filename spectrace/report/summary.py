@@ -24,8 +24,8 @@ from ..counting import counts_once
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
 from .reader import iter_jsonl
 from .records import (
-    CombinedSummary, ContextFigures, Figures, FindingSummary, RequestFigures, RequestRecord,
-    SamplingFigures, HiddenStatePass, PassCount, ProcessSummary,
+    CombinedSummary, ContextFigures, Figures, FindingSummary, LabelFigures, RequestFigures,
+    RequestRecord, SamplingFigures, HiddenStatePass, PassCount, ProcessSummary,
     RawTotals, Report, TimelineFigures, TimelinePoint, UnreadableProcess,
 )
 
@@ -219,6 +219,10 @@ SUMMED = {
     "by_sampling": (signals.SPEC_ACCEPT_LENGTH_BY_SAMPLING,
                     (signals.ATTR_SAMPLING, signals.ATTR_LENGTH)),
     "requests": (signals.SPEC_REQUESTS, signals.ATTR_REQUEST_LENGTH),
+    "requests_by_label": (signals.SPEC_REQUESTS,
+                          (signals.ATTR_REQUEST_LABEL, signals.ATTR_REQUEST_LENGTH)),
+    "request_label_overflow": (signals.SPEC_REQUEST_LABEL_OVERFLOW,
+                               signals.ATTR_REQUEST_LABEL_KEY),
 }
 LOWEST_REQUESTS = 10  # recorded requests listed, lowest mean accept length first
 PASSES_COUNTED_ONCE = signals.EAGLE3_PASSES.counted_once
@@ -344,11 +348,28 @@ def _request_figures(raw: RawTotals, records: list[RequestRecord]) -> RequestFig
         return None
     order = req_rule.REQUEST_ORDER
     lowest = sorted(records, key=lambda r: (r.mean_acceptance_length, r.request_id))
+    overflow = raw.request_label_overflow or {}
     return RequestFigures(
         finished=_finite_sum(dist.values()),
         by_mean_acceptance_length={k: dist[k] for k in sorted(
             dist, key=lambda b: (order.get(b, len(order)), b))},
-        recorded=len(records), lowest=tuple(lowest[:LOWEST_REQUESTS]))
+        recorded=len(records), lowest=tuple(lowest[:LOWEST_REQUESTS]),
+        label_key=", ".join(sorted(str(k) for k in overflow)) or None,
+        by_label=_label_figures(raw.requests_by_label or {}),
+        label_overflow=_finite_sum(overflow.values()))
+
+
+def _label_figures(by_label: dict) -> tuple[LabelFigures, ...]:
+    """Finished requests per label value, the most requests first, `other` last."""
+    order = req_rule.REQUEST_ORDER
+    values: dict[str, dict] = {}
+    for (value, bucket), n in by_label.items():
+        if n:
+            values.setdefault(str(value), {})[str(bucket)] = n
+    figures = [LabelFigures(v, _finite_sum(d.values()), {k: d[k] for k in sorted(
+        d, key=lambda b: (order.get(b, len(order)), b))}) for v, d in values.items()]
+    return tuple(sorted(figures, key=lambda x: (x.value == req_rule.LABEL_OVERFLOW,
+                                                -x.finished, x.value)))
 
 
 def request_record(span: dict) -> RequestRecord | None:

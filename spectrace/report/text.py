@@ -115,6 +115,14 @@ def request_lines(p) -> list[str]:
                      "length over verify steps): " + ", ".join(
                          f"{x.request_id}: {x.mean_acceptance_length:.2f}/{count_text(x.verify_steps)}"
                          for x in r.lowest[:5]))
+    if r.by_label:
+        lines.append(f"    by request label {r.label_key or '?'} (SPECTRACE_REQUEST_LABEL):")
+        for x in r.by_label:
+            lines.append(f"      {x.value}: {count_text(x.finished)} requests; " + "  ".join(
+                f"{k}: {count_text(n)}" for k, n in x.by_mean_acceptance_length.items()))
+    if r.label_overflow:
+        lines.append(f"    {count_text(r.label_overflow)} requests had a label value past "
+                     "SPECTRACE_REQUEST_LABEL_CAP distinct values and count as `other` (info)")
     return lines
 
 
