@@ -77,6 +77,8 @@ ONCE = ("Each request-step counted once: tensor-parallel copies (counted=\"copy\
         "are left out, data-parallel groups add up.")
 SGLANG_ONLY = ("SGLang only: vLLM exports no such figure (docs/metrics.md, "
                "docs/advisor.md), so a vLLM deployment shows No data here.")
+VLLM_PER_REQUEST = ("vLLM: only when started with --per-request-spec-decode-metrics "
+                    "(its per-request accept counts); otherwise No data here.")
 PER_RANK = ("Per rank: one line per process, tensor-parallel copies included (they repeat "
             "their rank 0's line); not a total.")
 PER_PROCESS = "Per process: each rank loads its own draft and raises its own findings."
@@ -193,6 +195,21 @@ def panels() -> list[dict]:
                 "events on a GPU). " + ONCE + " " + SGLANG_ONLY,
                 [_target(Q.phase_seconds(RATE, (), F),
                          "{{phase}} batch {{batch_size_bucket}}")], (6, 45, 18, 8), unit="s"),
+        _bars("Requests by mean accept length", "Finished requests over the selected "
+              "range by their own mean accept length (bonus included, quarter-token "
+              "buckets): a minority of requests near 1.0 that drags the mean down shows "
+              "here; `spectrace report` lists sampled requests with the runtime's request "
+              "id. " + ONCE + " " + VLLM_PER_REQUEST,
+              [_target(Q.requests_by_mean_accept_length(RANGE, (), F),
+                       "{{mean_accept_length}}")], (0, 53, 12, 8),
+              steps=[{"color": "blue", "value": None}]),
+        _bars("Accept-length distribution by sampling", "Share of each sampling bucket's "
+              "request-steps (greedy, t<0.5, 0.5<=t<1, t>=1; finished requests) by accept "
+              "length: drafts propose greedily, so sampled requests usually accept less "
+              "and a mixed workload averages the two. " + ONCE + " " + VLLM_PER_REQUEST,
+              [_target(Q.accept_length_share_by_sampling(RANGE, (), F),
+                       "{{sampling}} length {{length}}")], (12, 53, 12, 8),
+              unit="percentunit", steps=[{"color": "blue", "value": None}]),
     ]
     for i, p in enumerate(out, start=1):
         p["id"] = i

@@ -89,6 +89,21 @@ def accept_length_share(window: str, by=(), flt="") -> str:
                                   window, by, flt, fn="increase")
 
 
+def accept_length_share_by_sampling(window: str, by=(), flt="") -> str:
+    """Share of a sampling bucket's request-steps (finished requests) by accept length."""
+    by = tuple(by) + (S.ATTR_SAMPLING,)
+    spec = S.SPEC_ACCEPT_LENGTH_BY_SAMPLING
+    return (f"{srate(spec, window, by + (S.ATTR_LENGTH,), flt, fn='increase')}"
+            f" / ignoring({S.ATTR_LENGTH}) group_left"
+            f" {srate(spec, window, by, flt, fn='increase')}")
+
+
+def requests_by_mean_accept_length(window: str, by=(), flt="") -> str:
+    """Finished requests in each bucket of their own mean accept length."""
+    return srate(S.SPEC_REQUESTS, window, tuple(by) + (S.ATTR_REQUEST_LENGTH,), flt,
+                 fn="increase")
+
+
 def target_tokens_per_second(window: str, by=(), flt="", copies=False) -> str:
     """Tokens the target emits per second through speculative steps (accepted + bonus)."""
     return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt, copies=copies)}"
