@@ -49,6 +49,11 @@ def calls(step: hb.V2Step) -> dict:
         "on_verify_complete_cpu": lambda: w.on_verify_complete_cpu(lst, batch_size=step.bs),
         "LlamaModel.forward DECODE": lambda: m.forward(None, None, fb_dec),
         "LlamaModel.forward DRAFT_EXTEND_V2": lambda: m.forward(None, None, fb_ext),
+        "_resolve_spec_v2_tokens (context buckets; incl. on_verify_complete_cpu)":
+            lambda: (setattr(step.processor, "counts", list(lst)),
+                     step.processor._resolve_spec_v2_tokens(w.result, b)),
+        "_prepare_kv_cache_release (1 finished request)":
+            lambda: step.processor._prepare_kv_cache_release(step.finished),
         "full step": step,
     }
 

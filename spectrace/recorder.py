@@ -87,11 +87,10 @@ class AcceptanceTotals:
             groups: dict[int, tuple[bytearray, list]] = {}
             pending = self._pending
             with_lengths = self._with_lengths
+            bad = None  # the first item that is not a list of counts: dropped alone
             while pending:
                 item = pending.popleft()
                 counts, steps = item[0], item[1]
-                if len(item) == 3:
-                    with_lengths.append(item)
                 if isinstance(counts, PositionCounts):
                     self._fold_positions(counts)
                     continue
@@ -101,7 +100,13 @@ class AcceptanceTotals:
                 try:
                     group[0].extend(counts)  # all or nothing: a bad value leaves it as it was
                 except (TypeError, ValueError):
-                    group[1].extend(counts)
+                    try:
+                        group[1].extend([int(c) for c in counts])
+                    except (TypeError, ValueError):
+                        bad = bad or repr(counts)[:80]
+                        continue
+                if len(item) == 3:
+                    with_lengths.append(item)
             for steps, (packed, other) in groups.items():
                 n = len(packed) + len(other)
                 if not n:
@@ -123,6 +128,9 @@ class AcceptanceTotals:
             if with_lengths:
                 self._fold_context(with_lengths)
                 with_lengths.clear()
+        if bad is not None:  # after counting the rest: the caller's guard counts and logs it
+            raise ValueError(f"accept counts handed over by the runtime are not a list of "
+                             f"counts: {bad} (that step dropped, the others counted)")
 
     def _fold_context(self, items: list) -> None:
         """Count request-steps by (context bucket, accept length): per speculative-step
@@ -382,7 +390,10 @@ class Recorder:
         make(spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
 
     def _acc(self) -> AcceptanceTotals:
-        self.acceptance.fold()
+        try:
+            self.acceptance.fold()
+        except ValueError as exc:  # one bad step dropped, the rest counted: still observe
+            INTERNAL_ERRORS.record("fold:acceptance", exc)
         return self.acceptance
 
     def _req(self) -> RequestTotals:

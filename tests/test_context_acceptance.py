@@ -137,3 +137,18 @@ def test_report_without_a_drop_has_no_finding(tmp_path):
     p = build_report(d).to_json()["processes"][0]
     assert [c["mean_acceptance_length"] for c in p["by_context"]] == [2.0, 2.0]
     assert p["findings"] == []
+
+
+def test_a_bad_count_list_is_dropped_alone():
+    """A value that is not a list of counts (a runtime change, a stand-in) loses only its
+    own step: the steps around it are counted, and the fold says what it dropped."""
+    acc = AcceptanceTotals()
+    acc.add([1, 0, 2], 3)
+    acc.add(None, 3)
+    acc.add([300, 1], 3)  # beyond a byte: counted the slow way, as before
+    with pytest.raises(ValueError, match="not a list of counts: None"):
+        acc.fold()
+    assert acc.drafts == 5 and acc.accepted == 1 + 2 + 300 + 1
+    acc.add([1], 3)
+    acc.fold()  # nothing left of the bad one
+    assert acc.drafts == 6

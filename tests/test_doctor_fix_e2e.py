@@ -171,10 +171,13 @@ def test_mla_layout_keys_fixed(tiny_models, sglang_server, tmp_path):
     warned = [k for k in sd if k.startswith("layers.") and "_a_proj" not in k]  # the fused
     # q_a / kv_a pair is skipped without a word
     assert log.count("Eagle3 MLA: skipping unexpected weight model.layers.0.") == len(warned)
-    # the uninitialised layer holds whatever memory held (its acceptance came out 2.0, as
-    # healthy, in CI and here): only the load-time findings can tell
-    assert {f["code"] for f in proc["findings"]} == {"weights.missing_params",
-                                                    "weights.unused_keys"}
+    # the uninitialised layer holds whatever memory held: its acceptance came out 2.0, as
+    # healthy, in CI and here, so only the load-time findings always tell; where that
+    # memory held an inf or nan, the draft's hidden states are non-finite too (true, and
+    # seen in one fresh-clone run)
+    found = {f["code"] for f in proc["findings"]}
+    load = {"weights.missing_params", "weights.unused_keys"}
+    assert load <= found <= load | {"draft.non_finite"}, found
     assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2])
 
 
