@@ -455,14 +455,23 @@ class Recorder:
     def begin_cost(self, worker, batch_size: int, on_cuda: bool):
         """Measure this step's cost (every `step_cost_every`th step): the `StepCost` in
         flight, also kept as `cost_step` for the phase hooks; None when not measured."""
+        return self.start_cost(worker, batch_size, on_cuda) if self.cost_due() else None
+
+    def cost_due(self) -> bool:
+        """Count a step towards the next measured one; True when this one is measured (a
+        hook asks this before it reads what `start_cost` needs)."""
         every = self.cfg.step_cost_every
         if not every:
-            return None
+            return False
         n = self._cost_countdown
         if n > 0:
             self._cost_countdown = n - 1
-            return None
+            return False
         self._cost_countdown = every - 1
+        return True
+
+    def start_cost(self, worker, batch_size: int, on_cuda: bool):
+        """Start measuring a step `cost_due` chose: the `StepCost` in flight."""
         clock = self._clocks.get(on_cuda)
         if clock is None:
             clock = self._clocks[on_cuda] = step_cost.clock_for(self.phase_totals, on_cuda)

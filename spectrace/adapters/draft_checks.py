@@ -30,21 +30,24 @@ FINITE_PASSES = "_spectrace_finite_passes"  # draft passes seen by the non-finit
 
 class DraftState:
     """What spectrace keeps on one draft model: its expected widths (None: it takes no
-    aux layers, so any width is its own business), and the passes already checked and
-    healthy (runtime's key -> (kind, width)), which later are only counted."""
+    aux layers, so any width is its own business), the passes already checked and
+    healthy (runtime's key -> (kind, width)), which later are only counted, and whether
+    its first pass ran on a CUDA device (where a pass may be a CUDA-graph capture)."""
 
-    __slots__ = ("expected", "healthy")
+    __slots__ = ("expected", "healthy", "on_cuda")
 
-    def __init__(self, expected: ExpectedWidths | None) -> None:
+    def __init__(self, expected: ExpectedWidths | None, on_cuda: bool = False) -> None:
         self.expected = expected
         self.healthy: dict = {}
+        self.on_cuda = on_cuda
 
 
-def draft_state(model, rec, expected: Callable[[object], ExpectedWidths | None]) -> DraftState:
+def draft_state(model, rec, expected: Callable[[object], ExpectedWidths | None],
+                on_cuda: bool = False) -> DraftState:
     """The model's `DraftState`, made at its first pass (the widths are known by then)."""
     st = model.__dict__.get(STATE_ATTR)
     if st is None:
-        st = model.__dict__[STATE_ATTR] = DraftState(expected(model))
+        st = model.__dict__[STATE_ATTR] = DraftState(expected(model), on_cuda)
         if st.expected is not None:
             rec.expected_width.update(st.expected.as_dict())
     return st

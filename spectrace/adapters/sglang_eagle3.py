@@ -26,7 +26,7 @@ from ..patching import WrapPoint
 from ..process import STATE, recorder
 from ..runtimes import SGLANG, runtime_version
 from .draft_checks import (
-    capturing, check_finite, check_pass, count_if_healthy, draft_state, finite_due, report_load,
+    STATE_ATTR, capturing, check_finite, check_pass, draft_state, finite_due, report_load,
 )
 from .load_observer import load_weights_wrapper
 
@@ -84,12 +84,16 @@ def _before_forward(instance, forward_batch):
     hidden = forward_batch.spec_info.hidden_states
     if hidden is None:
         return due
-    if hidden.is_cuda and capturing():
+    st = instance.__dict__.get(STATE_ATTR) or draft_state(instance, rec, expected_widths,
+                                                          bool(hidden.is_cuda))
+    if st.on_cuda and capturing():
         return None  # CUDA-graph capture runs on dummy batches
     mode = forward_batch.forward_mode
     width = hidden.shape[-1]
-    st = draft_state(instance, rec, expected_widths)
-    if count_if_healthy(rec, st, (mode, width)):  # seen before and healthy: only count it
+    seen = st.healthy.get((mode, width))
+    if seen is not None:  # seen before and healthy: only count it (count_if_healthy, inline)
+        passes = rec.passes
+        passes[seen] = passes.get(seen, 0) + 1
         return due
     name = getattr(mode, "name", str(mode))
     check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,

@@ -10,8 +10,10 @@ Accept counts: read where SGLang already has them on the CPU, `on_verify_complet
 Context length: the scheduler resolves each verified batch in `_resolve_spec_v2_tokens`
 (0.5.23; `RESULT_PROCESSOR`), which calls `on_verify_complete_cpu` with that batch's
 counts; its `seq_lens_cpu` (SGLang's host copy of the sequence lengths, rebound to a new
-tensor every step, absent where the attention backend opts out of it) is kept by
-reference beside the counts and bucketed at collection time.
+tensor every step, absent where the attention backend opts out of it) is handed to that
+call's hook through `_resolving` (taken once: a plain slot, not a context variable, so the
+resolve hook needs no cleanup) and kept by reference beside the counts, bucketed at
+collection time.
 """
 from __future__ import annotations
 
@@ -71,17 +73,22 @@ class VerifyContext(NamedTuple):
     phase: step_cost.PhaseCost | None = None  # its cost, under a measured step
 
 
-# The sequence lengths of the batch being resolved, for the duration of that call.
-_seq_lens: ContextVar = ContextVar("spectrace_seq_lens", default=None)
+# The sequence lengths of the batch being resolved, until its `on_verify_complete_cpu`
+# takes them (SGLang's scheduler resolves one batch at a time, in one thread; 0.5.16 and
+# 0.5.23 call it from every `_resolve_spec_v2_tokens`, so the next resolve overwrites any
+# lengths a failed call left).
+_resolving: list = [None]
 
 
-def _before_resolve_v2(processor, batch) -> Token:
-    return _seq_lens.set(getattr(batch, "seq_lens_cpu", None))
+def _before_resolve_v2(processor, batch) -> None:
+    _resolving[0] = getattr(batch, "seq_lens_cpu", None)
 
 
-def _end_resolve_v2(token: Token | None) -> None:
-    if token is not None:
-        _seq_lens.reset(token)
+def _take_seq_lens():
+    lens = _resolving[0]
+    if lens is not None:
+        _resolving[0] = None
+    return lens
 
 
 # The tree agreement due, for the duration of that verify call.
@@ -145,7 +152,7 @@ def _before_finalize_tree(module, batch, predict, bs):
 
 def _before_verify_complete_cpu(instance, counts):
     (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps,
-                                                  _seq_lens.get())
+                                                  _take_seq_lens())
 
 
 def _before_resolve_overlap(scheduler, res):
@@ -219,8 +226,7 @@ def _before_release(processor, req) -> None:
 
 RESULT_PROCESSOR = (
     WrapPoint("SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "v2.resolve_v2_tokens",
-              before=_before_resolve_v2, reads=("batch",), cleanup=_end_resolve_v2,
-              required=False),
+              before=_before_resolve_v2, reads=("batch",), required=False),
     WrapPoint("SchedulerBatchResultProcessor._prepare_kv_cache_release",
               "v2.request_finished", before=_before_release, reads=("req",), required=False),
 )

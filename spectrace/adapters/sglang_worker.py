@@ -165,9 +165,8 @@ def begin_step(worker_kind: str, worker, batch, audit) -> StepContext | None:
     span = None
     if rec.begin_step(worker_kind):
         span = spans.start_step(rec, step_attrs(worker, batch))
-    cost = rec.begin_cost(worker, batch_size(batch),
-                          getattr(batch.seq_lens, "is_cuda", False)) \
-        if rec.cfg.step_cost_every else None
+    cost = rec.start_cost(worker, batch_size(batch), getattr(batch.seq_lens, "is_cuda", False)) \
+        if rec.cost_due() else None
     if span is None and cost is None:
         return None
     return StepContext(span, cost)
