@@ -166,8 +166,54 @@ def test_alert_rules_cover_the_issue():
     for r in rules.values():
         assert r["labels"]["severity"] in ("critical", "warning"), r["alert"]
         assert r["annotations"]["summary"] and r["annotations"]["description"], r["alert"]
-        assert re.match(r"^\(.*\) (<|>) [0-9.]+$", r["expr"], re.S), r["alert"]
+        # `<=`: the long-context rule's "at most RATIO", as its detector has it
+        assert re.match(r"^\(.*\) (<|>|<=) [0-9.]+$", r["expr"], re.S), r["alert"]
     assert S.FC_BYPASS not in rules["SpectraceVocabularyMapError"]["expr"]
+    assert "SpectraceLongContextAcceptance" in rules
+
+
+def test_long_context_rule_tests_agree_with_the_detector():
+    """The promtool cases of SpectraceLongContextAcceptance fire exactly where
+    `spectrace report`'s detector (detectors.context) raises acceptance.long_context on
+    the same hour's counts: the rule is the detector's, not a look-alike."""
+    from spectrace.detectors import context as C
+    with open(os.path.join(GRAFANA, "alerts", "spectrace-rules.test.yml")) as fh:
+        tests = yaml.safe_load(fh)["tests"]
+    [case] = [t for t in tests if any(a["alertname"] == "SpectraceLongContextAcceptance"
+                                      and a["exp_alerts"] for a in t["alert_rule_test"])]
+    steps, tokens = S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT
+    by: dict[str, dict] = {}  # instance -> (bucket, accept length) -> request-steps an hour
+    accepted: dict[tuple[str, str], float] = {}  # (instance, bucket) -> tokens an hour
+    for x in case["input_series"]:
+        name, body = x["series"].split("{", 1)
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', body))
+        per_minute = float(x["values"].split("+", 1)[1].split("x", 1)[0])
+        if labels.get(S.ATTR_COUNTED) == S.COUNTED_COPY:
+            continue  # the report counts a copy's request-steps never
+        if name == steps.prometheus_name:
+            key = (labels[S.ATTR_CONTEXT], int(labels[S.ATTR_LENGTH]))
+            by.setdefault(labels["instance"], {})[key] = 60 * per_minute
+        else:
+            assert name == tokens.prometheus_name, name
+            accepted[labels["instance"], labels[S.ATTR_CONTEXT]] = 60 * per_minute
+    raised = {}
+    for instance, counts in by.items():
+        buckets = C.bucket_figures(counts)
+        # the rule's tokens series hold what the accept lengths make
+        assert {b.bucket: b.accepted_tokens for b in buckets} == {
+            b: v for (i, b), v in accepted.items() if i == instance}
+        f = C.long_context_finding(buckets)
+        if f is not None:
+            raised[instance] = (f.details["long"],
+                                (f.details["long_length"] - 1) / (f.details["short_length"] - 1))
+    [last] = [a for a in case["alert_rule_test"] if a["eval_time"] == "70m"]
+    fired = {a["exp_labels"]["instance"]: a["exp_labels"]["context"] for a in last["exp_alerts"]}
+    assert fired == {i: long for i, (long, _) in raised.items()}
+    assert len(fired) == 2 and len(by) == 6  # under the floor, a small drop, too little a
+    # fall and adjacent buckets do not fire (copies: the report skips them, as the rule)
+    for a in last["exp_alerts"]:  # the rule's value: the detector's ratio of the two
+        ratio = raised[a["exp_labels"]["instance"]][1]
+        assert f" are {ratio:.2f} of the shortest" in a["exp_annotations"]["description"]
 
 
 def test_generated_files_are_current():

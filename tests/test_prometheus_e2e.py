@@ -34,7 +34,8 @@ from spectrace import signals as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "grafana"))
-from spectrace_grafana import metrics_doc  # noqa: E402
+from spectrace_grafana import alerts, metrics_doc  # noqa: E402
+from spectrace_grafana import promql as Q  # noqa: E402
 from spectrace_grafana.overview import SGLANG_ONLY, VLLM_PER_REQUEST  # noqa: E402
 
 DASHBOARD_DIR = os.path.join(ROOT, "grafana", "dashboards")
@@ -187,6 +188,19 @@ def rule_queries() -> list[tuple[str, str]]:
     return out
 
 
+LONG_CONTEXT = "SpectraceLongContextAcceptance"
+
+
+def rule_part_queries() -> list[tuple[str, str]]:
+    """(part, query) of the long-context rule's per-bucket figures. Its own query has data
+    only with two context buckets far apart past the floor of 200 request-steps each, which
+    these runs never reach (a few dozen request-steps, all under 512 tokens): the parts
+    prove instead that what it selects arrives."""
+    w, by = alerts.LONG_CONTEXT_WINDOW, alerts.BY
+    return [("request-steps", Q.context_request_steps(w, by)),
+            ("accepted per request-step", Q.accepted_per_request_step_by_context(w, by))]
+
+
 # -- one real run per model variant -------------------------------------------------------
 @dataclass
 class Run:
@@ -194,6 +208,7 @@ class Run:
     tp: int = 1
     panels: dict = field(default_factory=dict)     # name -> result list
     rules: dict = field(default_factory=dict)      # alert -> result list
+    rule_parts: dict = field(default_factory=dict)  # rule_part_queries() part -> result list
     variables: dict = field(default_factory=dict)  # variable -> label values
     docs: dict = field(default_factory=dict)       # docs/metrics.md figure -> result list
     firing: set = field(default_factory=set)       # alert names firing
@@ -303,6 +318,7 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         window = f"{int(at - t0) - 1}s"  # starts after every series' first sample
         run.panels = {n: prom.query(substitute(e, window), at) for n, e in panel_queries()}
         run.rules = {n: prom.query(q, at) for n, q in rule_queries()}
+        run.rule_parts = {n: prom.query(q, at) for n, q in rule_part_queries()}
         run.variables = {n: {s.get(label) for s in prom.series(substitute(m, window))}
                          for n, m, label in variable_queries()}
         run.docs = {t: prom.query(e, at) for t, e, _ in metrics_doc.derived_queries()}
@@ -413,9 +429,26 @@ def test_bypass_acceptance_collapses(runs, runtime):
 @RUNTIMES
 def test_every_rule_query_evaluates(runs, runtime):
     """Each rule's query returns data in the runs (findings-based ones only once a finding
-    of that code exists); none compares a value on the healthy run that should fire."""
+    of that code exists; the long-context one only past its floor, so its per-bucket
+    parts instead); none compares a value on the healthy run that should fire."""
     partial, bypass = runs(runtime, "partial"), runs(runtime, "bypass")
     for name, query in rule_queries():
+        if name == LONG_CONTEXT:
+            for run in (partial, bypass):
+                assert run.rules[name] == [], (name, run.mode, run.rules[name])
+            parts = dict(rule_part_queries())
+            assert all(q in query for q in parts.values()), "the parts are the rule's own"
+            if runtime == "vllm":  # vLLM gives spectrace no sequence lengths
+                assert all(r == [] for run in (partial, bypass)
+                           for r in run.rule_parts.values()), partial.rule_parts
+                continue
+            for run in (partial, bypass):  # every request-step under 512 tokens
+                steps = _by(run.rule_parts["request-steps"], "context")
+                assert set(steps) == {"<512"} and steps["<512"] > 0, (run.mode, steps)
+            gain = "accepted per request-step"
+            assert _by(partial.rule_parts[gain], "context") == {"<512": 1.0}, partial.logs
+            assert _by(bypass.rule_parts[gain], "context")["<512"] < 0.2, bypass.logs
+            continue
         if FINDINGS in query:
             # No vocabulary finding in either run: the rule's `> 0` leaves nothing.
             for run in (partial, bypass):

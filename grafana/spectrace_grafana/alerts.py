@@ -1,17 +1,20 @@
 """Prometheus alert rules. Each expression is `(query) OP threshold`, so the query alone
 can be evaluated to see the value an alert compares (the end-to-end test does that).
 
-Rules on request-steps and draft passes (acceptance, fc bypass, width mismatch) fire once
+Rules on request-steps and draft passes (acceptance, long context, fc bypass, width
+mismatch) fire once
 per counting process (`counted!="copy"`: one per data-parallel group, not one per
 tensor-parallel rank); rules on what each process loads or raises (weights, vocabulary
 map, internal errors) fire per process that has the problem."""
 from __future__ import annotations
 
 from spectrace import signals as S
+from spectrace.detectors import context as CTX
 
 from . import promql as Q
 
 BY = Q.SCRAPE_LABELS
+LONG_CONTEXT_WINDOW = "1h"  # the long-context rule's counts (FLOOR request-steps a bucket)
 
 
 def _rule(name, query, op, threshold, for_, severity, summary, description) -> dict:
@@ -34,6 +37,19 @@ def rules() -> dict:
         "10m", "warning", "First draft token rarely accepted on {{ $labels.instance }}",
         "Position-0 acceptance is {{ $value | printf \"%.2f\" }}; broken drafts show under "
         "0.15 (e.g. d2t never loaded).")
+    long_context = _rule(
+        "SpectraceLongContextAcceptance", Q.long_context_acceptance(LONG_CONTEXT_WINDOW, BY),
+        "<=", CTX.RATIO, "15m", "warning",
+        "Draft acceptance falls in long contexts on {{ $labels.instance }} "
+        "({{ $labels.context }} tokens)",
+        "Over the last hour, draft tokens accepted per request-step in the "
+        "{{ $labels.context }} context bucket are {{ $value | printf \"%.2f\" }} of the "
+        f"shortest bucket's (at most {CTX.RATIO:g}x and {CTX.DROP:g} fewer; the shortest "
+        f"and the longest bucket with at least {CTX.FLOOR} request-steps each, "
+        f"{CTX.MIN_BUCKETS_APART} buckets apart or more): the draft proposes worse the "
+        "longer the context (train it on longer sequences). The rule of `spectrace report`'s "
+        "finding acceptance.long_context, judged on the last hour's counts per counting "
+        "process instead of on all the data. SGLang only (vLLM gives no sequence lengths).")
     bypass = _rule(
         "SpectraceFcBypass", Q.stotal(S.EAGLE3_FC_BYPASS, BY), ">", 0, "0m", "critical",
         "EAGLE-3 draft skipped fc on {{ $labels.instance }}",
@@ -81,8 +97,8 @@ def rules() -> dict:
         "(the runtime ran normally, but some signals may be missing). The log names the "
         "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
-                        "rules": [collapse, position0, bypass, width, weights, vocab,
-                                  synthetic, non_finite, internal]}]}
+                        "rules": [collapse, position0, long_context, bypass, width,
+                                  weights, vocab, synthetic, non_finite, internal]}]}
 
 
 # -- promtool unit tests of the rules (synthetic series; `promtool test rules`) ------------
@@ -126,10 +142,54 @@ def _expect(rule: dict, value: float, **labels) -> dict:
                                 for k, v in rule["annotations"].items()}}
 
 
+def _context(bucket: str, per_minute: dict[int, float], **labels) -> list[dict]:
+    """A context bucket's series: request-steps per minute by accept length, and the
+    accepted draft tokens they make (accept length - 1 each)."""
+    tokens = sum((length - 1) * n for length, n in per_minute.items())
+    return [_series(S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, f"0+{n:g}x90", context=bucket,
+                    length=str(length), **labels) for length, n in per_minute.items()] + [
+        _series(S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, f"0+{tokens:g}x90", context=bucket,
+                **labels)]
+
+
+def _long_context_test(rule: dict) -> dict:
+    """Each deployment its own instance, request-steps per minute by bucket (the rule
+    counts an hour: 5 a minute are 300, 2.5 a minute 150, under the floor of 200)."""
+    def at(n: int, copy: bool = False) -> dict:
+        return {"instance": f"10.0.0.{n}:9464",
+                S.ATTR_COUNTED: S.COUNTED_COPY if copy else S.COUNTED_ONCE}
+    drop = [*_context("<512", {1: 4, 3: 6}),        # 1.2 accepted per request-step
+            *_context("1k-2k", {2: 5}),             # 1.0: qualifies, not the shortest
+            *_context("8k-16k", {1: 3, 2: 2}),      # 0.4: a third of 1.2, 0.8 fewer
+            *_context(">=128k", {1: 2}),            # 120 an hour: under the floor
+            *_context(CTX.UNKNOWN, {1: 10})]        # no length: never a bucket
+    series = _with_copy(drop)  # fires for rank 0 (INSTANCE) alone, not for its copy
+    series += [  # below the floor: 150 request-steps at 8k-16k, none accepted
+        *_context("<512", {1: 4, 3: 6}, **at(2)), *_context("8k-16k", {1: 2.5}, **at(2)),
+        # half, but only 0.25 fewer (0.5 against 0.25)
+        *_context("<512", {1: 5, 2: 5}, **at(3)), *_context("4k-8k", {1: 7.5, 2: 2.5}, **at(3)),
+        # 0.8 fewer but 0.6 of the short bucket's (2.0 against 1.2)
+        *_context("<512", {3: 10}, **at(4)), *_context("8k-16k", {2: 8, 3: 2}, **at(4)),
+        # buckets next to each other (<512, 512-1k): one apart
+        *_context("<512", {3: 10}, **at(5)), *_context("512-1k", {1: 10}, **at(5)),
+        # exactly half and 0.5 fewer: fires (at most RATIO)
+        *_context("<512", {2: 10}, **at(6)), *_context("2k-4k", {1: 5, 2: 5}, **at(6)),
+        # tensor-parallel copies alone (`counted="copy"`): the figures of a firing rank 0
+        *[x for b, c in (("<512", {1: 4, 3: 6}), ("8k-16k", {1: 3, 2: 2}))
+          for x in _context(b, c, **at(7, copy=True))]]
+    fire = _expect(rule, 0.4 / 1.2, context="8k-16k")
+    half = _expect(rule, 0.5, context="2k-4k", instance=at(6)["instance"])
+    return {"interval": "1m", "input_series": series, "alert_rule_test": [
+        # 30m: the drop's long bucket still under the floor, the half's pending (15m)
+        {"eval_time": "30m", "alertname": rule["alert"], "exp_alerts": []},
+        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [fire, half]}]}
+
+
 def rule_tests() -> dict:
     """A broken deployment fires fc bypass, dropped weights and vocabulary-map alerts and
     acceptance collapse, once for a rank 0 and its tensor-parallel copy; a healthy one
-    (the same counters at 0) fires nothing."""
+    (the same counters at 0) fires nothing; the long-context rule fires on a drop and not
+    under the floor, on a small drop, on adjacent buckets or on copies alone."""
     by_name = {r["alert"]: r for r in rules()["groups"][0]["rules"]}
     vocab = S.VOCAB_D2T_ABSOLUTE
     broken = {
@@ -177,4 +237,5 @@ def rule_tests() -> dict:
                             for r in by_name],
     }
     return {"rule_files": ["spectrace-rules.yml"], "evaluation_interval": "1m",
-            "tests": [broken, healthy]}
+            "tests": [broken, healthy,
+                      _long_context_test(by_name["SpectraceLongContextAcceptance"])]}

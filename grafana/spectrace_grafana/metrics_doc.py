@@ -215,7 +215,9 @@ def render() -> str:
         "when the longest and the shortest context bucket with at least 200 request-steps "
         "each, two buckets apart or more, differ: the long one's accepted tokens per "
         "request-step at most half the short one's and 0.3 fewer; it names what the "
-        "draft's config says (`spectrace.eagle3.draft_context`).",
+        "draft's config says (`spectrace.eagle3.draft_context`). The Prometheus alert "
+        "`SpectraceLongContextAcceptance` (warning) applies the same rule to the last "
+        "hour's counts of each counting process (docs/dashboards.md).",
         "",
         "## Counting once across ranks",
         "",

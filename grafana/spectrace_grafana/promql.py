@@ -14,6 +14,7 @@ without the label, count as before) unless it asks for `copies=True`, the per-ra
 from __future__ import annotations
 
 from spectrace import signals as S
+from spectrace.detectors import context as CTX
 
 # The labels every scraped series carries (added by Prometheus, or by the Collector).
 SCRAPE_LABELS = ("job", "instance")
@@ -144,3 +145,45 @@ def estimated_speedup(window: str, flt="") -> str:
     return (f"({mean_acceptance_length(window, (), flt)}) * "
             f"({_phase_mean(S.PHASE_VERIFY, window, flt)} + {between}) / "
             f"({_phase_mean(S.PHASE_STEP, window, flt)} + {between})")
+
+
+def context_request_steps(window: str, by=(), flt="", copies=False) -> str:
+    """Request-steps in each context-length bucket (`context`) over `window` (increase)."""
+    return srate(S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, window, tuple(by) + (S.ATTR_CONTEXT,), flt,
+                 fn="increase", copies=copies)
+
+
+def accepted_per_request_step_by_context(window: str, by=(), flt="", copies=False) -> str:
+    """Accepted draft tokens per request-step (the mean accept length less the bonus
+    token) in each context-length bucket (`context`) over `window`."""
+    tokens = srate(S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, window, tuple(by) + (S.ATTR_CONTEXT,),
+                   flt, fn="increase", copies=copies)
+    return f"{tokens} / {context_request_steps(window, by, flt, copies)}"
+
+
+def context_bucket_order() -> str:
+    """One constant series per context-length bucket (`context`), valued its place in
+    length order (0 = `<512`); `unknown` has none. PromQL orders values, not label values:
+    this is the order of the buckets."""
+    return " or ".join(f'label_replace(vector({i}), "{S.ATTR_CONTEXT}", "{b}", "", "")'
+                       for i, b in enumerate(CTX.BUCKETS))
+
+
+def long_context_acceptance(window: str, by=(), flt="") -> str:
+    """The long-context rule of `spectrace report` (detectors.context) over `window`: of
+    the buckets with at least FLOOR request-steps, the shortest and the longest, at least
+    MIN_BUCKETS_APART apart; the longest one's accepted tokens per request-step divided by
+    the shortest one's, kept only where they are at least DROP fewer (compare it with
+    `<= RATIO`). One series per `by` group, labelled with the long bucket's `context`."""
+    b = ", ".join(by)
+    ctx = S.ATTR_CONTEXT
+    gain = f"({accepted_per_request_step_by_context(window, by, flt)})"
+    # each bucket with at least FLOOR request-steps, valued its place in length order
+    place = (f"(({context_request_steps(window, by, flt)}) >= {CTX.FLOOR}) * 0"
+             f" + on({ctx}) group_left() ({context_bucket_order()})")
+    long_gain = f"({gain} and topk by ({b}) (1, {place}))"
+    short_gain = f"max by ({b}) ({gain} and bottomk by ({b}) (1, {place}))"
+    return (f"{long_gain} / on({b}) group_left() {short_gain}"
+            f" and on({b}) ({short_gain} - max by ({b}) {long_gain} >= {CTX.DROP})"
+            f" and on({b}) (max by ({b}) ({place}) - min by ({b}) ({place})"
+            f" >= {CTX.MIN_BUCKETS_APART})")
