@@ -25,7 +25,8 @@ hooks wrap the runner's `load_model` (the aux audit) and the DFlash draft's
   EAGLE-1 draft, with an fc and a target that captures nothing, would be
   `aux.capture_disabled`), counts no pass, and notes the method as vLLM spells it.
 
-Runs in the vLLM environment (`SPECTRACE_VLLM_PYTHON`).
+DFlash also runs end to end here (tests/test_vllm_e2e_dflash.py). Runs in the vLLM
+environment (`SPECTRACE_VLLM_PYTHON`).
 """
 from __future__ import annotations
 
