@@ -6,6 +6,9 @@ Pairs (`pair`):
   dsv3-llama  : DeepSeek-V3 target (MLA + MoE, dense first layer) + Llama draft
   dsv3-mla    : DeepSeek-V3 target + SGLang's MLA EAGLE-3 draft for Kimi-K2.5 / DeepSeek
                 (`Eagle3DeepseekV2ForCausalLM`, see harness/tiny_mla.py): the seed's shape
+  qwen3-dflash: dense Qwen3 target + vLLM's DFlash draft (`DFlashDraftModel`, vLLM's
+                `DFlashQwen3ForCausalLM`: one layer, fc over the outputs of target layers
+                `DFLASH_TARGET_LAYER_IDS`, vLLM capturing them + 1); `random` mode only
   dsv3-nextn  : DeepSeek-V3 target with its MTP layer; the draft folder is the same
                 checkpoint (SGLang loads it as `DeepseekV3ForCausalLMNextN` for
                 `--speculative-algorithm NEXTN`); partial / full / bypass all accept every
@@ -47,9 +50,10 @@ import shutil
 
 MODES = ("random", "partial", "full", "bypass", "context")
 LAYOUTS = ("midlayer", "layers")
-PAIRS = ("llama", "qwen3-llama", "dsv3-llama", "dsv3-mla", "dsv3-nextn")
+PAIRS = ("llama", "qwen3-llama", "qwen3-dflash", "dsv3-llama", "dsv3-mla", "dsv3-nextn")
 V, H, L, DV = 512, 128, 4, 256  # target vocab, hidden size, target layers, draft vocab
 AUX_IDS = [0, 1, 2]             # the draft's eagle_aux_hidden_state_layer_ids
+DFLASH_TARGET_LAYER_IDS = [0, 1, 2]  # the DFlash draft's dflash_config.target_layer_ids
 CONTEXT_V, DIGIT = 4096, 64     # `context`: vocabulary, base of its two digits (H = 2 x 64)
 CONTEXT_RIGHT_BELOW = 1024      # `context`: the draft proposes right only below this id
 CONTEXT_MAX_POSITIONS = 4096    # `context`: max_position_embeddings of target and draft
@@ -258,6 +262,37 @@ def _write_llama_draft(out_dir: str, mode: str, layout: str) -> None:
     save_file(draft_state_dict(mode, layout), os.path.join(out_dir, "model.safetensors"))
 
 
+def _write_dflash_draft(out_dir: str) -> None:
+    """vLLM's DFlash draft (random weights), keyed as its checkpoints are: one Qwen3
+    decoder layer (`layers.0.*`), `fc` (3 target layers -> H), `hidden_norm`, `norm`,
+    `lm_head`; the token embedding comes from the target (vLLM shares it)."""
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(2)
+    hd = H // 4
+    sd = {"fc.weight": _r(H, len(DFLASH_TARGET_LAYER_IDS) * H), "hidden_norm.weight": torch.ones(H),
+          "norm.weight": torch.ones(H), "lm_head.weight": _r(V, H)}
+    layer = {"self_attn.q_proj.weight": _r(4 * hd, H), "self_attn.k_proj.weight": _r(2 * hd, H),
+             "self_attn.v_proj.weight": _r(2 * hd, H), "self_attn.o_proj.weight": _r(H, 4 * hd),
+             "self_attn.q_norm.weight": torch.ones(hd), "self_attn.k_norm.weight": torch.ones(hd),
+             "input_layernorm.weight": torch.ones(H), "post_attention_layernorm.weight": torch.ones(H),
+             "mlp.gate_proj.weight": _r(2 * H, H), "mlp.up_proj.weight": _r(2 * H, H),
+             "mlp.down_proj.weight": _r(H, 2 * H)}
+    sd.update({f"layers.0.{k}": v for k, v in layer.items()})
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(dict(
+            architectures=["DFlashDraftModel"], model_type="qwen3", vocab_size=V, hidden_size=H,
+            intermediate_size=2 * H, num_hidden_layers=1, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=hd, max_position_embeddings=2048, rms_norm_eps=1e-6,
+            hidden_act="silu", bos_token_id=0, eos_token_id=1, tie_word_embeddings=False,
+            torch_dtype="bfloat16", rope_theta=10000.0, block_size=4,
+            dflash_config={"target_layer_ids": list(DFLASH_TARGET_LAYER_IDS),
+                           "mask_token_id": 2}), f, indent=2)
+    save_file({k: v.to(torch.bfloat16) for k, v in sd.items()},
+              os.path.join(out_dir, "model.safetensors"))
+
+
 def make_tiny_models(out: str, mode: str, layout: str | None = None,
                      pair: str = "llama") -> tuple[str, str]:
     """Write OUT/target and OUT/draft; return their paths."""
@@ -271,6 +306,8 @@ def make_tiny_models(out: str, mode: str, layout: str | None = None,
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if mode == "context" and pair != "llama":
         raise ValueError(f"mode 'context' is made for pair 'llama' only, got {pair!r}")
+    if pair == "qwen3-dflash" and mode != "random":
+        raise ValueError(f"pair 'qwen3-dflash' has mode 'random' only, got {mode!r}")
     from . import tiny_mla
 
     tgt, drf = os.path.join(out, "target"), os.path.join(out, "draft")
@@ -281,6 +318,10 @@ def make_tiny_models(out: str, mode: str, layout: str | None = None,
         tiny_mla.make_target(tgt, mode, nextn=True)
         shutil.rmtree(drf)
         shutil.copytree(tgt, drf)  # the MTP draft is the target's own checkpoint
+        return tgt, drf
+    if pair == "qwen3-dflash":
+        make_qwen3_target(tgt, mode)
+        _write_dflash_draft(drf)
         return tgt, drf
     target = {"llama": make_llama_target, "qwen3-llama": make_qwen3_target,
               "dsv3-llama": tiny_mla.make_target, "dsv3-mla": tiny_mla.make_target}[pair]
