@@ -317,7 +317,8 @@ HOT_METHODS = {
     "sglang/srt/speculative/base_spec_worker.py": {
         "BaseSpecWorker": ("on_verify_complete_cpu",)},
     "sglang/srt/speculative/dflash_worker_v2.py": {
-        "DFlashWorkerV2": ("__init__", "forward_batch_generation")},
+        "DFlashWorkerV2": ("__init__", "forward_batch_generation", "_accept_block")},
+    "sglang/srt/models/dflash.py": {"DFlashDraftModel": ("project_target_hidden",)},
     "sglang/srt/speculative/ngram_worker.py": {
         "NGRAMWorker": ("__init__", "forward_batch_generation", "on_verify_complete_cpu")},
     "sglang/srt/managers/scheduler_components/batch_result_processor.py": {
@@ -375,8 +376,8 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
     vllm_mods = make_vllm_modules()
     mods = {"EAGLEWorkerV2": make_v2_module(), "EagleDraftWorker": make_v2_module(),
             "LlamaModel": make_eagle3_module(), "EAGLEWorker": make_v1_module(),
-            **dict.fromkeys(("BaseSpecWorker", "DFlashWorkerV2", "NGRAMWorker"),
-                            make_algorithm_module()),
+            **dict.fromkeys(("BaseSpecWorker", "DFlashWorkerV2", "NGRAMWorker",
+                             "DFlashDraftModel"), make_algorithm_module()),
             "SchedulerBatchResultProcessor": make_result_processor_module(),
             **{name: m for m in vllm_mods.values() for name in vars(m)
                if isinstance(vars(m)[name], type)}}
@@ -639,13 +640,43 @@ def make_algorithm_module():
                 return None
             return None
 
+    class DFlashDraftModel:
+        """SGLang's DFlash draft (`srt/models/dflash.py`): fc over `num_context_features`
+        target layers of its own hidden size, `project_target_hidden` once per step."""
+
+        def __init__(self):
+            self.config = types.SimpleNamespace(hidden_size=DRAFT_HIDDEN)
+            self.num_context_features = NUM_AUX
+            self.fc = types.SimpleNamespace(in_features=NUM_AUX * DRAFT_HIDDEN)
+            self.draft_config = None
+
+        def project_target_hidden(self, target_hidden):
+            return target_hidden
+
     class DFlashWorkerV2(_Worker):
+        """0.5.23's step: the target's new hidden states projected by the draft once
+        (`_append_target_hidden_to_draft_kv`), then the block accepted (`_accept_block`,
+        keyword arguments as SGLang passes them)."""
+
         def __init__(self, server_args, gpu_id, nccl_port, target_worker):
             super().__init__(server_args, gpu_id, nccl_port, target_worker)
+            self.draft_model = DFlashDraftModel()
+            self.block_size = NUM_DRAFT_TOKENS
+            self.step_inputs = None  # (target hidden, candidates, target predictions, bs)
 
         def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
                                      pp_proxy_tensors=None):
-            return super().forward_batch_generation(batch)
+            if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+                return None
+            hidden, candidates, predict, bs = self.step_inputs
+            self.draft_model.project_target_hidden(hidden)
+            return self._accept_block(candidates=candidates, next_token_logits=None,
+                                      sampling_info=None, draft_input=None, prefix_lens=None,
+                                      bs=bs, target_predict=predict)
+
+        def _accept_block(self, *, candidates, next_token_logits, sampling_info,
+                          draft_input, prefix_lens, bs, target_predict=None):
+            return None
 
     class NGRAMWorker(_Worker):
         def __init__(self, server_args, gpu_id, nccl_port, target_worker):
@@ -662,7 +693,7 @@ def make_algorithm_module():
         """A plugin's worker: only the counts are spectrace's."""
 
     mod = types.ModuleType("spectrace_bench.algorithms")
-    for cls in (BaseSpecWorker, DFlashWorkerV2, NGRAMWorker, PluginWorker):
+    for cls in (BaseSpecWorker, DFlashDraftModel, DFlashWorkerV2, NGRAMWorker, PluginWorker):
         setattr(mod, cls.__name__, cls)
     return mod
 
@@ -683,12 +714,23 @@ class AlgorithmStep:
         self.mod = make_algorithm_module()
         if hooks == "spectrace":
             from spectrace.adapters import sglang_algorithms as algos
-            for table in (algos.BASE_SPEC_WORKER, algos.DFLASH, algos.NGRAM):
+            from spectrace.adapters import sglang_dflash
+            for table in (algos.BASE_SPEC_WORKER, algos.DFLASH, algos.NGRAM,
+                          sglang_dflash.WIDTH_POINTS):
                 self.patcher.apply(self.mod, table)
-            assert len(self.patcher.patches) == 6, self.patcher.patches
+            assert len(self.patcher.patches) == 8, self.patcher.patches
         self.worker = getattr(self.mod, worker)(
             server_args=None, gpu_id=0, nccl_port=0,
             target_worker=types.SimpleNamespace(tp_rank=0))
+        if worker == "DFlashWorkerV2":
+            import torch
+            n = NUM_DRAFT_TOKENS
+            g = torch.Generator().manual_seed(bs)
+            candidates = torch.randint(0, 128_000, (bs, n), generator=g)
+            predict = torch.randint(128_000, 129_000, (bs, n), generator=g)
+            predict[:, 0] = candidates[:, 1]  # agree at draft position 0, as make_tensors
+            hidden = torch.zeros(bs * 2, NUM_AUX * DRAFT_HIDDEN, dtype=torch.bfloat16)
+            self.worker.step_inputs = (hidden, candidates, predict, bs)
         self.batch = types.SimpleNamespace(forward_mode=FM.DECODE, is_extend_in_batch=False,
                                            reqs=[None] * bs, seq_lens=None, spec_info=None)
         self.lists = accept_lists(bs)
