@@ -246,10 +246,46 @@ def make_vllm_modules() -> dict:
             return None
 
     class GPUModelRunner:
+        """A step as vLLM 0.32's runner splits it: `execute_model` runs the target (and
+        keeps its state), `sample_tokens` samples, then drafts (`propose_draft_token_ids`:
+        the draft model's `combine_hidden_states` on the target's aux states, then
+        `compute_logits` once per draft token)."""
+
+        def __init__(self, draft=None, num_spec_tokens=STEPS) -> None:
+            self.draft = draft
+            self.num_spec_tokens = num_spec_tokens
+            self.device = types.SimpleNamespace(type="cpu")
+            self.execute_model_state = None
+
         def load_model(self, load_dummy_weights=False):
             return None
 
+        def execute_model(self, scheduler_output, intermediate_tensors=None):
+            self.execute_model_state = scheduler_output
+            return None
+
+        def sample_tokens(self, grammar_output):
+            so, self.execute_model_state = self.execute_model_state, None
+            if so is None:  # vLLM: a pipeline stage's, nothing sampled here
+                return None
+            logits, meta, hidden = so.target_outputs
+            self._sample(logits, meta)
+            self.propose_draft_token_ids(so, None, None, hidden, None, None, meta, None, None)
+            return None
+
         def _sample(self, logits, spec_decode_metadata):
+            return None
+
+        def propose_draft_token_ids(self, scheduler_output, sampled_token_ids,
+                                    sampling_metadata, hidden_states, sample_hidden_states,
+                                    aux_hidden_states, spec_decode_metadata,
+                                    common_attn_metadata, slot_mappings):
+            draft = self.draft
+            if draft is not None:  # n-gram, suffix: no draft model
+                draft.combine_hidden_states(hidden_states)
+                # the draft's own hidden states in vLLM; shapes do not matter here
+                for _ in range(self.num_spec_tokens):
+                    draft.compute_logits(hidden_states)
             return None
 
     class Eagle3LlamaForCausalLM:
@@ -277,21 +313,18 @@ def make_vllm_modules() -> dict:
             return hidden_states
 
     class EngineCore:
-        """One engine step as vLLM 0.32 runs it: the worker samples (verifying the drafts)
-        and drafts (the draft model's `combine_hidden_states` on the target's aux states,
-        then `compute_logits` once per draft token), then the scheduler's bookkeeping. In vLLM the first two run in the worker process."""
+        """One engine step as vLLM 0.32 runs it: the worker's `execute_model` (the target's
+        forward) and `sample_tokens` (sampling, verifying the drafts, then drafting), then
+        the scheduler's bookkeeping. In vLLM the first two run in the worker process."""
 
         def __init__(self, scheduler, runner, draft, inputs) -> None:
             self.scheduler, self.runner, self.draft, self.inputs = scheduler, runner, draft, inputs
 
         def step(self):
             so, out, logits, meta, hidden = self.inputs()
-            self.runner._sample(logits, meta)
-            if self.draft is not None:  # n-gram, suffix: no draft model
-                self.draft.combine_hidden_states(hidden)
-                # the draft's own hidden states in vLLM; shapes do not matter here
-                for _ in range(self.scheduler.num_spec_tokens):
-                    self.draft.compute_logits(hidden)
+            so.target_outputs = (logits, meta, hidden)
+            self.runner.execute_model(so)
+            self.runner.sample_tokens(None)
             return self.scheduler.update_from_output(so, out), True
 
         def step_with_batch_queue(self):
@@ -331,7 +364,8 @@ HOT_METHODS_VLLM = {
     "vllm/v1/core/sched/scheduler.py": {"Scheduler": ("__init__", "update_from_output",
                                                       "make_stats")},
     "vllm/v1/engine/core.py": {"EngineCore": ("step", "step_with_batch_queue")},
-    "vllm/v1/worker/gpu_model_runner.py": {"GPUModelRunner": ("_sample",)},
+    "vllm/v1/worker/gpu_model_runner.py": {"GPUModelRunner": (
+        "_sample", "execute_model", "sample_tokens", "propose_draft_token_ids")},
     "vllm/model_executor/models/llama_eagle3.py": {
         "Eagle3LlamaForCausalLM": ("combine_hidden_states", "compute_logits", "load_weights")},
 }
@@ -825,10 +859,11 @@ class VllmStep:
         cfg = types.SimpleNamespace(model_config=None, speculative_config=None,
                                     parallel_config=None)
         scheduler = mods["SCHEDULER"].Scheduler(cfg, None, None, 16, log_stats=log_stats)
-        runner = mods["GPU_RUNNER"].GPUModelRunner()
-        runner.vllm_config = cfg
         draft = (None if draft_table is None
                  else getattr(mods[draft_table[0]], draft_table[1])())
+        runner = mods["GPU_RUNNER"].GPUModelRunner(draft)
+        runner.vllm_config = cfg
+        runner.device = self.inputs.logits.device  # CUDA inputs: CUDA events time the phases
         self.i = 0
         self.engine = mods["ENGINE_CORE"].EngineCore(scheduler, runner, draft, self._next)
 

@@ -545,7 +545,8 @@ def table(res: dict) -> str:
         lines += _added_table("Hot path, v1 worker (SGLang <= 0.5.12), same step", hot["v1"])
         lines += _added_table(
             "Hot path, vLLM engine step (EngineCore.step, Scheduler.update_from_output + "
-            "make_stats, GPUModelRunner._sample, Eagle3LlamaForCausalLM.combine_hidden_states; "
+            "make_stats, GPUModelRunner.execute_model, sample_tokens, _sample, "
+            "propose_draft_token_ids, Eagle3LlamaForCausalLM.combine_hidden_states; "
             "EngineCore and worker together), default settings, vLLM logging its stats "
             "(the server's default)", hot["vllm"])
         lines += _added_table("Hot path, same vLLM step, vLLM logging no stats (LLM's "

@@ -264,13 +264,39 @@ def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio
     back without blocking; the draft's `combine_hidden_states` hook reads a shape."""
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
-                         agreement_every=1, finite_every=0) as rec:
+                         agreement_every=1, finite_every=0, step_cost_every=0) as rec:
         log = _run_vllm_steps(mode)
         ops = _assert_no_sync(log, calls)
         assert ops.count("aten.argmax.default") == ops.count("aten.copy_.default") == 3
         assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
         assert rec.steps[signals.WORKER_VLLM] == 3 and len(rec.acceptance._pending) == 3
         assert rec.passes == {("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 3}
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path, every):
+    """vLLM's step cost on a GPU (the runner's device is CUDA): per measured step one event
+    where `execute_model` starts (the step's and verify's start), one where it returns
+    (verify), two around `propose_draft_token_ids` (draft), one where `sample_tokens`
+    returns (step): three pairs, five events; no aten op beyond the agreement's, no
+    synchronize, no wait; the reader only polls."""
+    from spectrace import step_cost
+    mode, calls = fake_cuda
+    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=1,
+                         step_cost_every=every, finite_every=0) as rec:
+        log = _run_vllm_steps(mode)
+        ops = _assert_no_sync(log, calls)
+        assert ops.count("aten.copy_.default") == 3, log.describe()  # the agreement's only
+        clock = rec._clocks[True]
+        assert isinstance(clock, step_cost.CudaEventClock) and False not in rec._clocks
+        measured = len(range(0, 3, every))  # steps 0 and 2 with every 2
+        assert FakeEvent.log.count("record") == 3 + 5 * measured
+        assert [i for _, _, i in clock._pending] == [
+            step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS)
+            for phase in (step_cost.VERIFY, step_cost.DRAFT, step_cost.STEP)] * measured
+        assert rec._phase_obs(3) == [] and "query" in FakeEvent.log  # polled, not complete
+        assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
+        assert rec.last_step_end is None and rec.cost_step is None
 
 
 def test_vllm_step_without_agreement_issues_no_aten_op(fake_cuda, tmp_path):
@@ -397,7 +423,7 @@ def test_vllm_non_finite_check_stays_on_the_device(fake_cuda, tmp_path):
     logits hold -inf by design), one pinned non-blocking copy per call."""
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
-                         finite_every=1):
+                         finite_every=1, step_cost_every=0):
         log = _run_vllm_steps(mode)
         ops = _assert_no_sync(log, calls)
         checks = 3 * hb.STEPS

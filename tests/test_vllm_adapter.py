@@ -299,3 +299,43 @@ def test_ids_kept_off_the_decoder_are_found():
     assert kept(hf) == vllm_target.KeptIds([3, 1], 6, "")
     hf._output_aux_hidden_states_kwargs = {}
     assert kept(hf).ids == []
+
+
+# -- step cost ---------------------------------------------------------------------------------
+def test_step_cost_measures_every_nth_speculative_step(tmp_path):
+    """Every 2nd step with drafts to verify is measured: step, verify (`execute_model`),
+    draft (`propose_draft_token_ids`) and the time between steps, by the requests scheduled
+    and the runner's K as the step starts; a step without drafts (prefill) neither counts
+    nor is measured, and clears the between-steps interval; a measured step that
+    `execute_model` ends itself (an output, so no `sample_tokens`) is dropped."""
+    from spectrace.adapters import vllm_runner
+    with hb.own_recorder(str(tmp_path), step_cost_every=2) as rec:
+        step = hb.VllmStep(5, "spectrace")
+        runner = step.engine.runner
+        try:
+            for _ in range(3):  # steps 1 and 3 measured, 1 with the time until step 2
+                step()
+            assert rec.last_step_end is not None  # step 3's end
+            prefill = types.SimpleNamespace(scheduled_spec_decode_tokens={},
+                                            num_scheduled_tokens={"r": 9})
+            runner.execute_model(prefill)  # not counted, and no between-steps time
+            assert rec.last_step_end is None and rec.cost_step is None
+            step()  # 4th: not measured
+            runner.num_spec_tokens = 2
+            step()  # 5th: measured at K 2
+            step()  # 6th: not measured (5th's between-steps time ends here)
+            so = step.inputs.steps[0][0]
+            ctx = vllm_runner._before_execute(runner, so)  # 7th: measured ...
+            assert ctx is not None and rec.cost_step is not None
+            vllm_runner._after_execute(ctx, runner, "intermediate tensors")  # ... dropped
+            assert rec.cost_step is None
+            runner.sample_tokens(None)  # vLLM's pipeline stage: nothing to end
+        finally:
+            step.close()
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.phase_totals.items()}
+        assert got == {**{(p, "4-7", hb.STEPS): 2 for p in ("step", "verify", "draft")},
+                       **{(p, "4-7", 2): 1 for p in ("step", "verify", "draft")},
+                       ("between_steps", "4-7", hb.STEPS): 1, ("between_steps", "4-7", 2): 1}
+        sec = {(k.phase, k.num_steps): s for k, s, _, _ in rec.phase_totals.items()}
+        for k in (2, hb.STEPS):
+            assert 0 < sec[("verify", k)] + sec[("draft", k)] <= sec[("step", k)]

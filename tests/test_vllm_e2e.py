@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -73,7 +74,8 @@ class Partial(NamedTuple):
 
 @pytest.fixture(scope="module")
 def partial(tiny_models, vllm_server):
-    run = vllm_server(tiny_models("partial"), env={**FAST, "SPECTRACE_REQUEST_SAMPLE_RATIO": "1"},
+    run = vllm_server(tiny_models("partial"), env={**FAST, "SPECTRACE_REQUEST_SAMPLE_RATIO": "1",
+                                                   "SPECTRACE_STEP_COST_EVERY": "1"},
                       extra_args=PER_REQUEST)
     responses = serve(run, sequential=2, concurrent=4)
     metrics = run.server.metrics()
@@ -133,6 +135,41 @@ def test_partial_agreement_widths_and_spans(partial):
     assert span["end_ns"] - span["start_ns"] > 1_000_000
     assert span["attributes"][S.SPAN_ATTR_RUNTIME] == "vllm"
     assert span["attributes"][S.SPAN_ATTR_NUM_STEPS] == 3
+
+
+def test_partial_step_cost_and_advisor_recommend_one_draft_token(partial):
+    """Step cost, measured in the worker (every step here): step, verify and draft samples
+    for each speculative step the EngineCore counted, by batch bucket, at K 3; with the
+    EngineCore's acceptance (only position 0 accepted) the advisor predicts 2 tokens per
+    step from 1 draft token on as from 3, and recommends 1 with vLLM's flag."""
+    run, _, _, report = partial[:4]
+    engine = run.process("engine_core", report)
+    adv = report["combined"]["speculation"]
+    assert adv is not None and adv["runtime"] == "vllm" and adv["configured_num_steps"] == 3
+    buckets = {b["batch_size_bucket"]: b for b in adv["buckets"]}
+    assert "1" in buckets  # the sequential requests
+    for b in buckets.values():
+        n = b["phase_samples"]
+        # between steps: filed under the measured step before it, when a decode step followed
+        assert b["num_steps"] == 3 and {"step", "verify", "draft"} <= set(n) <= {
+            "step", "verify", "draft", "between_steps"}
+        assert n["step"] == n["verify"] == n["draft"] > 0
+        ph = b["phase_seconds"]
+        assert all(v > 0 for v in ph.values())
+        assert ph["draft"] + ph["verify"] <= ph["step"]
+    assert buckets["1"]["phase_samples"]["between_steps"] > 0
+    assert sum(b["phase_samples"]["step"] for b in buckets.values()) == engine["steps"]
+    assert [o["tokens_per_step"] for o in buckets["1"]["options"]] == [1.0, 2.0, 2.0, 2.0]
+    assert adv["best_num_steps"] == 1 and adv["predicted_gain"] > 1.0, adv
+    assert adv["flags"] == ("--speculative-config '{..., \"num_speculative_tokens\": 1}' "
+                            "(num_speculative_tokens=1, other keys unchanged)")
+    # the text report (of everything now, the sampled requests too) says the same advice
+    final = partial.final_report["combined"]["speculation"]
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", run.data_dir],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"advisor: {final['best_num_steps']} draft steps" in out.stdout, out.stdout
+    assert f"num_speculative_tokens={final['best_num_steps']}" in out.stdout
 
 
 def test_each_requests_acceptance_is_vllms_own(partial):

@@ -69,6 +69,10 @@ WRAPPED = [
     (CORE, "EngineCore.step_with_batch_queue", ALL),
     (RUNNER, "GPUModelRunner.load_model", ALL),
     (RUNNER, "GPUModelRunner._sample", ALL),
+    # step cost: a step is execute_model then sample_tokens, which drafts
+    (RUNNER, "GPUModelRunner.execute_model", ALL),
+    (RUNNER, "GPUModelRunner.sample_tokens", ALL),
+    (RUNNER, "GPUModelRunner.propose_draft_token_ids", ALL),
     (CPU_RUNNER, "CPUModelRunner.load_model", ALL),
     (RUNNER_V2, "GPUModelRunner.load_model", ALL),
     *[(f, f"{c}.{m}", v) for f, c, v in DRAFTS
@@ -80,7 +84,14 @@ WRAPPED = [
 ABSENT = [
     (Q3, None, until("0.22.0")),                      # no Qwen3 EAGLE-3 draft yet
     (RUNNER_V2, "GPUModelRunner._sample", ALL),       # MRV2 samples elsewhere: no agreement
+    # MRV2 drafts inline (`self.speculator.propose` in sample_tokens): not measured
+    (RUNNER_V2, "GPUModelRunner.propose_draft_token_ids", ALL),
 ]
+
+# Methods a subclass must not override (it inherits the wrapped one): (file, method,
+# versions). The CPU runner's step is GPUModelRunner's: the step-cost points wrap it once.
+NOT_OVERRIDDEN = [(CPU_RUNNER, f"CPUModelRunner.{m}", ALL)
+                  for m in ("execute_model", "sample_tokens", "propose_draft_token_ids")]
 
 # Parameters read by position: (file, method, index with self, name, versions).
 PARAMS = [
@@ -90,6 +101,7 @@ PARAMS = [
     (SCHED, "Scheduler._free_request", 1, "request", ALL),
     (RUNNER, "GPUModelRunner._sample", 1, "logits", ALL),
     (RUNNER, "GPUModelRunner._sample", 2, "spec_decode_metadata", ALL),
+    (RUNNER, "GPUModelRunner.execute_model", 1, "scheduler_output", ALL),
     *[(f, f"{c}.combine_hidden_states", 1, "hidden_states", v) for f, c, v in DRAFTS + DFLASH],
     *[(f, f"{c}.compute_logits", 1, "hidden_states", v) for f, c, v in DRAFTS],
     *[(f, f"{c}.load_weights", 1, "weights", v) for f, c, v in DRAFTS],
@@ -108,7 +120,8 @@ ATTRS = [
     *[(SPEC_META, "SpecDecodeMetadata", a, ALL)
       for a in ("draft_token_ids", "num_draft_tokens", "target_logits_indices")],
     *[(RUNNER, "GPUModelRunner", a, ALL)
-      for a in ("drafter", "speculative_config", "vllm_config", "model", "get_model")],
+      for a in ("drafter", "speculative_config", "vllm_config", "model", "get_model",
+                "num_spec_tokens", "device")],
     *[(RUNNER_V2, "GPUModelRunner", a, ALL) for a in ("speculator", "model")],
     (IFACES, "EagleModelMixin", "aux_hidden_state_layers", ALL),
     *[(E3, "LlamaModel", a, ALL) for a in ("fc", "use_aux_hidden_state", "layers")],
@@ -159,6 +172,15 @@ READS = [
     (CORE, "EngineCore.step_with_batch_queue", "self.scheduler.update_from_output", ALL),
     # `_sample` hands those logits and drafts to the rejection sampler
     (RUNNER, "GPUModelRunner._sample", "self.rejection_sampler", ALL),
+    # step cost: execute_model runs the target and leaves its state for sample_tokens
+    # (and refuses to run again before it has), which samples, then drafts
+    (RUNNER, "GPUModelRunner.execute_model", "self._model_forward", ALL),
+    (RUNNER, "GPUModelRunner.execute_model", "self.execute_model_state is not None", ALL),
+    (RUNNER, "GPUModelRunner.sample_tokens", "self._sample", ALL),
+    (RUNNER, "GPUModelRunner.sample_tokens", "self.propose_draft_token_ids", ALL),
+    (RUNNER, "GPUModelRunner.propose_draft_token_ids", "self.drafter.propose", ALL),
+    (RUNNER, "GPUModelRunner.__init__",
+     "self.speculative_config.num_speculative_tokens", ALL),
     # ... and the drafts are the real ones, read back from the device input ids
     (RUNNER, "GPUModelRunner._calc_spec_decode_metadata", "self.input_ids.gpu[logits_indices]",
      ALL),
@@ -201,6 +223,11 @@ def test_absent_where_the_adapter_expects_absence(version, path, dotted):
         assert module(version, path) is None, f"vLLM {version} has {path}"
     else:
         assert get_method(version, path, dotted, inherited=True) is None, dotted
+
+
+@pytest.mark.parametrize("version,path,dotted", rows(NOT_OVERRIDDEN))
+def test_subclass_inherits_the_wrapped_method(version, path, dotted):
+    assert get_method(version, path, dotted) is None, f"vLLM {version} overrides {dotted}"
 
 
 @pytest.mark.parametrize("version,path,dotted,index,name", rows(PARAMS))

@@ -13,9 +13,25 @@ audit once both models are loaded, and draft/target token agreement.
   (`detectors.tokens`). Unlike the accepted tokens, this sees past the first rejection.
   The drafts are the real ones here even with async scheduling (vLLM reads them from the
   device input ids), where the scheduler only has placeholders.
+- Step cost (`step_cost`, every `SPECTRACE_STEP_COST_EVERY`th speculative step) on the V1
+  runner (GPU and CPU: the CPU runner inherits these methods). vLLM splits a step in two
+  calls the worker always makes in turn (`execute_model` refuses to run before
+  `sample_tokens` has consumed its state): `execute_model(scheduler_output)` prepares the
+  inputs, runs the target on every scheduled token (the drafts to verify included) and
+  computes its logits; `sample_tokens` samples (the rejection sampler), drafts the next
+  step's tokens (`propose_draft_token_ids`, which calls `self.drafter.propose`) and does
+  the bookkeeping. So a measured step is `step` (from `execute_model`'s start to
+  `sample_tokens`' end), `verify` (`execute_model`), `draft` (`propose_draft_token_ids`),
+  and, on the CPU, `between` (from `sample_tokens`' end to the next speculative
+  `execute_model`: the EngineCore's bookkeeping and scheduling); there is no separate
+  draft-extend phase (the proposer's first, target-fed forward is inside `propose`). A
+  step without drafts to verify (`scheduled_spec_decode_tokens` empty: prefill only, or
+  the first decode after it) is not measured. Batch bucket: the requests scheduled; K:
+  the runner's `num_spec_tokens` (`num_speculative_tokens`).
 """
 from __future__ import annotations
 
+from .. import step_cost
 from ..detectors.tokens import compare_positions
 from ..patching import WrapPoint
 from ..process import STATE
@@ -29,11 +45,14 @@ STATE_ATTR = "_spectrace_runner"
 class RunnerState:
     """What spectrace keeps on one model runner."""
 
-    __slots__ = ("audited", "spec_steps")
+    # speculative_num_steps: the runner's K, as `Recorder.end_cost` reads it off the
+    # "worker" a step cost is measured for (SGLang's workers have their own)
+    __slots__ = ("audited", "spec_steps", "speculative_num_steps")
 
     def __init__(self) -> None:
         self.audited = False
         self.spec_steps = 0
+        self.speculative_num_steps = 0
 
 
 def runner_state(runner) -> RunnerState:
@@ -86,12 +105,86 @@ def _before_sample(runner, logits, meta):
     return None
 
 
+# -- step cost -------------------------------------------------------------------------------
+def _before_execute(runner, scheduler_output):
+    """Start of a step: count it towards the next measured one (steps with drafts to verify
+    only) and start its `step` and `verify` phases when it is measured (one clock start
+    for both). Returns the verify phase in flight, or None."""
+    rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
+    if not scheduler_output.scheduled_spec_decode_tokens:
+        rec.last_step_end = None  # no speculative step: no between-steps interval
+        return None
+    if rec.last_step_end is not None:
+        rec.between_steps()
+    if not rec.cost_due():
+        rec.cost_step = None  # a measured step that never ended (it raised) ends here
+        return None
+    st = runner_state(runner)
+    st.speculative_num_steps = runner.num_spec_tokens
+    cost = rec.start_cost(st, len(scheduler_output.num_scheduled_tokens),
+                          runner.device.type == "cuda")
+    return step_cost.PhaseCost(None, cost.started, step_cost.slot(
+        step_cost.VERIFY, cost.bucket, st.speculative_num_steps))
+
+
+def _after_execute(ctx, runner, result) -> None:
+    """The target's pass is over: `verify`. vLLM returns None when `sample_tokens` follows;
+    anything else (a pipeline stage's intermediate tensors, an empty output) ends the step
+    here, unmeasured."""
+    rec = STATE.recorder
+    cost = None if rec is None else rec.cost_step
+    if cost is None:
+        return
+    if result is not None:
+        rec.cost_step = None
+        return
+    cost.clock.stop(ctx.started, ctx.slot)
+
+
+def _before_phase(phase: int):
+    def before(runner):
+        rec = STATE.recorder
+        cost = None if rec is None else rec.cost_step
+        if cost is None:
+            return None
+        return step_cost.PhaseCost(None, cost.clock.start(), step_cost.slot(
+            phase, cost.bucket, cost.worker.speculative_num_steps))
+    return before
+
+
+def _after_phase(ctx, runner, result) -> None:
+    rec = STATE.recorder
+    cost = None if rec is None else rec.cost_step
+    if cost is not None:
+        cost.clock.stop(ctx.started, ctx.slot)
+
+
+def _before_sample_tokens(runner):
+    rec = STATE.recorder
+    return None if rec is None else rec.cost_step
+
+
+def _after_sample_tokens(cost, runner, result) -> None:
+    """The measured step is over (`step`, and on the CPU when it ended)."""
+    rec = STATE.recorder
+    if rec is not None and rec.cost_step is cost:
+        rec.end_cost(cost)
+
+
 # -- wrap points ----------------------------------------------------------------------------
 _LOAD = WrapPoint("GPUModelRunner.load_model", "vllm.runner.load_model", after=_after_load_model)
 GPU_RUNNER = (
     _LOAD,
     WrapPoint("GPUModelRunner._sample", "vllm.runner.sample", before=_before_sample,
               reads=("logits", "spec_decode_metadata")),
+    # step cost: a step is execute_model then sample_tokens (see the module's docstring)
+    WrapPoint("GPUModelRunner.execute_model", "vllm.runner.execute_model",
+              before=_before_execute, after=_after_execute, after_needs_ctx=True,
+              reads=("scheduler_output",)),
+    WrapPoint("GPUModelRunner.propose_draft_token_ids", "vllm.runner.propose_draft",
+              before=_before_phase(step_cost.DRAFT), after=_after_phase, after_needs_ctx=True),
+    WrapPoint("GPUModelRunner.sample_tokens", "vllm.runner.sample_tokens",
+              before=_before_sample_tokens, after=_after_sample_tokens, after_needs_ctx=True),
 )
 CPU_RUNNER = (
     WrapPoint("CPUModelRunner.load_model", "vllm.runner.load_model", after=_after_load_model),
