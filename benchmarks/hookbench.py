@@ -582,7 +582,7 @@ class V2Step:
         self.i = 0
 
     def __call__(self) -> None:
-        w, bs = self.worker, self.bs
+        w = self.worker
         w.forward_batch_generation(self.batch)
         self.i = i = (self.i + 1) & 63
         self.processor.counts = list(self.lists[i])

@@ -53,6 +53,28 @@ def run_report(directory: str) -> dict:
     return json.loads(out.stdout)
 
 
+def run_vllm_program(script: str, models: str, prompts: list, workdir, env: dict,
+                     timeout: int) -> tuple:
+    """Run one of tests/programs' offline-`LLM` programs (MODELS DATA_DIR PROMPTS_JSON) in
+    the vLLM environment with spectrace's own settings left out of `env` (the program sets
+    them): its `RESULT` line and the report of what it wrote to `workdir/data` (its output
+    kept in `workdir/llm.log`)."""
+    env = {k: v for k, v in env.items() if not k.startswith("SPECTRACE_")}
+    out = subprocess.run([vllm_python_or_skip(), script, models, str(workdir / "data"),
+                          json.dumps(prompts)],
+                         capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    (workdir / "llm.log").write_text(out.stdout + out.stderr)
+    assert out.returncode == 0, out.stderr[-4000:]
+    [line] = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    return json.loads(line[len("RESULT "):]), run_report(workdir / "data")
+
+
+def by_role(report: dict, role: str) -> dict:
+    """The one process of `report` with that role (vLLM: engine_core, worker)."""
+    [p] = [p for p in report["processes"] if p["role"] == role]
+    return p
+
+
 def stop_each(runs) -> None:
     """Stop every run's server, also when stopping an earlier one fails."""
     errors = []

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import pytest
 
-from conftest import ROOT, run_report, vllm_python_or_skip
+from conftest import ROOT, by_role, run_vllm_program, vllm_python_or_skip
 from spectrace import signals as S
 
 pytestmark = pytest.mark.vllm
@@ -296,23 +296,11 @@ LLM_SCRIPT = os.path.join(ROOT, "tests", "programs", "vllm_offline_llm.py")
 @pytest.fixture(scope="module")
 def bypass(tiny_models, tmp_path_factory, vllm_server):
     from harness.vllm_server import vllm_env
-    python = vllm_python_or_skip()
+    vllm_python_or_skip()
     vllm_server.stop_all()  # one vLLM at a time
-    d = tmp_path_factory.mktemp("vllm-llm")
     env = vllm_env({"VLLM_ALLOW_INSECURE_SERIALIZATION": "1"})  # collective_rpc(callable)
-    env = {k: v for k, v in env.items() if not k.startswith("SPECTRACE_")}
-    out = subprocess.run([python, LLM_SCRIPT, tiny_models("bypass"), str(d / "data"),
-                          json.dumps(PROMPTS[:2])], capture_output=True, text=True, env=env,
-                         timeout=600, cwd=ROOT)
-    (d / "llm.log").write_text(out.stdout + out.stderr)
-    assert out.returncode == 0, out.stderr[-4000:]
-    [line] = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-    return json.loads(line[len("RESULT "):]), run_report(d / "data")
-
-
-def by_role(report: dict, role: str) -> dict:
-    [p] = [p for p in report["processes"] if p["role"] == role]
-    return p
+    return run_vllm_program(LLM_SCRIPT, tiny_models("bypass"), PROMPTS[:2],
+                            tmp_path_factory.mktemp("vllm-llm"), env, 600)
 
 
 def test_bypass_names_fc_bypass_and_its_cause(bypass):

@@ -12,13 +12,11 @@ vLLM environment (`SPECTRACE_VLLM_PYTHON`).
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import ROOT, run_report, vllm_python_or_skip
+from conftest import ROOT, by_role, run_vllm_program, vllm_python_or_skip
 
 pytestmark = pytest.mark.vllm
 
@@ -30,22 +28,10 @@ H, K = 128, 3  # the tiny models' hidden size, draft tokens per step
 @pytest.fixture(scope="module")
 def dflash(tiny_models, tmp_path_factory, vllm_server):
     from harness.vllm_server import vllm_env
-    python = vllm_python_or_skip()
+    vllm_python_or_skip()
     vllm_server.stop_all()  # one vLLM at a time
-    d = tmp_path_factory.mktemp("vllm-dflash")
-    env = {k: v for k, v in vllm_env().items() if not k.startswith("SPECTRACE_")}
-    out = subprocess.run([python, SCRIPT, tiny_models("random", pair="qwen3-dflash"),
-                          str(d / "data"), json.dumps(PROMPTS)], capture_output=True,
-                         text=True, env=env, timeout=900, cwd=ROOT)
-    (d / "llm.log").write_text(out.stdout + out.stderr)
-    assert out.returncode == 0, out.stderr[-4000:]
-    [line] = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-    return json.loads(line[len("RESULT "):]), run_report(d / "data")
-
-
-def by_role(report: dict, role: str) -> dict:
-    [p] = [p for p in report["processes"] if p["role"] == role]
-    return p
+    return run_vllm_program(SCRIPT, tiny_models("random", pair="qwen3-dflash"), PROMPTS,
+                            tmp_path_factory.mktemp("vllm-dflash"), vllm_env(), 900)
 
 
 def test_dflash_runs_and_both_processes_name_it(dflash):

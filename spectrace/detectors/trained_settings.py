@@ -3,7 +3,7 @@ compute with (`norm_before_residual`, `norm_output`, `norm_before_fc`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from .. import messages
 from ..runtimes import SGLANG, VLLM
