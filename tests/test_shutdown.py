@@ -59,6 +59,8 @@ def test_shutdown_takes_no_longer_with_spectrace(tiny_models, sglang_server, sto
     on, off = TIMES[stop, True], TIMES[stop, False]
     print(f"\n{stop}: {on:.2f} s with spectrace, {off:.2f} s without (from the signal until "
           f"every server process was gone)")
-    # SGLang's own shutdown varies by seconds between runs (its drain polls every 5 s);
-    # spectrace's final snapshot takes milliseconds (its wait is at most 2 s).
-    assert on <= off + 5
+    # A guard against a stop that hangs on spectrace (a final collection may run 30 s),
+    # not a timing measurement (benchmarks/stop_under_load.py prints those): SGLang's own
+    # shutdown varies between runs in steps of its drain's 5 s poll, more on a loaded
+    # machine (one fresh-clone run missed a 5 s bound), and spectrace's wait is at most 2 s.
+    assert on <= off + 15
