@@ -487,6 +487,23 @@ class Recorder:
         if not cost.clock.cuda:
             self.last_step_end = (cost.clock.now(), cost.bucket, k)
 
+    def start_phase(self, phase: int, span=None):
+        """A phase (`step_cost.DRAFT`, ...) of the step in flight starts: its `PhaseCost`,
+        timed when the step is measured, carrying `span` (the phase's child span when the
+        step is sampled as spans); None when neither. Both runtimes' phase hooks use it."""
+        cost = self.cost_step
+        if cost is None:
+            return None if span is None else step_cost.PhaseCost(span, None, -1)
+        return step_cost.PhaseCost(span, cost.clock.start(), step_cost.slot(
+            phase, cost.bucket, cost.worker.speculative_num_steps))
+
+    def stop_phase(self, ctx) -> None:
+        """The phase `start_phase` timed is over (not counted when its step ended first)."""
+        if ctx.slot >= 0:
+            cost = self.cost_step
+            if cost is not None:
+                cost.clock.stop(ctx.started, ctx.slot)
+
     def between_steps(self) -> None:
         """At a decode step's start: the time outside the worker since the measured step
         before it ended (CPU clocks only; cleared by a prefill)."""

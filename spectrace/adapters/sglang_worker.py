@@ -194,19 +194,13 @@ def start_phase(span_name: str, phase: int) -> step_cost.PhaseCost | None:
     if rec is None:
         return None
     span = None if rec.step_span is None else rec.tel.tracer.start_span(span_name)
-    cost = rec.cost_step
-    if cost is None:
-        return None if span is None else step_cost.PhaseCost(span, None, -1)
-    k = cost.worker.speculative_num_steps
-    return step_cost.PhaseCost(span, cost.clock.start(), step_cost.slot(phase, cost.bucket, k))
+    return rec.start_phase(phase, span)
 
 
 def end_phase(ctx: step_cost.PhaseCost) -> None:
-    if ctx.slot >= 0:
-        rec = STATE.recorder
-        cost = None if rec is None else rec.cost_step
-        if cost is not None:
-            cost.clock.stop(ctx.started, ctx.slot)
+    rec = STATE.recorder
+    if rec is not None:
+        rec.stop_phase(ctx)
     if ctx.span is not None:
         ctx.span.end()
 

@@ -138,25 +138,20 @@ def _after_execute(ctx, runner, result) -> None:
     if result is not None:
         rec.cost_step = None
         return
-    cost.clock.stop(ctx.started, ctx.slot)
+    rec.stop_phase(ctx)
 
 
 def _before_phase(phase: int):
     def before(runner):
         rec = STATE.recorder
-        cost = None if rec is None else rec.cost_step
-        if cost is None:
-            return None
-        return step_cost.PhaseCost(None, cost.clock.start(), step_cost.slot(
-            phase, cost.bucket, cost.worker.speculative_num_steps))
+        return None if rec is None else rec.start_phase(phase)
     return before
 
 
 def _after_phase(ctx, runner, result) -> None:
     rec = STATE.recorder
-    cost = None if rec is None else rec.cost_step
-    if cost is not None:
-        cost.clock.stop(ctx.started, ctx.slot)
+    if rec is not None:
+        rec.stop_phase(ctx)
 
 
 def _before_sample_tokens(runner):
