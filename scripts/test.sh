@@ -2,7 +2,7 @@
 # Set up everything the whole test suite needs if it is missing, then run it (all tiers;
 # README "Tests"). One line per step; the details go to .logs/ (each step names its log).
 #
-#   scripts/test.sh [PYTEST ARGS...]     e.g. scripts/test.sh -q, scripts/test.sh -m torch
+#   scripts/test.sh [PYTEST ARGS...]     e.g. scripts/test.sh -q, scripts/test.sh -m torch -n 0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/steps.sh
@@ -44,5 +44,10 @@ export SPECTRACE_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
 # on what they write.
 bash scripts/setup-env-trainers.sh .venv-trainers
 export SPECTRACE_TRAINERS_PYTHON="$PWD/.venv-trainers/bin/python"
-echo "running pytest $*"
-exec .venv/bin/python -m pytest "$@"
+# Two test modules at a time (pytest-xdist; SPECTRACE_TEST_WORKERS, 0 for one process): most
+# of the time goes to real servers starting and decoding, and a module keeps its own order
+# (its servers are module fixtures), so whole modules go to a worker (--dist loadfile).
+# Arguments given here come after, so `-n 0` or another `--dist` wins.
+workers=${SPECTRACE_TEST_WORKERS:-2}
+echo "running pytest -n $workers --dist loadfile $*"
+exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
