@@ -289,6 +289,36 @@ def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
         assert p["findings"] == [] and p["internal_errors"] == 0
 
 
+# -- a separate draft model (method "draft_model"), no aux hidden states -------------------------
+def test_draft_model_totals_equal_vllms_counters(tiny_models, vllm_server):
+    """vLLM's `draft_model` method with the target as its own draft: every draft token is
+    the target's own greedy choice, so every step accepts all K = 3 (accept length 4
+    exactly). The EngineCore's counts are vLLM's own counters position by position, the
+    worker's token agreement agrees everywhere, the method and the draft are recorded,
+    and nothing EAGLE-3-only is checked or raised (a standalone draft reads no aux hidden
+    states and has no fc)."""
+    models = tiny_models("partial")
+    run = vllm_server(models, env=FAST, timeout=600, method="draft_model",
+                      spec_extra={"model": os.path.join(models, "target")})
+    for prompt in PROMPTS[:3]:
+        run.server.complete(prompt, 24)
+    metrics = run.server.metrics()
+    report = run.settle(metrics[DRAFTS])
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    assert_matches_vllm(engine, metrics)
+    n = engine["drafts"]
+    assert engine["accept_length_counts"] == {"4": n}
+    assert engine["accepted_tokens"] == engine["draft_tokens"] == 3 * n
+    assert engine["spec_algorithm"] == worker["spec_algorithm"] == "draft_model"
+    assert engine["draft_model"] == os.path.join(models, "target")
+    assert engine["spans"] == engine["steps"] > 0
+    assert 0 < worker["agreement_drafts"] <= n
+    assert worker["agreement_per_position"] == [1.0, 1.0, 1.0]
+    assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
+    for p in (engine, worker):
+        assert p["findings"] == [] and p["internal_errors"] == 0
+
+
 # -- bypass, spectrace.instrument() with the offline LLM ----------------------------------------
 LLM_SCRIPT = os.path.join(ROOT, "tests", "programs", "vllm_offline_llm.py")
 
