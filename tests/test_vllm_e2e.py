@@ -319,6 +319,63 @@ def test_draft_model_totals_equal_vllms_counters(tiny_models, vllm_server):
         assert p["findings"] == [] and p["internal_errors"] == 0
 
 
+# -- Medusa heads on the target's last hidden state ----------------------------------------------
+def write_medusa_heads(target: str, out, heads: int = 3) -> str:
+    """A Medusa draft for `target` as vLLM's `Medusa` loads it (`MedusaModel`: per head one
+    residual block and an lm_head over the target's last hidden state), random weights
+    (seeded): a stand-in for a trained checkpoint, which does not exist at this size."""
+    import torch
+    from safetensors.torch import save_file
+    cfg = json.loads(open(os.path.join(target, "config.json")).read())
+    hidden, vocab = cfg["hidden_size"], cfg["vocab_size"]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump({"architectures": ["MedusaModel"], "model_type": "medusa",
+                   "hidden_size": hidden, "vocab_size": vocab, "num_heads": heads,
+                   "num_hidden_layers": 1, "torch_dtype": "float32"}, f)
+    g = torch.Generator().manual_seed(0)
+    weights = {}
+    for h in range(heads):
+        weights[f"blocks.{h}.layers.0.weight"] = torch.randn(hidden, hidden, generator=g) * 0.02
+        weights[f"lm_heads.{h}.weight"] = torch.randn(vocab, hidden, generator=g) * 0.02
+    save_file(weights, os.path.join(out, "model.safetensors"))
+    return str(out)
+
+
+def test_medusa_totals_equal_vllms_counters(tiny_models, vllm_server, tmp_path):
+    """vLLM's `medusa` method (heads on the target's last hidden state, no aux layers, no
+    fc): the EngineCore's counts are vLLM's own counters position by position; the
+    worker's agreement at position 0 is the acceptance there (greedy: a draft token is
+    accepted exactly when it is the target's choice); method and draft recorded; no
+    finding."""
+    models = tiny_models("partial")
+    heads = write_medusa_heads(os.path.join(models, "target"), tmp_path / "medusa")
+    run = vllm_server(models, env=FAST, timeout=600, method="medusa",
+                      spec_extra={"model": heads})
+    for prompt in PROMPTS[:3]:
+        run.server.complete(prompt, 24)
+    metrics = run.server.metrics()
+    report = run.settle(metrics[DRAFTS])
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    assert_matches_vllm(engine, metrics)
+    n = engine["drafts"]
+    counts = {int(k): v for k, v in engine["accept_length_counts"].items()}
+    assert sum(counts.values()) == n
+    assert engine["spec_algorithm"] == worker["spec_algorithm"] == "medusa"
+    assert engine["draft_model"] == heads
+    # every step is compared (agreement every step) unless its worker's last export lags:
+    # the compared steps are a subset of the counted ones, and on each of them position 0
+    # agrees exactly when it is accepted
+    compared = worker["agreement_drafts"]
+    assert 0 < compared <= n
+    agreed0, accepted0 = worker["agreement_per_position"][0] * compared, \
+        engine["accepted_per_position"][0]
+    assert agreed0 <= accepted0 + 1e-6 and accepted0 - agreed0 <= n - compared + 1e-6
+    assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
+    for p in (engine, worker):
+        assert p["findings"] == [] and p["internal_errors"] == 0
+
+
 # -- bypass, spectrace.instrument() with the offline LLM ----------------------------------------
 LLM_SCRIPT = os.path.join(ROOT, "tests", "programs", "vllm_offline_llm.py")
 
