@@ -114,9 +114,9 @@ def stop_keeping_logs(runs) -> None:
 @pytest.fixture(scope="module")
 def sglang_server(tmp_path_factory, request):
     """sglang_server(models_dir, env=None, **start_kwargs) -> ServerRun. At most one server
-    of a test module runs at a time (two cores): starting one stops the one before, whose
-    files stay readable; so a module orders its tests by server. The last one stops at
-    teardown."""
+    of a test module runs at a time (two cores; scripts/test.sh runs two modules at once,
+    so two servers at most): starting one stops the one before, whose files stay
+    readable; so a module orders its tests by server. The last one stops at teardown."""
     runs = []
 
     def start(models: str, env: dict | None = None, **kwargs) -> ServerRun:
