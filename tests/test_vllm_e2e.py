@@ -258,6 +258,31 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
     assert engine["requests"]["by_mean_acceptance_length"] == {"4.00-4.25": len(responses)}
 
 
+# -- methods without aux hidden states (n-gram, draft_model, medusa): shared steps -----------
+def serve_method(vllm_server, models: str, method: str, prompts: list,
+                 spec_extra: dict | None = None) -> tuple[dict, dict]:
+    """Serve `prompts` (24 tokens each) with `method`, once spectrace's totals reach vLLM's:
+    the (EngineCore, worker) processes of the report, the EngineCore's counts checked
+    against vLLM's own counters."""
+    run = vllm_server(models, env=FAST, method=method, timeout=600, spec_extra=spec_extra)
+    for prompt in prompts:
+        run.server.complete(prompt, 24)
+    metrics = run.server.metrics()
+    report = run.settle(metrics[DRAFTS])
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    assert_matches_vllm(engine, metrics)
+    return engine, worker
+
+
+def assert_method_without_aux(engine: dict, worker: dict, method: str) -> None:
+    """Both processes name `method`; nothing EAGLE-3-only is checked (no target-fed pass,
+    no expected width) or raised; no internal error."""
+    assert engine["spec_algorithm"] == worker["spec_algorithm"] == method
+    assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
+    for p in (engine, worker):
+        assert p["findings"] == [] and p["internal_errors"] == 0
+
+
 # -- n-gram proposals, no draft model -------------------------------------------------------
 REPEATING = [[5, 6, 7, 8] * 6, [9, 4, 9, 4, 9, 4, 9, 4]]
 
@@ -267,13 +292,8 @@ def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
     counts are vLLM's own `vllm:spec_decode_*` position by position, with the
     accept-length distribution and step spans; the worker (no draft model to audit)
     reports the token agreement and its identity, and no finding: nothing EAGLE-3-only."""
-    run = vllm_server(tiny_models("partial"), env=FAST, method="ngram", timeout=600)
-    for prompt in REPEATING + PROMPTS[:2]:
-        run.server.complete(prompt, 24)
-    metrics = run.server.metrics()
-    report = run.settle(metrics[DRAFTS])
-    engine, worker = run.process("engine_core", report), run.process("worker", report)
-    assert_matches_vllm(engine, metrics)
+    engine, worker = serve_method(vllm_server, tiny_models("partial"), "ngram",
+                                  REPEATING + PROMPTS[:2])
     n = engine["drafts"]
     counts = {int(k): v for k, v in engine["accept_length_counts"].items()}
     assert sum(counts.values()) == n and sum((k - 1) * v for k, v in counts.items()) == (
@@ -282,11 +302,8 @@ def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
     assert engine["requests"] is None  # no --per-request-spec-decode-metrics: vLLM keeps none
     # vLLM names the proposer as the "draft model" of an n-gram config
     assert engine["draft_model"] == "ngram" and engine["model"].endswith("/target")
-    assert engine["spec_algorithm"] == worker["spec_algorithm"] == "ngram"
     assert 0 < worker["agreement_drafts"] <= n and worker["tp_rank"] == 0
-    assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
-    for p in (engine, worker):
-        assert p["findings"] == [] and p["internal_errors"] == 0
+    assert_method_without_aux(engine, worker, "ngram")
 
 
 # -- a separate draft model (method "draft_model"), no aux hidden states -------------------------
@@ -298,25 +315,17 @@ def test_draft_model_totals_equal_vllms_counters(tiny_models, vllm_server):
     and nothing EAGLE-3-only is checked or raised (a standalone draft reads no aux hidden
     states and has no fc)."""
     models = tiny_models("partial")
-    run = vllm_server(models, env=FAST, timeout=600, method="draft_model",
-                      spec_extra={"model": os.path.join(models, "target")})
-    for prompt in PROMPTS[:3]:
-        run.server.complete(prompt, 24)
-    metrics = run.server.metrics()
-    report = run.settle(metrics[DRAFTS])
-    engine, worker = run.process("engine_core", report), run.process("worker", report)
-    assert_matches_vllm(engine, metrics)
+    target = os.path.join(models, "target")
+    engine, worker = serve_method(vllm_server, models, "draft_model", PROMPTS[:3],
+                                  spec_extra={"model": target})
     n = engine["drafts"]
     assert engine["accept_length_counts"] == {"4": n}
     assert engine["accepted_tokens"] == engine["draft_tokens"] == 3 * n
-    assert engine["spec_algorithm"] == worker["spec_algorithm"] == "draft_model"
-    assert engine["draft_model"] == os.path.join(models, "target")
+    assert engine["draft_model"] == target
     assert engine["spans"] == engine["steps"] > 0
     assert 0 < worker["agreement_drafts"] <= n
     assert worker["agreement_per_position"] == [1.0, 1.0, 1.0]
-    assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
-    for p in (engine, worker):
-        assert p["findings"] == [] and p["internal_errors"] == 0
+    assert_method_without_aux(engine, worker, "draft_model")
 
 
 # -- Medusa heads on the target's last hidden state ----------------------------------------------
@@ -326,7 +335,8 @@ def write_medusa_heads(target: str, out, heads: int = 3) -> str:
     (seeded): a stand-in for a trained checkpoint, which does not exist at this size."""
     import torch
     from safetensors.torch import save_file
-    cfg = json.loads(open(os.path.join(target, "config.json")).read())
+    with open(os.path.join(target, "config.json")) as f:
+        cfg = json.load(f)
     hidden, vocab = cfg["hidden_size"], cfg["vocab_size"]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
@@ -350,18 +360,11 @@ def test_medusa_totals_equal_vllms_counters(tiny_models, vllm_server, tmp_path):
     finding."""
     models = tiny_models("partial")
     heads = write_medusa_heads(os.path.join(models, "target"), tmp_path / "medusa")
-    run = vllm_server(models, env=FAST, timeout=600, method="medusa",
-                      spec_extra={"model": heads})
-    for prompt in PROMPTS[:3]:
-        run.server.complete(prompt, 24)
-    metrics = run.server.metrics()
-    report = run.settle(metrics[DRAFTS])
-    engine, worker = run.process("engine_core", report), run.process("worker", report)
-    assert_matches_vllm(engine, metrics)
+    engine, worker = serve_method(vllm_server, models, "medusa", PROMPTS[:3],
+                                  spec_extra={"model": heads})
     n = engine["drafts"]
     counts = {int(k): v for k, v in engine["accept_length_counts"].items()}
     assert sum(counts.values()) == n
-    assert engine["spec_algorithm"] == worker["spec_algorithm"] == "medusa"
     assert engine["draft_model"] == heads
     # every step is compared (agreement every step) unless its worker's last export lags:
     # the compared steps are a subset of the counted ones, and on each of them position 0
@@ -371,9 +374,7 @@ def test_medusa_totals_equal_vllms_counters(tiny_models, vllm_server, tmp_path):
     agreed0, accepted0 = worker["agreement_per_position"][0] * compared, \
         engine["accepted_per_position"][0]
     assert agreed0 <= accepted0 + 1e-6 and accepted0 - agreed0 <= n - compared + 1e-6
-    assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
-    for p in (engine, worker):
-        assert p["findings"] == [] and p["internal_errors"] == 0
+    assert_method_without_aux(engine, worker, "medusa")
 
 
 # -- bypass, spectrace.instrument() with the offline LLM ----------------------------------------
