@@ -168,8 +168,13 @@ def test_partial_step_cost_and_advisor_recommend_one_draft_token(partial):
     out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", run.data_dir],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert f"advisor: {final['best_num_steps']} draft steps" in out.stdout, out.stdout
-    assert f"num_speculative_tokens={final['best_num_steps']}" in out.stdout
+    # whichever setting the whole run's costs favour: on a loaded machine the sampled
+    # requests' steps can tip it to no speculation ("serve without --speculative-config")
+    if final["best_num_steps"] == final["configured_num_steps"]:
+        assert "advisor: keep 3 draft steps" in out.stdout, out.stdout
+    else:
+        assert (f"advisor: {final['best_num_steps']} draft steps" in out.stdout
+                and final["flags"] in out.stdout), out.stdout
 
 
 def test_each_requests_acceptance_is_vllms_own(partial):
