@@ -21,6 +21,10 @@ import types
 
 import torch
 
+# SGLang runs its sgl_kernel CPU ops (rmsnorm_cpu, ...) only on CPUs with AMX; the
+# harness stubs those ops, so this program takes the CPU path of a machine without it.
+torch._C._cpu._is_amx_tile_supported = torch.cpu._is_amx_tile_supported = lambda: False
+
 from benchmarks import hookbench as hb
 from harness import sglang_families as fams
 from spectrace.adapters import ADAPTERS
