@@ -28,6 +28,12 @@ import sys
 import time
 import traceback
 
+import torch
+
+# vLLM's CPU build takes AMX-only kernel paths on CPUs with AMX (its MTP draft then
+# asks for low-precision weights); this program takes the path of a machine without it.
+torch._C._cpu._is_amx_tile_supported = torch.cpu._is_amx_tile_supported = lambda: False
+
 import spectrace
 from harness import tiny_mla
 from harness import vllm_families as vf
