@@ -25,11 +25,11 @@ import torch
 # harness stubs those ops, so this program takes the CPU path of a machine without it.
 torch._C._cpu._is_amx_tile_supported = torch.cpu._is_amx_tile_supported = lambda: False
 
-from benchmarks import hookbench as hb
-from harness import sglang_families as fams
-from spectrace.adapters import ADAPTERS
-from spectrace.patching import Patcher
-from spectrace.safety import INTERNAL_ERRORS
+from benchmarks import hookbench as hb  # noqa: E402 (after the AMX override above)
+from harness import sglang_families as fams  # noqa: E402 (after the AMX override above)
+from spectrace.adapters import ADAPTERS  # noqa: E402 (after the AMX override above)
+from spectrace.patching import Patcher  # noqa: E402 (after the AMX override above)
+from spectrace.safety import INTERNAL_ERRORS  # noqa: E402 (after the AMX override above)
 
 OUT = sys.argv[1]
 H, L = fams.TEXT["hidden_size"], fams.L

@@ -34,11 +34,11 @@ import torch
 # asks for low-precision weights); this program takes the path of a machine without it.
 torch._C._cpu._is_amx_tile_supported = torch.cpu._is_amx_tile_supported = lambda: False
 
-import spectrace
-from harness import tiny_mla
-from harness import vllm_families as vf
-from spectrace.adapters import vllm_target
-from spectrace.process import STATE
+import spectrace  # noqa: E402 (after the AMX override above)
+from harness import tiny_mla  # noqa: E402 (after the AMX override above)
+from harness import vllm_families as vf  # noqa: E402 (after the AMX override above)
+from spectrace.adapters import vllm_target  # noqa: E402 (after the AMX override above)
+from spectrace.process import STATE  # noqa: E402 (after the AMX override above)
 
 WORK = sys.argv[1]
 ONLY = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
