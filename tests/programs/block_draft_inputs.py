@@ -21,15 +21,15 @@ import types
 
 import torch
 
-# SGLang runs its sgl_kernel CPU ops (rmsnorm_cpu, ...) only on CPUs with AMX; the
-# harness stubs those ops, so this program takes the CPU path of a machine without it.
-torch._C._cpu._is_amx_tile_supported = torch.cpu._is_amx_tile_supported = lambda: False
+from harness.cpu_isa import without_amx
 
-from benchmarks import hookbench as hb  # noqa: E402 (after the AMX override above)
-from harness import sglang_families as fams  # noqa: E402 (after the AMX override above)
-from spectrace.adapters import ADAPTERS  # noqa: E402 (after the AMX override above)
-from spectrace.patching import Patcher  # noqa: E402 (after the AMX override above)
-from spectrace.safety import INTERNAL_ERRORS  # noqa: E402 (after the AMX override above)
+without_amx()  # the CPU path CI's machines take (harness/cpu_isa.py)
+
+from benchmarks import hookbench as hb  # noqa: E402 (after without_amx)
+from harness import sglang_families as fams  # noqa: E402 (after without_amx)
+from spectrace.adapters import ADAPTERS  # noqa: E402 (after without_amx)
+from spectrace.patching import Patcher  # noqa: E402 (after without_amx)
+from spectrace.safety import INTERNAL_ERRORS  # noqa: E402 (after without_amx)
 
 OUT = sys.argv[1]
 H, L = fams.TEXT["hidden_size"], fams.L

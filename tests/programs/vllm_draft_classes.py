@@ -28,17 +28,15 @@ import sys
 import time
 import traceback
 
-import torch
+from harness.cpu_isa import without_amx
 
-# vLLM's CPU build takes AMX-only kernel paths on CPUs with AMX (its MTP draft then
-# asks for low-precision weights); this program takes the path of a machine without it.
-torch._C._cpu._is_amx_tile_supported = torch.cpu._is_amx_tile_supported = lambda: False
+without_amx()  # the CPU path CI's machines take (harness/cpu_isa.py)
 
-import spectrace  # noqa: E402 (after the AMX override above)
-from harness import tiny_mla  # noqa: E402 (after the AMX override above)
-from harness import vllm_families as vf  # noqa: E402 (after the AMX override above)
-from spectrace.adapters import vllm_target  # noqa: E402 (after the AMX override above)
-from spectrace.process import STATE  # noqa: E402 (after the AMX override above)
+import spectrace  # noqa: E402 (after without_amx)
+from harness import tiny_mla  # noqa: E402 (after without_amx)
+from harness import vllm_families as vf  # noqa: E402 (after without_amx)
+from spectrace.adapters import vllm_target  # noqa: E402 (after without_amx)
+from spectrace.process import STATE  # noqa: E402 (after without_amx)
 
 WORK = sys.argv[1]
 ONLY = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
