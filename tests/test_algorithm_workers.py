@@ -14,8 +14,12 @@ without weights and driven through spectrace's wrapped methods
   `_accept_block` (the block as a chain);
 - the step span's `spectrace.worker` names the worker's own class (STANDALONE and
   FROZEN_KV_MTP are counted as EAGLEWorkerV2 steps);
-- Uno cannot be imported here (it needs flashinfer): the test lists it with why, and
-  tests/test_wrap_points.py checks its wrap points against the wheel's source.
+- UNO: its module imports flashinfer (CUDA only), so the program imports it with a
+  stand-in for the one name bound at import (`flashinfer.top_k`, never called); then as
+  the others (counts, identity, steps), its real greedy accept (`_accept_and_pack`) read
+  as the scheduler hands it over (every proposal accepted fills its last position), and
+  its step's audit raising nothing on a target without aux capture, where the EAGLE
+  worker with an EAGLE-3 draft finds `aux.capture_disabled`.
 
 NGRAM and STANDALONE also run end to end (tests/test_e2e_algorithms.py).
 """
@@ -54,15 +58,31 @@ def results(tmp_path_factory) -> dict:
 def test_every_table_installs_on_the_real_classes(results):
     assert results["missing"] == []
     assert results["internal_errors"] == {}
-    # the one worker module of 0.5.23 that cannot be imported on this machine, and why
-    assert list(results["not_built"]) == ["sglang.srt.speculative.uno_worker_v2"]
-    assert "flashinfer" in results["not_built"]["sglang.srt.speculative.uno_worker_v2"]
+    # every worker module of 0.5.23 is built here (UNO's with the flashinfer stand-in)
+    assert results["not_built"] == {}
+    # the algorithm points are optional: each class's own methods were wrapped
+    wrapped = {k: sorted(v) for k, v in results["wrapped"].items()}
+    for worker in ("FrozenKVMTPWorkerV2", "DSparkWorkerV2", "UnoWorkerV2"):
+        assert wrapped[worker] == ["__init__", "forward_batch_generation"]
+    assert wrapped["StandaloneWorkerV2"] == ["__init__"]
+    assert wrapped["NGRAMWorker"] == ["__init__", "forward_batch_generation",
+                                      "on_verify_complete_cpu"]
+
+
+def test_flashinfer_stand_in_only_for_unos_import_and_never_called(results):
+    """flashinfer is CUDA only: UNO's modules bind exactly `top_k` of it at import time;
+    the stand-in was needed (no flashinfer here), is held only there, was never called by
+    anything the program drove, and is gone from `sys.modules` afterwards."""
+    assert results["flashinfer_standin"] == {
+        "used": True, "calls": [], "left_in_sys_modules": False,
+        "bound_by": ["sglang.kernels.ops.speculative.uno_tree._flashinfer_top_k",
+                     "sglang.srt.speculative.uno_utils._flashinfer_top_k"]}
 
 
 @pytest.mark.parametrize("worker", ["EAGLEWorkerV2", "StandaloneWorkerV2",
                                     "FrozenKVMTPWorkerV2", "MultiLayerEagleWorkerV2",
-                                    "DFlashWorkerV2", "DSparkWorkerV2", "NGRAMWorker",
-                                    "PluginWorker"])
+                                    "DFlashWorkerV2", "DSparkWorkerV2", "UnoWorkerV2",
+                                    "NGRAMWorker", "PluginWorker"])
 def test_counts_reach_the_recorder_for_every_algorithm(results, worker):
     got = results["counts"][worker]
     assert (got["drafts"], got["accepted"]) == (DRAFTS, ACCEPTED)
@@ -80,14 +100,14 @@ def test_a_plugin_algorithm_is_sglangs_own_registration(results):
 @pytest.mark.parametrize("worker,algorithm", [
     ("StandaloneWorkerV2", "STANDALONE"), ("FrozenKVMTPWorkerV2", "FROZEN_KV_MTP"),
     ("MultiLayerEagleWorkerV2", "EAGLE"), ("DFlashWorkerV2", "DFLASH"),
-    ("DSparkWorkerV2", "DSPARK"), ("NGRAMWorker", "NGRAM")])
+    ("DSparkWorkerV2", "DSPARK"), ("UnoWorkerV2", "UNO"), ("NGRAMWorker", "NGRAM")])
 def test_constructors_record_the_worker_identity(results, worker, algorithm):
     assert results["identity"][worker] == {"spec_algorithm": algorithm, "spec_worker": worker,
                                            "draft_model": "/drafts/d", "model": "target-m"}
 
 
 @pytest.mark.parametrize("worker", ["MultiLayerEagleWorkerV2", "DFlashWorkerV2",
-                                    "DSparkWorkerV2", "NGRAMWorker"])
+                                    "DSparkWorkerV2", "UnoWorkerV2", "NGRAMWorker"])
 def test_own_steps_count_decode_not_prefill(results, worker):
     """One prefill and two decode batches: two steps, under the worker's class; the
     sampled span is ended although the original failed on the stub batch."""
@@ -139,3 +159,22 @@ def test_dflash_agreement_on_its_real_accept(results, run, steps):
     assert got["agreement_per_position"] == [2 * steps // 4, 0, 2 * steps // 4]
     assert got["sglang_accept_lens"] == [1, 1]
     assert got["steps"] == {"DFlashWorkerV2": steps}
+
+
+def test_uno_counts_from_its_real_accept(results):
+    """UNO's greedy accept (`UnoWorkerV2._accept_and_pack`, F = 4: the seed and 3
+    proposals) accepts 3 and 1; SGLang's accept lengths count the seed and the correction
+    (+ 2), which the scheduler takes off before `on_verify_complete_cpu`. Every proposal
+    accepted fills the last of `speculative_num_draft_tokens - 1` positions (linear UNO's
+    `speculative_num_steps` is 1: the tree depth)."""
+    assert results["uno_counts"] == {"sglang_accept_lens": [5, 3], "counts": [3, 1],
+                                     "drafts": 2, "accepted": 4, "draft_tokens": 6,
+                                     "per_position": [2, 1, 1]}
+
+
+def test_uno_step_raises_no_eagle3_finding(results):
+    """The step hook's audit on SGLang's real Llama target whose aux capture was never
+    switched on: UNO has no draft model (its draft pass is the target's, with UNO's LoRA),
+    so nothing; the EAGLE worker with an EAGLE-3 draft on the same target finds it."""
+    assert results["audit"] == {"UnoWorkerV2": {},
+                                "EAGLEWorkerV2": {"aux.capture_disabled": 1}}

@@ -11,10 +11,15 @@ What stands in for what cannot run here, and nothing else:
 - a step's original method (not FROZEN_KV_MTP's) fails on the stub batch after its hook
   ran, and the error is caught here; multi-layer EAGLE's `run_eagle_verify` is stood in
   as FROZEN_KV_MTP's is; DFlash's `_accept_block` runs for real (greedy, on the CPU) with
-  its TP sync a no-op (one rank).
+  its TP sync a no-op (one rank);
+- `flashinfer` (CUDA only, not installable here) for the import of Uno's module alone: its
+  modules bind one name of it at import time, `top_k` (`FlashinferStandIn`); nothing of it
+  runs in the driven methods (its one function raises if called, and the program reports
+  every call: none).
 
     python tests/programs/algorithm_workers.py OUTPUT_DIR   (needs SGLang; cpu_env)
 """
+import contextlib
 import glob
 import importlib
 import importlib.util
@@ -42,6 +47,58 @@ from sglang.srt.speculative import base_spec_worker, eagle_worker_v2  # noqa: E4
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 result = {"not_built": {}, "counts": {}, "identity": {}, "steps": {}, "missing": []}
+UNO = "sglang.srt.speculative.uno_worker_v2"
+
+
+class FlashinferStandIn:
+    """A stand-in for `flashinfer`, which is CUDA only (it cannot be installed on this
+    machine), for the import of Uno's module alone. Of the modules that import brings in,
+    two bind exactly one name of it at import time, `from flashinfer import top_k`:
+    `srt/speculative/uno_utils.py` (UNO's sampled, non-greedy proposals and verify) and
+    `kernels/ops/speculative/uno_tree.py` (the tree proposal, top-k > 1). Both are called
+    only from a decode step's forward, which the driven methods never reach (the step's
+    original stops at `_validate_batch` on the stub batch; `_accept_and_pack`, the greedy
+    accept, is plain torch): the stand-in's `top_k` raises if called, and every call is
+    reported (`calls`; none expected).
+
+    It is in `sys.modules` only while that module is imported, and only where no real
+    flashinfer exists; removed afterwards, so no later import sees it."""
+
+    NAMES = ("top_k",)
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.module = types.ModuleType("flashinfer")
+        self.module.__doc__ = "spectrace test stand-in: flashinfer is CUDA only"
+
+        def top_k(*args, **kwargs):
+            self.calls.append("top_k")
+            raise NotImplementedError("flashinfer stand-in (tests/programs/algorithm_workers.py):"
+                                      " flashinfer is CUDA only; not for forward passes")
+        self.module.top_k = top_k
+        self.used = False
+
+    @contextlib.contextmanager
+    def installed(self):
+        if importlib.util.find_spec("flashinfer") is not None:
+            yield  # the real one
+            return
+        sys.modules["flashinfer"] = self.module
+        self.used = True
+        try:
+            yield
+        finally:
+            del sys.modules["flashinfer"]
+
+    def bound_by(self) -> list[str]:
+        """Where SGLang's modules hold the stand-in's functions (`module.name`)."""
+        ours = {id(getattr(self.module, n)) for n in self.NAMES}
+        return sorted(f"{m.__name__}.{k}" for m in list(sys.modules.values())
+                      if getattr(m, "__name__", "").startswith("sglang")
+                      for k, v in list(vars(m).items()) if id(v) in ours)
+
+
+flashinfer = FlashinferStandIn()
 
 # -- every worker module of the installed SGLang, spectrace's tables applied -------------
 patcher = Patcher()
@@ -53,14 +110,19 @@ for name, ref in ADAPTERS.items():
             importlib.util.find_spec(name) is None:
         continue  # not in this release (the v1 eagle worker)
     try:
-        mod = importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - e.g. Uno needs flashinfer (CUDA only)
+        with flashinfer.installed() if name == UNO else contextlib.nullcontext():
+            mod = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - a module that cannot be built here, and why
         result["not_built"][name] = f"{type(exc).__name__}: {exc}"
         continue
     adapter, table = ref.split(":")
     patcher.apply(mod, getattr(importlib.import_module(adapter), table))
     modules[name] = mod
 result["missing"] = patcher.missing
+# the algorithm points are optional (older releases lack some): which installed, per class
+result["wrapped"] = {}
+for p in patcher.patches:
+    result["wrapped"].setdefault(getattr(p.owner, "__name__", str(p.owner)), []).append(p.attr)
 
 
 class PluginWorker(base_spec_worker.BaseSpecWorker):
@@ -305,5 +367,57 @@ def dflash_run(every: int, steps: int, with_predict: bool) -> dict:
 
 result["dflash"] = dflash_run(every=4, steps=12, with_predict=True)
 result["dflash_logits_only"] = dflash_run(every=4, steps=8, with_predict=False)
+
+
+# -- UNO: its real greedy accept, the counts as the scheduler hands them over ------------
+def uno_counts() -> dict:
+    """`UnoWorkerV2._accept_and_pack` (SGLang's greedy accept of linear UNO: the seed, then
+    F - 1 proposals, against the target's top-1) on 2 requests, one accepting every
+    proposal; the scheduler hands over `accept_lens - num_non_draft_tokens_per_req`
+    (`_resolve_spec_v2_tokens`; UNO's results set 2: the seed and the correction)."""
+    from sglang.srt.speculative.uno_worker_v2 import UnoWorkerV2
+    candidates = torch.tensor([[1, 5, 6, 7], [1, 5, 6, 7]])  # F = N = 4: 3 proposals
+    target_top1 = torch.tensor([[5, 6, 7, 8], [5, 9, 7, 8]])  # all 3 accepted; the first only
+    _, accept_lens, _, _ = UnoWorkerV2._accept_and_pack(
+        candidates=candidates, target_top1=target_top1,
+        committed_seq_lens=torch.zeros(BS, dtype=torch.int64))
+    counts = [n - 2 for n in accept_lens.tolist()]
+    # the fields its constructor sets for linear UNO (top-k 1): F draft tokens, tree depth 1
+    w = bare(UnoWorkerV2, speculative_num_draft_tokens=N, speculative_num_steps=1, topk=1)
+    with hb.own_recorder(os.path.join(OUT, "uno-counts")) as rec:
+        w.on_verify_complete_cpu(counts, batch_size=BS)
+        rec.acceptance.fold()
+        a = rec.acceptance
+        return {"sglang_accept_lens": accept_lens.tolist(), "counts": counts,
+                "drafts": a.drafts, "accepted": a.accepted, "draft_tokens": a.draft_tokens,
+                "per_position": list(a.per_position)}
+
+
+# -- the step hook's audit on a real target whose capture was never switched on: UNO has
+# no draft model (its draft pass is the target's own, with UNO's LoRA), so no finding;
+# the EAGLE worker with an EAGLE-3 draft on the same target, for contrast, finds one
+def audit_findings(cls, label: str, **attrs) -> dict:
+    target = fams.build("llama")  # SGLang's real Llama, meta device, no aux capture
+    w = bare(cls, _target_worker=types.SimpleNamespace(
+        model_runner=types.SimpleNamespace(model=target)), **attrs)
+    with hb.own_recorder(os.path.join(OUT, "audit-" + label)) as rec:
+        try:
+            cls.forward_batch_generation(w, batch(ForwardMode.DECODE))
+        except Exception:  # noqa: BLE001 - the original, on the stub batch
+            pass
+        return dict(rec._finding_counts)
+
+
+if UNO in modules:
+    result["uno_counts"] = uno_counts()
+    result["audit"] = {
+        "UnoWorkerV2": audit_findings(modules[UNO].UnoWorkerV2, "uno"),
+        "EAGLEWorkerV2": audit_findings(
+            eagle_worker_v2.EAGLEWorkerV2, "eagle3",
+            _draft_worker=types.SimpleNamespace(
+                draft_runner=types.SimpleNamespace(model=fams.build_draft([2, 4, 5]))))}
+result["flashinfer_standin"] = {"used": flashinfer.used, "bound_by": flashinfer.bound_by(),
+                                "calls": flashinfer.calls,
+                                "left_in_sys_modules": "flashinfer" in sys.modules}
 result["internal_errors"] = dict(INTERNAL_ERRORS.counts)
 print("RESULT " + json.dumps(result))
