@@ -44,12 +44,13 @@ def vllm_env(extra: dict | None = None) -> dict:
 
 def server_args(models: str, port: int, k: int = 3, method: str = "eagle3",
                 spec_extra: dict | None = None) -> list[str]:
-    """`method` "ngram": prompt-lookup proposals (up to 3-grams), no draft model.
-    `spec_extra`: more `--speculative-config` keys (e.g. `rejection_sample_method`)."""
+    """`method` "ngram": prompt-lookup proposals (up to 3-grams), no draft model; "suffix":
+    Arctic Inference's suffix trees, no draft model. `spec_extra`: more
+    `--speculative-config` keys (e.g. `rejection_sample_method`)."""
     spec = {"method": method, "num_speculative_tokens": k}
     if method == "ngram":
         spec.update(prompt_lookup_max=3, prompt_lookup_min=1)
-    else:
+    elif method != "suffix":
         spec["model"] = os.path.join(models, "draft")
     spec.update(spec_extra or {})
     return ["-m", "vllm.entrypoints.openai.api_server",

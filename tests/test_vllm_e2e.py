@@ -7,7 +7,9 @@ Each of spectrace's three doors is used once: `SPECTRACE_ENABLED=1` (partial mod
 `spectrace-run` (full, vLLM logging no stats), `spectrace.instrument()` in code with the
 offline `LLM` (bypass). Acceptance is exactly known: `partial` accepts one draft token
 per step, `full` all three; where vLLM keeps stats, spectrace's totals are compared with
-its own `vllm:spec_decode_*` counters from its `/metrics`.
+its own `vllm:spec_decode_*` counters from its `/metrics`. The methods without aux
+hidden states (n-gram, suffix, draft_model, medusa) are served the same way
+(`serve_method`): counts equal to vLLM's, the method recorded, no finding.
 """
 from __future__ import annotations
 
@@ -264,7 +266,7 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
     assert engine["requests"]["by_mean_acceptance_length"] == {"4.00-4.25": len(responses)}
 
 
-# -- methods without aux hidden states (n-gram, draft_model, medusa): shared steps -----------
+# -- methods without aux hidden states (n-gram, suffix, draft_model, medusa): shared steps ---
 def serve_method(vllm_server, models: str, method: str, prompts: list,
                  spec_extra: dict | None = None) -> tuple[dict, dict]:
     """Serve `prompts` (24 tokens each) with `method`, once spectrace's totals reach vLLM's:
@@ -310,6 +312,31 @@ def test_ngram_totals_equal_vllms_counters(tiny_models, vllm_server):
     assert engine["draft_model"] == "ngram" and engine["model"].endswith("/target")
     assert 0 < worker["agreement_drafts"] <= n and worker["tp_rank"] == 0
     assert_method_without_aux(engine, worker, "ngram")
+
+
+# -- suffix decoding (Arctic Inference's suffix trees), no draft model --------------------------
+def test_suffix_totals_equal_vllms_counters(tiny_models, vllm_server):
+    """vLLM's `suffix` method (Arctic Inference's suffix trees over each prompt and the
+    responses it has cached, scripts/setup-env-vllm.sh; no draft model, no fc; up to K = 3
+    draft tokens a step, as many as the tree offers): the EngineCore's counts are vLLM's own
+    counters position by position, however many draft tokens each step had. The second
+    request repeats the first's prompt, so its drafts come from the first's cached
+    response, which greedy decoding repeats: drafts are accepted. The worker's agreement
+    at position 0 is the acceptance there (greedy); method recorded; no finding."""
+    engine, worker = serve_method(vllm_server, tiny_models("partial"), "suffix",
+                                  [REPEATING[0], REPEATING[0]] + PROMPTS[:2])
+    n = engine["drafts"]
+    counts = {int(k): v for k, v in engine["accept_length_counts"].items()}
+    assert sum(counts.values()) == n and sum((k - 1) * v for k, v in counts.items()) == (
+        engine["accepted_tokens"]) > 0
+    assert engine["spans"] == engine["steps"] > 0
+    assert engine["draft_model"] == "suffix"  # vLLM names the method, as for n-gram
+    compared = worker["agreement_drafts"]
+    assert 0 < compared <= n
+    agreed0 = worker["agreement_per_position"][0] * compared
+    accepted0 = engine["accepted_per_position"][0]
+    assert agreed0 <= accepted0 + 1e-6 and accepted0 - agreed0 <= n - compared + 1e-6
+    assert_method_without_aux(engine, worker, "suffix")
 
 
 # -- a separate draft model (method "draft_model"), no aux hidden states -------------------------
