@@ -2,10 +2,12 @@
 
 An adapter states what it wraps as a tuple of `WrapPoint`s: the class and method (or a
 module-level function), the hooks that run around it, and the feature test that selects
-it. `Patcher.apply(module, points)` installs them with wrapt when the runtime's module is
-imported, remembers the originals so `uninstrument()` can put back the very same objects,
-and records every required wrap point the installed release lacks (the others still
-install). A new draft class or runtime is a new table plus its hook functions.
+it. `Patcher.apply(module, points)` installs them when the runtime's module is imported
+(a plain function takes the original's place, `safety.guarded_function`; wrapt wraps
+anything else and the points that bring their own wrapper), remembers the originals so
+`uninstrument()` can put back the very same objects, and records every required wrap
+point the installed release lacks (the others still install). A new draft class or
+runtime is a new table plus its hook functions.
 
 A `before` hook takes the wrapped call's arguments by name: a point's `reads` names the
 parameters it takes, and `arg_reader` finds where each sits (position or keyword) in the
@@ -18,12 +20,14 @@ import inspect
 import logging
 import sys
 from dataclasses import dataclass
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any, Callable, Literal, Union
 
 import wrapt
 
-from .safety import NO_READS, INTERNAL_ERRORS, After, Before, Cleanup, Reads, guarded_wrapper
+from .safety import (
+    NO_READS, INTERNAL_ERRORS, After, Before, Cleanup, Reads, guarded_function, guarded_wrapper,
+)
 
 log = logging.getLogger("spectrace")
 
@@ -99,16 +103,25 @@ class WrapPoint:
     required: bool = True
     make_wrapper: Callable[[ModuleType], Callable] | None = None
 
-    def wrapper(self, module: ModuleType, original: Any, method: bool):
-        """The wrapt wrapper for `original` (the function found on the owner; `method`:
-        called with an instance), its argument positions resolved now."""
+    def replacement(self, module: ModuleType, original: Any, method: bool):
+        """What takes the place of `original` (the object found in the owner's namespace;
+        `method`: the owner is a class), its argument positions resolved now: a plain
+        function (`safety.guarded_function`; in a staticmethod or classmethod where the
+        original was one), or a wrapt `FunctionWrapper` for a point that brings its own
+        wrapper or an original that is not a plain function."""
         if self.make_wrapper is not None:
-            return self.make_wrapper(module)
+            return wrapt.FunctionWrapper(original, self.make_wrapper(module))
+        function, kind = original, None
         if isinstance(original, (staticmethod, classmethod)):
-            original, method = original.__func__, isinstance(original, classmethod)
-        return guarded_wrapper(self.hook, before=self.before, after=self.after,
-                               cleanup=self.cleanup, after_needs_ctx=self.after_needs_ctx,
-                               reads=arg_reader(original, self.reads, method))
+            function, kind = original.__func__, type(original)
+            method = kind is classmethod
+        hooks = dict(before=self.before, after=self.after, cleanup=self.cleanup,
+                     after_needs_ctx=self.after_needs_ctx,
+                     reads=arg_reader(function, self.reads, method))
+        if not isinstance(function, FunctionType):
+            return wrapt.FunctionWrapper(original, guarded_wrapper(self.hook, **hooks))
+        replaced = guarded_function(self.hook, function, method, **hooks)
+        return replaced if kind is None else kind(replaced)
 
 
 @dataclass
@@ -150,15 +163,29 @@ class Patcher:
                     self.note_missing(f"{where}.{' / '.join(names)}")
                 continue
             try:
-                wrapper = point.wrapper(module, vars(owner)[attr], owner is not module)
+                replacement = point.replacement(module, vars(owner)[attr], owner is not module)
             except (MissingParameter, TypeError, ValueError) as exc:  # no readable signature
                 self.note_missing(f"{where}.{attr}({exc})")
                 continue
-            self.wrap(owner, attr, wrapper, where)
+            self.replace(owner, attr, replacement, where)
 
     def wrap(self, owner: Any, attr: str, wrapper, where: str) -> bool:
-        """Wrap `owner.attr` (defined on `owner` itself). One wrapt cannot wrap is
-        recorded as missing, and the other hooks still install."""
+        """Wrap `owner.attr` (defined on `owner` itself) in the wrapt wrapper `wrapper`."""
+        original = vars(owner).get(attr) if _has_dict(owner) else None
+        try:
+            replacement = None if original is None else wrapt.FunctionWrapper(original, wrapper)
+        except Exception as exc:  # noqa: BLE001 - skip this hook, keep the others
+            INTERNAL_ERRORS.record(f"wrap:{where}.{attr}", exc)
+            replacement = None
+        if replacement is None:
+            self.note_missing(f"{where}.{attr}")
+            return False
+        return self.replace(owner, attr, replacement, where)
+
+    def replace(self, owner: Any, attr: str, replacement, where: str) -> bool:
+        """Put `replacement` in the place of `owner.attr` (defined on `owner` itself),
+        remembering the original. One that cannot be replaced is recorded as missing, and
+        the other hooks still install."""
         original = vars(owner).get(attr) if _has_dict(owner) else None
         if original is None:
             self.note_missing(f"{where}.{attr}")
@@ -166,7 +193,7 @@ class Patcher:
         if self.is_patched(owner, attr):
             return True
         try:
-            wrapt.wrap_function_wrapper(owner, attr, wrapper)
+            setattr(owner, attr, replacement)
         except Exception as exc:  # noqa: BLE001 - skip this hook, keep the others
             INTERNAL_ERRORS.record(f"wrap:{where}.{attr}", exc)
             self.note_missing(f"{where}.{attr}")
@@ -178,6 +205,16 @@ class Patcher:
         for p in reversed(self.patches):
             setattr(p.owner, p.attr, p.original)
         self.patches.clear()
+
+
+def is_installed(obj: Any) -> bool:
+    """`obj`, found in a class's or module's namespace, is a spectrace hook the Patcher put
+    there (a `guarded_function`, in a staticmethod or classmethod too, or a wrapt wrapper
+    around one of spectrace's wrappers)."""
+    inner = getattr(obj, "__func__", obj)
+    if isinstance(inner, wrapt.FunctionWrapper):
+        inner = inner._self_wrapper
+    return callable(inner) and hasattr(inner, "spectrace_hook")
 
 
 def _has_dict(owner: Any) -> bool:

@@ -210,7 +210,8 @@ def test_autostart_with_sglang_import(tmp_path, port, wrapped):
     (control) gets it wrapped."""
     code = ("import spectrace.autostart as a; a.on_interpreter_start(); "
             "import sglang.srt.models.llama_eagle3 as m; "
-            "print('wrapped', type(m.LlamaModel.__dict__['forward']).__name__ == 'FunctionWrapper')")
+            "from spectrace.patching import is_installed; "
+            "print('wrapped', is_installed(m.LlamaModel.__dict__['forward']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path, env=_clean_env(
                              SPECTRACE_ENABLED="1", SPECTRACE_PROMETHEUS_PORT=port,

@@ -471,12 +471,15 @@ def test_release_lacking_a_wrap_point_installs_the_rest():
             "import sglang.srt.models.llama_eagle3 as m\n"
             "del m.LlamaForCausalLMEagle3.load_weights\n"
             "import spectrace; spectrace.instrument()\n"
-            "print('forward', type(m.LlamaModel.__dict__['forward']).__name__)\n"
+            "from spectrace.patching import is_installed\n"
+            "print('forward', type(m.LlamaModel.__dict__['forward']).__name__,\n"
+            "      is_installed(m.LlamaModel.__dict__['forward']))\n"
             "spectrace.uninstrument()\n"
-            "print('restored', type(m.LlamaModel.__dict__['forward']).__name__)")
+            "print('restored', type(m.LlamaModel.__dict__['forward']).__name__,\n"
+            "      is_installed(m.LlamaModel.__dict__['forward']))")
     out = _run(code)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "forward FunctionWrapper" in out.stdout and "restored function" in out.stdout
+    assert "forward function True" in out.stdout and "restored function False" in out.stdout
     assert ("has no sglang.srt.models.llama_eagle3.LlamaForCausalLMEagle3.load_weights; "
             "that hook is not installed, the others are") in out.stderr
 

@@ -153,4 +153,5 @@ def load_weights_wrapper(hook: str, module, report, deferred=None, by_tensor: bo
             except Exception as exc:  # noqa: BLE001
                 INTERNAL_ERRORS.record(hook, exc)
         return result
+    wrapper.spectrace_hook = hook
     return wrapper

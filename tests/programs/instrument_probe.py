@@ -29,7 +29,8 @@ def current():
 
 
 def wrapped(objs):
-    return [hasattr(o, "__wrapped__") and type(o).__name__ == "FunctionWrapper" for o in objs]
+    from spectrace.patching import is_installed
+    return [hasattr(o, "__wrapped__") and is_installed(o) for o in objs]
 
 
 def after_import() -> dict:

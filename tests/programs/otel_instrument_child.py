@@ -15,13 +15,14 @@ import sglang.srt.speculative.eagle_worker_v2 as w2
 
 import spectrace
 from spectrace.otel_instrumentor import SpectraceInstrumentor
+from spectrace.patching import is_installed
 
 POINTS = [(e3.LlamaModel, "forward"), (e3.LlamaForCausalLMEagle3, "load_weights"),
           (w2.EAGLEWorkerV2, "verify"), (w2.EAGLEWorkerV2, "on_verify_complete_cpu")]
 
 
 def wrapped():
-    return [type(vars(c)[a]).__name__ == "FunctionWrapper" for c, a in POINTS]
+    return [is_installed(vars(c)[a]) for c, a in POINTS]
 
 
 out = {"auto": wrapped(), "active": spectrace.is_instrumented()}

@@ -14,7 +14,7 @@ from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from torch import nn
 
 from spectrace.adapters import sglang_eagle3
-from spectrace.patching import Patcher
+from spectrace.patching import Patcher, is_installed
 from spectrace.safety import INTERNAL_ERRORS
 
 records = []
@@ -30,7 +30,7 @@ logging.getLogger("spectrace").addHandler(H())
 patcher = Patcher()
 original = m.LlamaModel.__dict__["forward"]
 patcher.apply(m, sglang_eagle3.LLAMA_EAGLE3)  # spectrace's real adapter on SGLang's real class
-assert type(m.LlamaModel.__dict__["forward"]).__name__ == "FunctionWrapper"
+assert is_installed(m.LlamaModel.__dict__["forward"])
 
 # Stand-in instance (LlamaModel's constructor needs SGLang's distributed groups): built
 # without __init__, with real torch modules where SGLang's forward reads them. It has no
