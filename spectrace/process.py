@@ -82,7 +82,8 @@ def recorder(role: str = signals.ROLE_SCHEDULER) -> Recorder | None:
             STATE.recorder = Recorder(STATE.config, STATE.telemetry,
                                       counted=counted(STATE.identity))
             from .export import final_flush
-            final_flush.install(STATE.telemetry.flush_targets())
+            final_flush.install(STATE.telemetry.flush_targets(
+                before_spans=STATE.recorder.emit_request_spans))
         return STATE.recorder
 
 

@@ -20,12 +20,13 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from . import signals, step_cost
 from .config import Config
 from .findings import Finding
-from .safety import INTERNAL_ERRORS
+from .safety import DROPPED, INTERNAL_ERRORS
 from .export.providers import ProcessTelemetry
 
 log = logging.getLogger("spectrace")
 
 EVENTS_PER_CODE = 20  # findings written in full per code and process; the rest are counted
+MAX_PENDING_SPANS = 4096  # sampled requests waiting for `emit_request_spans`; more are dropped
 
 
 class PositionCounts(NamedTuple):
@@ -134,28 +135,37 @@ class AcceptanceTotals:
 
     def _fold_context(self, items: list) -> None:
         """Count request-steps by (context bucket, accept length): per speculative-step
-        setting, every step's buckets and counts concatenated and counted in one
-        `numpy.bincount`. A step whose lengths do not match its counts goes to `unknown`."""
+        setting, every step's counts and lengths concatenated, bucketed and counted in one
+        `numpy.bincount` (per step only a list extend and an array view: the collecting
+        thread holds the interpreter lock the decode loop needs). A step whose lengths do
+        not match its counts goes to `unknown`."""
         import numpy
         from .detectors.context import BUCKETS, UNKNOWN, bucket_index
-        groups: dict[int, tuple[list, list]] = {}
         nb = len(BUCKETS) + 1  # the last index: unknown
+        groups: dict[int, tuple[list, list, list]] = {}  # counts, their lengths; unknown
         for counts, steps, lengths in items:
-            c = numpy.asarray(counts, dtype=numpy.int64).ravel()
             try:
-                b = bucket_index(numpy.asarray(lengths).ravel())
+                lens = numpy.asarray(lengths).ravel()
+                matched = lens.dtype.kind in "iuf" and lens.shape[0] == len(counts)
             except (TypeError, ValueError):
-                b = None
-            if b is None or b.shape != c.shape:
-                b = numpy.full(c.shape, nb - 1)
-            group = groups.setdefault(int(steps), ([], []))
-            group[0].append(numpy.clip(c, 0, steps))
-            group[1].append(b)
+                matched = False
+            group = groups.get(steps)
+            if group is None:
+                group = groups[steps] = ([], [], [])
+            if matched:
+                group[0].extend(counts)
+                group[1].append(lens)
+            else:
+                group[2].extend(counts)
         names = BUCKETS + (UNKNOWN,)
-        for steps, (cs, bs) in groups.items():
+        for steps, (cs, ls, unknown) in groups.items():
+            steps = int(steps)
             width = steps + 1
-            tally = numpy.bincount(numpy.concatenate(bs) * width + numpy.concatenate(cs),
-                                   minlength=nb * width).reshape(nb, width)
+            c = numpy.clip(numpy.asarray(cs + unknown, dtype=numpy.int64), 0, steps)
+            b = numpy.full(c.shape, nb - 1, dtype=numpy.int64)
+            if ls:
+                b[:len(cs)] = bucket_index(numpy.concatenate(ls))
+            tally = numpy.bincount(b * width + c, minlength=nb * width).reshape(nb, width)
             for bi, ci in zip(*numpy.nonzero(tally)):
                 n = int(tally[bi, ci])
                 key = (names[bi], int(ci) + 1)
@@ -163,7 +173,6 @@ class AcceptanceTotals:
                 name = names[bi]
                 self.accepted_by_context[name] = (self.accepted_by_context.get(name, 0)
                                                   + int(ci) * n)
-
 
     def _offer(self, steps: int, n: int) -> None:
         """`n` request-steps drafted positions 0 .. steps-1."""
@@ -305,11 +314,14 @@ class Recorder:
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self.step_span = None  # the sampled step span in flight, if any
+        self.tail_span = None  # its child span that ends with it (spans.verify_ends)
+        self._request_spans: deque = deque()  # (finished at, FinishedRequest) to record
+        self._spans_lock = threading.Lock()
         # Step cost (spectrace.step_cost): the totals, the measured step in flight, the
         # host time the last measured step ended (for the between-steps interval).
         self.phase_totals = step_cost.PhaseTotals()
         self.cost_step: step_cost.StepCost | None = None
-        self.last_step_end: tuple | None = None  # (host time, bucket, K)
+        self.last_step_end: tuple | None = None  # (host time, slot(0, bucket, K))
         self._cost_countdown = 0
         self._clocks: dict[bool, object] = {}
         self.topk: dict[str, int] = {}  # worker -> its draft's top-k
@@ -398,19 +410,28 @@ class Recorder:
 
     def _req(self) -> RequestTotals:
         self.requests.fold()
+        try:
+            self.emit_request_spans()
+        except Exception as exc:  # noqa: BLE001 - the counts are observed all the same
+            INTERNAL_ERRORS.record("emit:request_spans", exc)
         return self.requests
 
     def _agr(self) -> AgreementTotals:
         self.agreement.fold()
         return self.agreement
 
-    def _phase_obs(self, field: int):
+    def step_costs(self) -> list:
+        """(PhaseKey, seconds, squared seconds, samples) of every (phase, bucket, K)
+        measured, with what the clocks still held folded in (in the caller's thread)."""
         for clock in list(self._clocks.values()):
             clock.fold()
+        return list(self.phase_totals.items())
+
+    def _phase_obs(self, field: int):
         return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
                                           signals.ATTR_BATCH_BUCKET: key.bucket,
                                           signals.ATTR_NUM_STEPS: key.num_steps})
-                for item in self.phase_totals.items() for key in (item[0],)]
+                for item in self.step_costs() for key in (item[0],)]
 
     def _obs_requests(self):
         out = []
@@ -434,23 +455,38 @@ class Recorder:
         return r > 0 and (r >= 1 or self._rand() < r)
 
     def request_finished(self, r: FinishedRequest) -> None:
-        """A request finished: count it; record a sampled one as a span carrying the
-        runtime's request id (so a request found in the runtime's traces or logs leads
-        to its acceptance)."""
+        """A request finished: count it; keep a sampled one, with when it finished, for a
+        span carrying the runtime's request id (so a request found in the runtime's
+        traces or logs leads to its acceptance), which `emit_request_spans` records off
+        the decode loop (a span costs tens of µs to make)."""
         self.requests.add(r)
         ratio = self.cfg.request_sample_ratio
         if r.verify_steps > 0 and ratio > 0 and (ratio >= 1 or self._rand() < ratio):
-            from .detectors.requests import sampling_bucket
-            span = self.tel.tracer.start_span(signals.SPAN_REQUEST, attributes={
-                signals.SPAN_ATTR_REQUEST_ID: str(r.request_id),
-                signals.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
-                signals.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
-                signals.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
-                signals.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)})
-            if self.cfg.request_label:
-                from .detectors.requests import label_text
-                span.set_attribute(signals.SPAN_ATTR_REQUEST_LABEL, label_text(r.label))
-            span.end()
+            if len(self._request_spans) < MAX_PENDING_SPANS:
+                self._request_spans.append((time.time_ns(), r))
+            else:
+                DROPPED.add("spans")
+
+    def emit_request_spans(self) -> None:
+        """Record the sampled finished requests as spans that start and end when each
+        finished: at every metric collection (the collecting thread), and before a final
+        flush exports spans (`export.final_flush`)."""
+        from .detectors.requests import label_text, sampling_bucket
+        label = self.cfg.request_label
+        with self._spans_lock:
+            pending = self._request_spans
+            while pending:
+                t, r = pending.popleft()
+                attrs = {
+                    signals.SPAN_ATTR_REQUEST_ID: str(r.request_id),
+                    signals.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
+                    signals.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
+                    signals.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
+                    signals.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)}
+                if label:
+                    attrs[signals.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
+                self.tel.tracer.start_span(signals.SPAN_REQUEST, attributes=attrs,
+                                           start_time=t).end(end_time=t)
 
     def begin_cost(self, worker, batch_size: int, on_cuda: bool):
         """Measure this step's cost (every `step_cost_every`th step): the `StepCost` in
@@ -480,12 +516,37 @@ class Recorder:
         return cost
 
     def end_cost(self, cost) -> None:
-        """The measured step is over: its whole time, and (CPU) when it ended."""
+        """The measured step is over: its whole time, the draft-extend phase where the
+        step's phases are told apart by boundaries (it runs from verify's end to the
+        step's end), and (CPU) when it ended."""
         self.cost_step = None
-        k = cost.worker.speculative_num_steps
-        cost.clock.stop(cost.started, step_cost.slot(step_cost.STEP, cost.bucket, k))
-        if not cost.clock.cuda:
-            self.last_step_end = (cost.clock.now(), cost.bucket, k)
+        clock = cost.clock
+        now = clock.start()
+        if cost.mark is not None:
+            row = cost.row
+            clock.interval(cost.mark, now, row + step_cost.DRAFT_EXTEND * step_cost.PHASE_STRIDE)
+        else:
+            row = step_cost.slot(0, cost.bucket, cost.worker.speculative_num_steps)
+        clock.interval(cost.started, now, row)  # STEP is phase 0
+        if not clock.cuda:
+            self.last_step_end = (now, row)
+
+    def phase_boundary(self, phase: int) -> None:
+        """In the measured step in flight (if any), the phase `phase` ends now; it began at
+        the last boundary, or at the step's start (SGLang v2's verify hook: the draft phase
+        ends when verify starts, the verify phase when it returns; `end_cost` closes the
+        draft-extend phase after it). The step's K is read at its first boundary, once
+        SGLang's adaptive speculation has set it for the step."""
+        cost = self.cost_step
+        if cost is None:
+            return
+        now = cost.clock.start()
+        began = cost.mark
+        if began is None:
+            began = cost.started
+            cost.row = step_cost.slot(0, cost.bucket, cost.worker.speculative_num_steps)
+        cost.clock.interval(began, now, cost.row + phase * step_cost.PHASE_STRIDE)
+        cost.mark = now
 
     def start_phase(self, phase: int, span=None):
         """A phase (`step_cost.DRAFT`, ...) of the step in flight starts: its `PhaseCost`,
@@ -507,11 +568,10 @@ class Recorder:
     def between_steps(self) -> None:
         """At a decode step's start: the time outside the worker since the measured step
         before it ended (CPU clocks only; cleared by a prefill)."""
-        last = self.last_step_end
+        t, row = self.last_step_end
         self.last_step_end = None
-        t, bucket, k = last
-        self.phase_totals.add(step_cost.slot(step_cost.BETWEEN, bucket, k),
-                              time.perf_counter() - t)
+        self._clocks[False].interval(t, time.perf_counter(),
+                                     row + step_cost.BETWEEN * step_cost.PHASE_STRIDE)
 
     def count_pass(self, kind: str, width: int) -> None:
         key = (kind, width)

@@ -3,7 +3,8 @@
 A step span is started only for the sampled fraction of speculative steps and made
 current, so an anomaly inside the step is recorded on it; children open only under a
 sampled step, so an unsampled step costs no span at all. The step span in flight is held
-by the process's Recorder (one eagle worker per process, one step at a time).
+by the process's Recorder (one eagle worker per process, one step at a time), and so is
+its last child when it ends with the step (`tail_span`: SGLang v2's draft-extend).
 """
 from __future__ import annotations
 
@@ -36,8 +37,28 @@ def end_step(step: StepSpan) -> None:
     rec = STATE.recorder
     if rec is not None:
         rec.step_span = None
+        tail, rec.tail_span = rec.tail_span, None
+        if tail is not None:
+            tail.end()
     otel_context.detach(step.token)
     step.span.end()
+
+
+def verify_starts(rec):
+    """Under a sampled step whose draft phases are not wrapped (SGLang v2, where they are
+    told apart by verify's boundaries): the draft span, from the step's start to now, and
+    the verify span, started now and returned."""
+    tracer = rec.tel.tracer
+    tracer.start_span(signals.SPAN_DRAFT,
+                      start_time=getattr(rec.step_span, "start_time", None)).end()
+    return tracer.start_span(signals.SPAN_VERIFY)
+
+
+def verify_ends(rec, span) -> None:
+    """The verify span ends; the draft-extend span starts (`end_step` ends it)."""
+    span.end()
+    if rec.step_span is not None:
+        rec.tail_span = rec.tel.tracer.start_span(signals.SPAN_DRAFT_EXTEND)
 
 
 def start_child(name: str):

@@ -54,6 +54,7 @@ def slot(phase: int, bucket: int, k: int) -> int:
 
 
 SLOTS = len(signals.PHASES) * (MAX_BUCKET + 1) * (MAX_K + 1)
+PHASE_STRIDE = (MAX_BUCKET + 1) * (MAX_K + 1)  # slot(p, b, k) = slot(0, b, k) + p * this
 
 
 class PhaseKey(NamedTuple):
@@ -87,25 +88,38 @@ class PhaseTotals:
 
 
 class WallClock:
-    """CPU: the phase is over when its call returns."""
+    """CPU: the phase is over when its call returns. The decode loop appends each
+    interval's two clock readings; the collecting thread adds them up (`fold`)."""
 
     cuda = False
+    MAX_PENDING = 4096  # intervals not yet folded; beyond this new ones are not kept
 
     def __init__(self, totals: PhaseTotals) -> None:
         self.totals = totals
+        self._pending: deque = deque()
+        self._lock = threading.Lock()
 
     def start(self):
         return time.perf_counter()
 
     def stop(self, started, i: int) -> None:
-        self.totals.add(i, time.perf_counter() - started)
+        self.interval(started, time.perf_counter(), i)
+
+    def interval(self, started, ended, i: int) -> None:
+        """The phase `i` ran from `started` to `ended` (two `start()`s)."""
+        if len(self._pending) < self.MAX_PENDING:
+            self._pending.append((started, ended, i))
 
     def now(self) -> float:
         """The host time the between-steps interval is measured in."""
         return time.perf_counter()
 
     def fold(self) -> None:
-        pass
+        with self._lock:
+            pending, add = self._pending, self.totals.add
+            while pending:
+                started, ended, i = pending.popleft()
+                add(i, ended - started)
 
 
 class CudaEventClock:
@@ -138,6 +152,12 @@ class CudaEventClock:
         end.record()
         self._pending.append((started, end, i))
 
+    def interval(self, started, ended, i: int) -> None:
+        """The phase `i` ran between the events `started` and `ended` (two `start()`s;
+        either None when the pending pairs were full)."""
+        if started is not None and ended is not None:
+            self._pending.append((started, ended, i))
+
     def now(self) -> float:
         return time.perf_counter()
 
@@ -158,15 +178,24 @@ def clock_for(totals: PhaseTotals, on_cuda: bool):
     return CudaEventClock(totals) if on_cuda else WallClock(totals)
 
 
-class StepCost(NamedTuple):
+class StepCost:
     """A measured step in flight: its clock, its bucket, its worker (whose
-    `speculative_num_steps`, read when each phase starts, is the step's K: SGLang's
-    adaptive speculation sets it inside the step), and when it started."""
+    `speculative_num_steps`, read when each phase ends, is the step's K: SGLang's adaptive
+    speculation sets it inside the step), when it started, and `mark`: where the phase in
+    flight began, for a worker whose phases are told apart by boundaries rather than wrap
+    points of their own (SGLang v2: draft until verify starts, verify, draft-extend from
+    verify's end to the step's end; `Recorder.phase_boundary`); None otherwise. From the
+    first boundary on, `row` is the step's `slot(0, bucket, K)`, K read there once."""
 
-    clock: object
-    bucket: int
-    worker: object
-    started: object
+    __slots__ = ("clock", "bucket", "worker", "started", "mark", "row")
+
+    def __init__(self, clock, bucket: int, worker, started) -> None:
+        self.clock = clock
+        self.bucket = bucket
+        self.worker = worker
+        self.started = started
+        self.mark = None
+        self.row = 0
 
 
 class PhaseCost(NamedTuple):

@@ -39,10 +39,10 @@ def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
         worker.speculative_num_steps = 1
         cost = rec.begin_cost(worker, 1, on_cuda=False)
         rec.end_cost(cost)
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.phase_totals.items()}
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.step_costs()}
         assert got == {("step", "4-7", 3): 1, ("verify", "4-7", 3): 1,
                        ("between_steps", "4-7", 3): 1, ("step", "1", 1): 1}
-        assert all(s >= 0 for _, s, _, _ in rec.phase_totals.items())
+        assert all(s >= 0 for _, s, _, _ in rec.step_costs())
         points = {(o.attributes[signals.ATTR_PHASE], o.attributes[signals.ATTR_NUM_STEPS]):
                   o.value for o in rec._phase_obs(3)}
         assert points[("step", 1)] == 1 and points[("verify", 3)] == 1

@@ -93,7 +93,8 @@ def test_advisor_recommends_one_step_for_partial(partial_run):
     assert set(bucket["phase_seconds"]) >= {"step", "draft", "verify", "draft_extend"}
     assert all(v > 0 for v in bucket["phase_seconds"].values())
     ph = bucket["phase_seconds"]
-    assert ph["draft"] + ph["verify"] + ph["draft_extend"] <= ph["step"]
+    # SGLang v2's phases are told apart by verify's boundaries: together they are the step
+    assert ph["draft"] + ph["verify"] + ph["draft_extend"] == pytest.approx(ph["step"], rel=1e-6)
     assert [o["tokens_per_step"] for o in bucket["options"]] == [1.0, 2.0, 2.0, 2.0]
     assert adv["best_num_steps"] == 1 and adv["predicted_gain"] > 1.0
     assert adv["flags"] == ("--speculative-num-steps 1 --speculative-eagle-topk 1 "

@@ -62,8 +62,6 @@ WRAPPED = [
     (W2, "EAGLEWorkerV2.forward_batch_generation", ALL),
     (W2, "EAGLEWorkerV2.verify", ALL),
     (W2, "EAGLEWorkerV2.on_verify_complete_cpu", since("0.5.12")),
-    (W2, "EagleDraftWorker.draft", ALL),
-    (W2, "EagleDraftWorker._draft_extend_for_decode", ALL),
     (MIXIN, "SchedulerOutputProcessorMixin._resolve_spec_overlap_token_ids", until("0.5.8")),
     # context-length buckets (the batch's seq_lens_cpu) and finished requests
     (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", since("0.5.16")),

@@ -1,5 +1,10 @@
 """Adapter for SGLang's v2 eagle worker (`sglang.srt.speculative.eagle_worker_v2`:
-`EAGLEWorkerV2` + `EagleDraftWorker`), SGLang 0.5.5 - 0.5.23, chosen by feature detection.
+`EAGLEWorkerV2`), SGLang 0.5.5 - 0.5.23, chosen by feature detection.
+
+Step cost and spans: the step's phases are told apart by verify's boundaries (the draft
+runs from the step's start until verify starts; the draft-extend from verify's end to the
+step's end), so the draft worker's `draft` and `_draft_extend_for_decode` are not wrapped:
+two wrapped calls fewer in every step, and the same phases for every draft worker class.
 
 Accept counts: read where SGLang already has them on the CPU, `on_verify_complete_cpu`
 (0.5.12+); on 0.5.5 - 0.5.8 the scheduler's `_resolve_spec_overlap_token_ids`
@@ -20,7 +25,7 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import NamedTuple
 
-from .. import signals, step_cost
+from .. import signals, spans, step_cost
 from ..detectors.tokens import compare_chain_tokens, compare_tree_top1_path
 from ..patching import WrapPoint
 from ..process import STATE, recorder
@@ -70,7 +75,7 @@ class VerifyContext(NamedTuple):
     span: object | None          # the verify span, under a sampled step
     draft_tokens: object | None  # a chain agreement is due: the draft tokens to compare
     tree_due: Token | None       # a tree agreement is due: the token that marked it
-    phase: step_cost.PhaseCost | None = None  # its cost, under a measured step
+    timed: bool = False          # under a measured step: verify's end is a phase boundary
 
 
 # The sequence lengths of the batch being resolved, until its `on_verify_complete_cpu`
@@ -97,23 +102,33 @@ _tree_due: ContextVar[TreeDue | None] = ContextVar("spectrace_tree_due", default
 
 def verify_hook(kind: str, trees: bool = True):
     """The `before` hook of an EAGLE-style verify (EAGLEWorkerV2's; MultiLayerEagleWorkerV2's,
-    which calls the same `run_eagle_verify`): its span, and the agreement every
-    `agreement_every`th step counted under `kind`; `trees`: its verify compacts a tree
-    through `_finalize_accept_tree_path` (multi-layer EAGLE's does not: chains only)."""
+    which calls the same `run_eagle_verify`), and the boundaries of the step's phases:
+    what ran before verify in the step is the draft, what runs after it the draft-extend
+    (so the draft worker's own methods need no wrap points; `Recorder.phase_boundary`,
+    `spans.verify_starts`). And the agreement every `agreement_every`th step counted under
+    `kind`; `trees`: its verify compacts a tree through `_finalize_accept_tree_path`
+    (multi-layer EAGLE's does not: chains only)."""
     def before(instance, batch) -> VerifyContext | None:
         rec = STATE.recorder or recorder()
-        phase = sglang_worker.start_phase(signals.SPAN_VERIFY, step_cost.VERIFY)
-        span = None if phase is None else phase.span
+        timed = rec.cost_step is not None
+        if timed:
+            rec.phase_boundary(step_cost.DRAFT)
+        span = None if rec.step_span is None else spans.verify_starts(rec)
         every = rec.cfg.agreement_every
         if every and rec.steps.get(kind, 0) % every == 0:
             if instance.topk == 1:
-                return VerifyContext(span, batch.spec_info.draft_token, None, phase)
+                return VerifyContext(span, batch.spec_info.draft_token, None, timed)
             if trees:
                 due = TreeDue(instance.speculative_num_steps,
                               instance.speculative_num_draft_tokens)
-                return VerifyContext(span, None, _tree_due.set(due), phase)
-        return None if phase is None else VerifyContext(span, None, None, phase)
+                return VerifyContext(span, None, _tree_due.set(due), timed)
+        if span is None:
+            return _TIMED if timed else None
+        return VerifyContext(span, None, None, timed)
     return before
+
+
+_TIMED = VerifyContext(None, None, None, True)  # a measured step's verify, nothing else due
 
 
 _before_verify = verify_hook(WORKER)
@@ -133,8 +148,13 @@ def _after_verify(ctx: VerifyContext, instance, result) -> None:
 def _end_verify(ctx: VerifyContext) -> None:
     if ctx.tree_due is not None:
         _tree_due.reset(ctx.tree_due)
-    if ctx.phase is not None:
-        sglang_worker.end_phase(ctx.phase)
+    rec = STATE.recorder
+    if rec is None:
+        return
+    if ctx.timed:
+        rec.phase_boundary(step_cost.VERIFY)
+    if ctx.span is not None:
+        spans.verify_ends(rec, ctx.span)
 
 
 def _before_finalize_tree(module, batch, predict, bs):
@@ -178,12 +198,6 @@ WORKER_POINTS = (
     WrapPoint("EAGLEWorkerV2.on_verify_complete_cpu", "v2.on_verify_complete_cpu",
               before=_before_verify_complete_cpu, reads=("num_correct_drafts_per_req",),
               required=False),
-    WrapPoint("EagleDraftWorker.draft", "v2.draft",
-              before=sglang_worker.phase_hook(signals.SPAN_DRAFT, step_cost.DRAFT),
-              cleanup=sglang_worker.end_phase),
-    WrapPoint("EagleDraftWorker._draft_extend_for_decode", "v2.draft_extend",
-              before=sglang_worker.phase_hook(signals.SPAN_DRAFT_EXTEND, step_cost.DRAFT_EXTEND),
-              cleanup=sglang_worker.end_phase),
 )
 
 # 0.5.16+: for trees (top-k > 1) SGLang compacts the target's predictions to the accepted

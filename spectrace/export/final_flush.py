@@ -51,7 +51,7 @@ import signal
 import threading
 import time
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ..safety import INTERNAL_ERRORS
 
@@ -63,10 +63,12 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class FlushTarget(NamedTuple):
-    """A metric reader or span processor to flush, and how long a stop waits for it."""
+    """A metric reader or span processor to flush, how long a stop waits for it, and what
+    runs first in its worker's thread (the spans the decode loop left for later)."""
 
     target: object
     wait_s: float
+    before: Callable[[], None] | None = None
 
 
 class FlushWorker:
@@ -75,7 +77,7 @@ class FlushWorker:
     is pending or running shares it: one collection, not two."""
 
     def __init__(self, flush_target: FlushTarget) -> None:
-        self.target, self.wait_s = flush_target
+        self.target, self.wait_s, self.before = flush_target
         self.collections = 0  # flushes finished (what the tests count)
         self._cond = threading.Condition()  # an RLock: a second signal may arrive mid-wait
         self._requested = 0
@@ -94,6 +96,8 @@ class FlushWorker:
                     return
                 generation = self._requested
             try:
+                if self.before is not None:
+                    self.before()
                 self.target.force_flush(timeout_millis=int(self.wait_s * 1000))
             except Exception as exc:  # noqa: BLE001 - the worker must survive
                 INTERNAL_ERRORS.record("final_flush", exc)

@@ -53,13 +53,16 @@ class ProcessTelemetry:
     metric_readers: list = field(default_factory=list)  # those of spectrace's own provider
     local: list = field(default_factory=list)  # the file exporter's reader and processor
 
-    def flush_targets(self) -> list[FlushTarget]:
+    def flush_targets(self, before_spans=None) -> list[FlushTarget]:
         """What a final flush exports (`export.final_flush`): spectrace's own readers and
         span processors; the files' get the longer wait (a local write), the network
-        exporters' the shorter one (a stuck collector must not hold a stop)."""
-        return [FlushTarget(t, LOCAL_WAIT_S if any(t is x for x in self.local)
-                            else NETWORK_WAIT_S)
-                for t in [*self.metric_readers, *self.span_processors]]
+        exporters' the shorter one (a stuck collector must not hold a stop).
+        `before_spans`: run before each span processor's flush, in its thread (the
+        Recorder's spans that wait for the collecting thread)."""
+        def wait(t) -> float:
+            return LOCAL_WAIT_S if any(t is x for x in self.local) else NETWORK_WAIT_S
+        return ([FlushTarget(t, wait(t)) for t in self.metric_readers]
+                + [FlushTarget(t, wait(t), before_spans) for t in self.span_processors])
 
     def shutdown(self) -> None:
         for p in self.owned:

@@ -19,8 +19,6 @@ POINTS = [
     ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "forward_batch_generation"),
     ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "verify"),
     ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "on_verify_complete_cpu"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker", "draft"),
-    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker", "_draft_extend_for_decode"),
 ]
 
 
