@@ -15,8 +15,9 @@ docs/performance.md.
    request per step.
 3. End to end: real SGLang 0.5.23 CPU servers with the tiny `partial` models, spectrace
    off, on (SPECTRACE_ENABLED=1, defaults) and off again (the off/off control, same run),
-   in rounds of one run each in rotating order, output tok/s; the median on/off and
-   control/off ratios with their quartiles and range.
+   in rounds of one run each in rotating order, all three started afresh every
+   `--restart-every` rounds; output tok/s; the median on/off and control/off ratios with
+   their quartiles and range, and each epoch's.
 """
 from __future__ import annotations
 
@@ -372,15 +373,18 @@ def spread_text(sp: dict) -> str:
 
 
 def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
-               server_nice: int | None = None) -> dict:
+               server_nice: int | None = None, restart_every: int = 3) -> dict:
     """Three servers (spectrace off, on, and off again as the control), all up; each run
     freezes the other two. A round runs the request set once on each, in an order that
-    rotates from round to round; on/off and control/off are that round's pairs. Two
-    halves: the servers are started in one order, then restarted in the reverse order,
-    since the start order alone moved throughput by a few per cent in A/A runs.
-    `on_env`: extra settings for the "on" server (e.g. SPECTRACE_STEP_SAMPLE_RATIO=0, to
-    find where a cost comes from). `server_nice`: every server's niceness
-    and its session's (`harness.server.launch`), the same for all three."""
+    rotates from round to round; on/off and control/off are that round's pairs. Every
+    `restart_every` rounds all three are stopped and started afresh (an epoch), in a start
+    order that rotates from epoch to epoch: a server instance alone moved throughput by
+    up to 10 % in A/A runs (stop 29: control/off 1.113 over 12 rounds of two instances
+    each), so rounds of one instance are not independent and only many instances average
+    that out. `on_env`: extra settings for the "on" server (e.g.
+    SPECTRACE_STEP_SAMPLE_RATIO=0, to find where a cost comes from). `server_nice`: every
+    server's niceness and its session's (`harness.server.launch`), the same for all
+    three."""
     from concurrent.futures import ThreadPoolExecutor
 
     from harness.server import start_server
@@ -388,7 +392,8 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
 
     models = os.path.join(out_dir, "tiny-partial")
     make_tiny_models(models, "partial")
-    halves = (pairs // 2 + pairs % 2, pairs // 2)
+    restart_every = max(1, restart_every)
+    epochs = [min(restart_every, pairs - k) for k in range(0, pairs, restart_every)]
     max_new = 64
     repeats = 2  # the request set is sent this many times per run (one after the other)
     prompts = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]  # 4 = max running requests
@@ -401,7 +406,7 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
            "concurrency": len(prompts), "max_new_tokens": max_new,
            "server_env": dict(SERVER_ENV), "on_env": dict(on_env or {}),
            "server_nice": server_nice, "load_before": load(),
-           "startup_s": []}
+           "restart_every": restart_every, "epochs": len(epochs), "startup_s": []}
     rows = []
     loop_pids: dict = {}  # arm -> its scheduler's pid
 
@@ -446,20 +451,22 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
                 "loop_runqueue_wait_s": round(wait1 - wait0, 3),
                 "loop_voluntary_switches": sw1 - sw0}
 
-    for half, n_pairs in enumerate(halves):
-        start_order = ARMS if half == 0 else tuple(reversed(ARMS))
+    for epoch, n_pairs in enumerate(epochs):
+        start_order = ARMS[epoch % 3:] + ARMS[:epoch % 3]
+        if (epoch // 3) % 2:
+            start_order = tuple(reversed(start_order))
         servers: dict = {}
         try:
             t0 = time.time()
             for name in start_order:
                 servers[name] = start_server(
-                    models, os.path.join(out_dir, f"server-{name}-{half}.log"),
+                    models, os.path.join(out_dir, f"server-{name}-{epoch}.log"),
                     env_extra=env[name], nice=server_nice)
                 loop_pids[name] = scheduler_pid(servers[name].proc.pid)
             out["startup_s"].append(round(time.time() - t0, 1))
             for name in ARMS:  # warm-up (first requests allocate, fill caches)
                 run(servers, name)
-            for k in range(n_pairs):
+            for k in range(len(rows), len(rows) + n_pairs):
                 order = ARMS[k % 3:] + ARMS[:k % 3]
                 if (k // 3) % 2:
                     order = tuple(reversed(order))
@@ -473,6 +480,7 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
                                                   / r["off"]["uncontended_tok_s"])
                 r["order"] = "/".join(order)
                 r["started"] = "/".join(start_order)
+                r["epoch"] = epoch
                 rows.append(r)
                 print(f"  e2e pair {len(rows) - 1}: off {r['off']['tok_s']:.1f}, on "
                       f"{r['on']['tok_s']:.1f}, control {r['control']['tok_s']:.1f} tok/s; "
@@ -492,6 +500,11 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
                 s.stop()
     out["runs"] = rows
     out["ratio"] = spread([r["ratio"] for r in rows])
+    # each epoch's median: the server instances' part of the spread
+    by_epoch = [[r for r in rows if r["epoch"] == e] for e in range(len(epochs))]
+    out["epoch_ratio"] = [statistics.median(r["ratio"] for r in g) for g in by_epoch if g]
+    out["epoch_control_ratio"] = [statistics.median(r["control_ratio"] for r in g)
+                                  for g in by_epoch if g]
     out["control_ratio"] = spread([r["control_ratio"] for r in rows])
     out["cpu_ratio"] = spread([r["cpu_ratio"] for r in rows])
     out["uncontended_ratio"] = spread([r["uncontended_ratio"] for r in rows])
@@ -589,6 +602,12 @@ def table(res: dict) -> str:
                      f"| {e2e['cpu_ratio']['median']:.3f} | |")
         lines.append(f"\n(one decode step of the tiny CPU model: about {e2e['approx_step_ms']:.0f} ms; "
                      f"load {e2e['load_before']} before, {e2e['load_after']} after)")
+        if e2e.get("epoch_ratio"):
+            lines.append(f"\nper epoch ({e2e['epochs']} of {e2e['restart_every']} rounds, fresh "
+                         f"servers each): on/off "
+                         + ", ".join(f"{x:.3f}" for x in e2e["epoch_ratio"])
+                         + "; control/off "
+                         + ", ".join(f"{x:.3f}" for x in e2e["epoch_control_ratio"]))
         lines.append(f"\nEND TO END on/off: {spread_text(e2e['ratio'])}\n"
                      f"OFF/OFF CONTROL:  {spread_text(e2e['control_ratio'])}\n"
                      f"medians of each server's runs: tok/s on/off "
@@ -643,13 +662,18 @@ def main(argv=None) -> int:
     ap.add_argument("--server-nice", type=int, default=None, metavar="N",
                     help="niceness of the servers and their sessions' autogroups (all "
                          "alike; N < 0 needs root), e.g. -10 on a shared machine")
+    ap.add_argument("--restart-every", type=int, default=3, metavar="R",
+                    help="end to end: start all three servers afresh every R rounds "
+                         "(default 3), so that many server instances are averaged")
     ap.add_argument("--on-env", action="append", default=[], metavar="VAR=VALUE",
                     help="a setting for the 'on' server only (repeatable), e.g. "
                          "SPECTRACE_STEP_SAMPLE_RATIO=0: where does a cost come from")
     args = ap.parse_args(argv)
     pairs = args.pairs if args.pairs is not None else (10 if args.quick else 30)
     if pairs < 2:
-        ap.error(f"--pairs {pairs}: expected at least 2 (one per half)")
+        ap.error(f"--pairs {pairs}: expected at least 2")
+    if args.restart_every < 1:
+        ap.error(f"--restart-every {args.restart_every}: expected at least 1")
     on_env = {}
     for item in args.on_env:
         var, sep, value = item.partition("=")
@@ -677,7 +701,7 @@ def main(argv=None) -> int:
             hb.shutdown_recorder()
         if not args.skip_e2e:
             print("end to end (three SGLang CPU servers) ...", file=sys.stderr)
-            res["e2e"] = end_to_end(pairs, tmp, on_env, args.server_nice)
+            res["e2e"] = end_to_end(pairs, tmp, on_env, args.server_nice, args.restart_every)
     res["targets"] = targets(res)
     res["load_end"] = load()
     res["runtime_s"] = round(time.time() - started, 1)

@@ -48,6 +48,51 @@ def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
         assert points[("step", 1)] == 1 and points[("verify", 3)] == 1
 
 
+def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
+    """SGLang v2's draft worker is not wrapped: the draft phase runs from the step's start
+    until verify starts, draft-extend from verify's end to the step's end, so the three
+    are the step; the step's K is read when verify starts (adaptive speculation sets it
+    inside the step, before drafting); a sampled step still gets its draft, verify and
+    draft-extend spans, as children of the step span and inside it."""
+    import json
+    import os
+    from spectrace.file_layout import SPANS_FILE
+    with hb.own_recorder(str(tmp_path), step_cost_every=1, step_sample_ratio=1.0,
+                         agreement_every=0, finite_every=0, request_sample_ratio=0) as rec:
+        step = hb.V2Step(5, "spectrace")
+        try:
+            for _ in range(3):
+                step()
+            step.worker.speculative_num_steps = 2
+            step()
+        finally:
+            step.close()
+        assert rec.cost_step is None and rec.tail_span is None
+        costs = {(k.phase, k.bucket, k.num_steps): (sec, n) for k, sec, _, n in rec.step_costs()}
+        assert {key: n for key, (_, n) in costs.items()} == {
+            **{(p, "4-7", 3): 3 for p in ("step", "draft", "verify", "draft_extend")},
+            **{(p, "4-7", 2): 1 for p in ("step", "draft", "verify", "draft_extend")},
+            ("between_steps", "4-7", 3): 3}
+        for k in (2, 3):
+            parts = sum(costs[(p, "4-7", k)][0] for p in ("draft", "verify", "draft_extend"))
+            assert parts == pytest.approx(costs[("step", "4-7", k)][0], rel=1e-9)
+        for p in rec.tel.owned:
+            p.force_flush()
+        with open(os.path.join(rec.tel.directory, SPANS_FILE)) as fh:
+            spans = [json.loads(line) for line in fh]
+    steps = [s for s in spans if s["name"] == signals.SPAN_STEP]
+    assert len(steps) == 4
+    for parent in steps:
+        kids = {s["name"]: s for s in spans if s["parent_id"] == parent["span_id"]}
+        assert set(kids) == {signals.SPAN_DRAFT, signals.SPAN_VERIFY, signals.SPAN_DRAFT_EXTEND}
+        draft, verify, extend = (kids[n] for n in (signals.SPAN_DRAFT, signals.SPAN_VERIFY,
+                                                   signals.SPAN_DRAFT_EXTEND))
+        assert parent["start_ns"] == draft["start_ns"] <= draft["end_ns"]
+        assert draft["end_ns"] <= verify["start_ns"] <= verify["end_ns"]
+        assert verify["end_ns"] <= extend["start_ns"] <= extend["end_ns"]
+        assert extend["end_ns"] <= parent["end_ns"]
+
+
 def _costs(bucket="1", k=3, step=10e-3, draft=3e-3, verify=4e-3, extend=2e-3, between=2e-3,
            n=100):
     out = {}

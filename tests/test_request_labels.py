@@ -116,6 +116,27 @@ def test_without_a_label_the_distribution_is_as_before(recorder):
     assert "request label" not in render_text(build_report(tel.directory))
 
 
+def test_sampled_request_spans_are_made_off_the_decode_loop_and_kept_at_a_stop(recorder):
+    """A finished request costs the decode loop an append: its span is made later, by the
+    collecting thread or, at a stop, by the final flush's span worker before it exports
+    (here with no metric collection at all), and it keeps when the request finished."""
+    from spectrace.export import final_flush
+    rec, tel = recorder(metric_interval_s=2.0)
+    rec.request_finished(finished(1, None))
+    assert len(rec._request_spans) == 1  # kept, not made yet
+    final_flush.install(tel.flush_targets(before_spans=rec.emit_request_spans))
+    try:
+        assert final_flush.flush()
+    finally:
+        final_flush.uninstall()
+    assert not rec._request_spans
+    with open(os.path.join(tel.directory, SPANS_FILE)) as fh:
+        spans = [json.loads(line) for line in fh]
+    assert [(s["name"], s["attributes"][S.SPAN_ATTR_REQUEST_ID]) for s in spans] == [
+        (S.SPAN_REQUEST, "req-1")]
+    assert spans[0]["start_ns"] == spans[0]["end_ns"] > 0
+
+
 def test_label_values_past_the_cap_are_other_counted_and_reported(recorder):
     rec, tel = recorder(request_label="routing_key", request_label_cap=2)
     assert flush(tel)[S.SPEC_REQUEST_LABEL_OVERFLOW.name] == [  # 0 from the start

@@ -45,9 +45,11 @@ RESOURCE = (
 # span or span attribute -> what it is (every SPAN_* name of `signals`: tests check it)
 SPANS = (
     (S.SPAN_STEP, "one sampled speculative step (`SPECTRACE_STEP_SAMPLE_RATIO`)"),
-    (S.SPAN_DRAFT, "SGLang: the draft rounds of a sampled step"),
+    (S.SPAN_DRAFT, "SGLang: the draft rounds of a sampled step (v2: from the step's start "
+     "until verify starts)"),
     (S.SPAN_VERIFY, "SGLang: the target's verify pass of a sampled step"),
-    (S.SPAN_DRAFT_EXTEND, "SGLang: the draft's extend pass after verify"),
+    (S.SPAN_DRAFT_EXTEND, "SGLang: the draft's extend pass after verify (v2: from verify's end "
+     "to the step's end)"),
     (S.SPAN_FINDING, "one finding (the first ones of each code per process)"),
     (S.SPAN_REQUEST, "SGLang, vLLM: one finished request (`SPECTRACE_REQUEST_SAMPLE_RATIO`, "
      "default 0.1), named by the runtime's own request id"),
