@@ -48,6 +48,7 @@ def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
         assert points[("step", 1)] == 1 and points[("verify", 3)] == 1
 
 
+@pytest.mark.torch
 def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
     """SGLang v2's draft worker is not wrapped: the draft phase runs from the step's start
     until verify starts, draft-extend from verify's end to the step's end, so the three
