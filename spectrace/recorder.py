@@ -522,8 +522,8 @@ class Recorder:
         self.cost_step = None
         clock = cost.clock
         now = clock.start()
-        if cost.mark is not None:
-            row = cost.row
+        row = cost.row
+        if row >= 0:
             clock.interval(cost.mark, now, row + step_cost.DRAFT_EXTEND * step_cost.PHASE_STRIDE)
         else:
             row = step_cost.slot(0, cost.bucket, cost.worker.speculative_num_steps)
@@ -541,10 +541,11 @@ class Recorder:
         if cost is None:
             return
         now = cost.clock.start()
-        began = cost.mark
-        if began is None:
+        if cost.row < 0:
             began = cost.started
             cost.row = step_cost.slot(0, cost.bucket, cost.worker.speculative_num_steps)
+        else:
+            began = cost.mark
         cost.clock.interval(began, now, cost.row + phase * step_cost.PHASE_STRIDE)
         cost.mark = now
 

@@ -185,7 +185,8 @@ class StepCost:
     flight began, for a worker whose phases are told apart by boundaries rather than wrap
     points of their own (SGLang v2: draft until verify starts, verify, draft-extend from
     verify's end to the step's end; `Recorder.phase_boundary`); None otherwise. From the
-    first boundary on, `row` is the step's `slot(0, bucket, K)`, K read there once."""
+    first boundary on, `row` is the step's `slot(0, bucket, K)`, K read there once (-1
+    before)."""
 
     __slots__ = ("clock", "bucket", "worker", "started", "mark", "row")
 
@@ -195,7 +196,7 @@ class StepCost:
         self.worker = worker
         self.started = started
         self.mark = None
-        self.row = 0
+        self.row = -1
 
 
 class PhaseCost(NamedTuple):

@@ -95,9 +95,12 @@ class FlushWorker:
                 if self._closed:
                     return
                 generation = self._requested
-            try:
-                if self.before is not None:
+            if self.before is not None:
+                try:
                     self.before()
+                except Exception as exc:  # noqa: BLE001 - the flush still runs
+                    INTERNAL_ERRORS.record("final_flush", exc)
+            try:
                 self.target.force_flush(timeout_millis=int(self.wait_s * 1000))
             except Exception as exc:  # noqa: BLE001 - the worker must survive
                 INTERNAL_ERRORS.record("final_flush", exc)
