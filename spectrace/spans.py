@@ -60,21 +60,3 @@ def verify_ends(rec, span) -> None:
     if rec.step_span is not None:
         rec.tail_span = rec.tel.tracer.start_span(signals.SPAN_DRAFT_EXTEND)
 
-
-def start_child(name: str):
-    """The child span `name` under the sampled step span in flight, or None."""
-    rec = STATE.recorder
-    if rec is None or rec.step_span is None:
-        return None
-    return rec.tel.tracer.start_span(name)
-
-
-def child_hook(name: str):
-    """A `before` hook that opens the child span `name` under a sampled step span."""
-    def before(instance):
-        return start_child(name)
-    return before
-
-
-def end_child(span) -> None:
-    span.end()
