@@ -4,15 +4,16 @@ of draft steps K, measured without ever making the host wait for the device.
 One clock measures every phase, picked once per worker from where its batch lives:
 
 - `WallClock` (CPU runtimes): `time.perf_counter()` around the phase; the phase's work is
-  done when the call returns.
+  done when the call returns. The pair of readings is kept and added up at collection
+  time, as the events are.
 - `CudaEventClock` (GPU runtimes): the call only launches kernels, so wall time says little.
   A sampled phase records a CUDA event on the runtime's current stream before and after it;
   the pair is kept and read (`elapsed_time`) at collection time, in the metric reader's
   thread, only once `end.query()` is true. Never `synchronize()`, never `wait()`.
 
-Both hand their intervals to the same `PhaseTotals`: flat lists of seconds, squared
-seconds and samples indexed by (phase, bucket, K), so the decode loop adds two floats and an
-int, whatever the batch size. Which steps are measured is the Recorder's (every Nth,
+Both fold their intervals into the same `PhaseTotals`: flat lists of seconds, squared
+seconds and samples indexed by (phase, bucket, K), so the decode loop appends one tuple per
+interval, whatever the batch size. Which steps are measured is the Recorder's (every Nth,
 `SPECTRACE_STEP_COST_EVERY`).
 """
 from __future__ import annotations
@@ -110,10 +111,6 @@ class WallClock:
         if len(self._pending) < self.MAX_PENDING:
             self._pending.append((started, ended, i))
 
-    def now(self) -> float:
-        """The host time the between-steps interval is measured in."""
-        return time.perf_counter()
-
     def fold(self) -> None:
         with self._lock:
             pending, add = self._pending, self.totals.add
@@ -157,9 +154,6 @@ class CudaEventClock:
         either None when the pending pairs were full)."""
         if started is not None and ended is not None:
             self._pending.append((started, ended, i))
-
-    def now(self) -> float:
-        return time.perf_counter()
 
     def fold(self) -> None:
         """Add every pair whose end event has completed, in order; stop at the first that
