@@ -167,14 +167,17 @@ class VllmRun(ServerRun):
         assert len(procs) == 1, f"expected one {role} process, got {procs}"
         return procs[0]
 
-    def settle(self, drafts: float, timeout: float = 120) -> dict:
-        """The report once the EngineCore's exported totals reach `drafts` (and one more
-        export interval, so the worker's latest counts are in too)."""
+    def settle(self, drafts: float, timeout: float = 120, requests: int | None = None) -> dict:
+        """The report once the EngineCore's exported totals reach `drafts` and, given
+        `requests`, that many finished requests are counted and recorded as spans (and one
+        more export interval, so the worker's latest counts are in too)."""
+        from tests.e2e import requests_settled
         deadline = time.time() + timeout
         while True:
             report = self.report()
             engine = [p for p in report["processes"] if p["role"] == "engine_core"]
-            if (engine and engine[0]["drafts"] >= drafts) or time.time() > deadline:
+            if (engine and engine[0]["drafts"] >= drafts
+                    and requests_settled(engine[0], requests)) or time.time() > deadline:
                 time.sleep(1.0)
                 return self.report()
             time.sleep(0.5)

@@ -22,14 +22,27 @@ def sglang_totals(responses) -> tuple[int, int, dict]:
     return verify, accepted, hist
 
 
-def settle(run, drafts: int, timeout: float = 120) -> dict:
-    """The scheduler's summary once its exported totals reach `drafts` request-steps."""
+def settle(run, drafts: int, timeout: float = 120, requests: int | None = None) -> dict:
+    """The scheduler's summary once its exported totals reach `drafts` request-steps and,
+    given `requests`, that many finished requests are counted and recorded as spans."""
     deadline = time.time() + timeout
     while True:
         proc = run.scheduler()
-        if proc["drafts"] >= drafts or time.time() > deadline:
+        if (proc["drafts"] >= drafts and requests_settled(proc, requests)
+                or time.time() > deadline):
             return proc
         time.sleep(0.5)
+
+
+def requests_settled(proc: dict, requests: int | None) -> bool:
+    """True when `requests` is None, or a process summary counts that many finished
+    requests and holds each one's span: a sampled request's span is made at the metric
+    collection after it finished and written at the span export after that, so the
+    spans file can trail the finished count by up to two export intervals."""
+    if requests is None:
+        return True
+    req = proc["requests"] or {}
+    return req.get("finished") == req.get("recorded") == requests
 
 
 def wait_for(fn, timeout: float = 120):

@@ -27,7 +27,7 @@ from spectrace.detectors import context as ctx
 from spectrace.file_layout import SPANS_FILE
 from spectrace.report.reader import iter_jsonl
 from spectrace.report.summary import request_record
-from tests.e2e import codes, settle, sglang_totals, wait_for
+from tests.e2e import codes, settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
 
@@ -78,8 +78,7 @@ def context_run(tiny_models, sglang_server):
     long_ = _generate(run, [walk(LONG)] * N_LONG, "long")
     sampled = _generate(run, [walk(SHORT)] * N_SAMPLED, "sampled", TEMPERATURE)
     everything = short + long_ + sampled
-    proc = settle(run, sglang_totals(everything)[0])
-    wait_for(lambda: (run.scheduler()["requests"] or {}).get("finished") == len(everything))
+    proc = settle(run, sglang_totals(everything)[0], requests=len(everything))
     return short, short_proc, long_, proc, sampled, run
 
 

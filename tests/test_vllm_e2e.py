@@ -86,7 +86,7 @@ def partial(tiny_models, vllm_server):
                for i, p in enumerate(PROMPTS[:2])]
     final_metrics = run.server.metrics()
     return Partial(run, responses, metrics, report, sampled, final_metrics,
-                   run.settle(final_metrics[DRAFTS]))
+                   run.settle(final_metrics[DRAFTS], requests=len(responses) + len(sampled)))
 
 
 def test_partial_totals_equal_vllms_counters(partial):
