@@ -2,7 +2,7 @@
 docs/performance.md.
 
     python benchmarks/overhead.py [--quick] [--json OUT] [--skip-e2e] [--skip-hot]
-    nice -n -10 python benchmarks/overhead.py --e2e-only --pairs 10   # every hot-path change
+    nice -n -10 python benchmarks/overhead.py --e2e-only --pairs 10 --restart-every 2 --server-nice -10  # every hot-path change
 
 1. Hot path: spectrace's real hooks (installed by its own adapters' `install` onto
    stand-ins of SGLang 0.5.23's classes, see `hookbench.py`), default `Config()`, one
