@@ -25,11 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from benchmarks.overhead import SERVER_ENV, scheduler_pid  # noqa: E402
+from benchmarks.overhead import (  # noqa: E402
+    E2E_MAX_NEW, E2E_PROMPTS, SERVER_ENV, scheduler_pid)
 
 TICK = os.sysconf("SC_CLK_TCK")
-PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]  # 4 = max running requests
-REPEATS, MAX_NEW = 4, 64
+REPEATS = 4  # the request set is sent this many times per run
 
 
 def thread_stats(pid: int) -> dict:
@@ -50,9 +50,10 @@ def thread_stats(pid: int) -> dict:
 def one_run(server) -> float:
     """The request set (4 at a time, `REPEATS` times), timed."""
     t = time.perf_counter()
-    with ThreadPoolExecutor(len(PROMPTS)) as pool:
+    with ThreadPoolExecutor(len(E2E_PROMPTS)) as pool:
         for _ in range(REPEATS):
-            list(pool.map(lambda p: server.generate(p, MAX_NEW, timeout=300), PROMPTS))
+            list(pool.map(lambda p: server.generate(p, E2E_MAX_NEW, timeout=300),
+                          E2E_PROMPTS))
     return time.perf_counter() - t
 
 

@@ -328,6 +328,9 @@ SERVER_ENV = {"OMP_NUM_THREADS": "1"}
 # The three servers of an end-to-end run: spectrace off, on, and a second one off (the
 # off/off control: the noise floor of the comparison, measured in the same run).
 ARMS = ("off", "on", "control")
+# The end-to-end request set: one run sends these 4 at a time (4 = max running requests).
+E2E_PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]
+E2E_MAX_NEW = 64
 
 
 def scheduler_pid(server_pid: int) -> int | None:
@@ -394,9 +397,9 @@ def end_to_end(pairs: int, out_dir: str, on_env: dict | None = None,
     make_tiny_models(models, "partial")
     restart_every = max(1, restart_every)
     epochs = [min(restart_every, pairs - k) for k in range(0, pairs, restart_every)]
-    max_new = 64
+    max_new = E2E_MAX_NEW
     repeats = 2  # the request set is sent this many times per run (one after the other)
-    prompts = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]  # 4 = max running requests
+    prompts = E2E_PROMPTS
     data = os.path.join(out_dir, "e2e-spectrace-data")
     env = {"off": {**SERVER_ENV, "SPECTRACE_ENABLED": "0"},
            "on": {**SERVER_ENV, "SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": data,

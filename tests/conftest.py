@@ -18,6 +18,7 @@ sys.path.insert(0, ROOT)
 
 from harness.server import start_server  # noqa: E402
 from harness.tiny_models import make_tiny_models  # noqa: E402
+from tests.e2e import requests_settled  # noqa: E402
 from tests.tiers import (  # noqa: E402,F401  (the tier hooks: tests/tiers.py)
     pytest_collection_modifyitems, pytest_configure, pytest_ignore_collect)
 
@@ -171,7 +172,6 @@ class VllmRun(ServerRun):
         """The report once the EngineCore's exported totals reach `drafts` and, given
         `requests`, that many finished requests are counted and recorded as spans (and one
         more export interval, so the worker's latest counts are in too)."""
-        from tests.e2e import requests_settled
         deadline = time.time() + timeout
         while True:
             report = self.report()
