@@ -26,6 +26,7 @@ fi
 if "$VENV/bin/python" -c "import sglang, sys; sys.exit(sglang.__version__ != '0.5.12')" 2>/dev/null; then
   note "torch 2.11 and SGLang 0.5.12: already installed"
 else
+  needs_disk 6 "torch 2.11 and SGLang 0.5.12 in $VENV (5.2 GB installed)"
   step "installing torch 2.11.0 (CPU)" pip_ torch==2.11.0 torchvision==0.26.0
   step "installing SGLang 0.5.12 (--no-deps)" pip_ --no-deps sglang==0.5.12
   step "installing what SGLang 0.5.12 needs on the CPU" pip_ -r harness/sglang0512/requirements.txt

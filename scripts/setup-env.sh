@@ -20,6 +20,7 @@ fi
 if "$VENV/bin/python" -c "import sglang" 2>/dev/null; then
   note "torch and SGLang 0.5.23: already installed"
 else
+  needs_disk 7 "torch 2.14.1 and SGLang 0.5.23 in $VENV (6.1 GB installed)"
   step "installing torch 2.14.1 (CPU)" pip_ torch==2.14.1 torchvision==0.29.1
   step "installing SGLang 0.5.23 (--no-deps)" pip_ --no-deps sglang==0.5.23
   step "installing what SGLang needs on the CPU" pip_ -r requirements/sglang-host.txt
