@@ -324,6 +324,8 @@ class Recorder:
         self.last_step_end: tuple | None = None  # (host time, slot(0, bucket, K))
         self._cost_countdown = 0
         self._clocks: dict[bool, object] = {}
+        self._cost_lock = threading.Lock()  # one fold-and-read of the step costs at a time
+        self._cost_reads = threading.local()  # per collecting thread: see `_phase_obs`
         self.topk: dict[str, int] = {}  # worker -> its draft's top-k
         self._rand = random.random
         m = tel.meter
@@ -422,16 +424,29 @@ class Recorder:
 
     def step_costs(self) -> list:
         """(PhaseKey, seconds, squared seconds, samples) of every (phase, bucket, K)
-        measured, with what the clocks still held folded in (in the caller's thread)."""
-        for clock in list(self._clocks.values()):
-            clock.fold()
-        return list(self.phase_totals.items())
+        measured, with what the clocks still held folded in (in the caller's thread; one
+        caller at a time, so each row's three figures are of the same intervals)."""
+        with self._cost_lock:
+            for clock in list(self._clocks.values()):
+                clock.fold()
+            return list(self.phase_totals.items())
 
     def _phase_obs(self, field: int):
+        """One field of the step costs (1 seconds, 2 squares, 3 samples) for its instrument.
+        The three instruments of one collection read one snapshot, taken by whichever of
+        them the collecting thread calls first: folded separately, a step the decode loop
+        was in the middle of would count in the samples but not the seconds (a mean too
+        low by a step's share)."""
+        reads = self._cost_reads
+        unread = getattr(reads, "unread", ())
+        if field not in unread:
+            reads.items, unread = self.step_costs(), {1, 2, 3}
+        unread.discard(field)
+        reads.unread = unread
         return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
                                           signals.ATTR_BATCH_BUCKET: key.bucket,
                                           signals.ATTR_NUM_STEPS: key.num_steps})
-                for item in self.step_costs() for key in (item[0],)]
+                for item in reads.items for key in (item[0],)]
 
     def _obs_requests(self):
         out = []

@@ -112,9 +112,11 @@ class WallClock:
             self._pending.append((started, ended, i))
 
     def fold(self) -> None:
+        """Add up the intervals of every measured step that has ended, in order (the
+        phases of the step in flight wait for its end: see `whole_steps`)."""
         with self._lock:
             pending, add = self._pending, self.totals.add
-            while pending:
+            for _ in range(whole_steps(pending)):
                 started, ended, i = pending.popleft()
                 add(i, ended - started)
 
@@ -156,16 +158,33 @@ class CudaEventClock:
             self._pending.append((started, ended, i))
 
     def fold(self) -> None:
-        """Add every pair whose end event has completed, in order; stop at the first that
-        has not (never wait for the device)."""
+        """Add every pair whose end event has completed, in order, up to the end of the
+        last measured step that has ended (`whole_steps`); stop at the first pair not
+        complete (never wait for the device)."""
         with self._lock:
             pending = self._pending
-            while pending:
+            for _ in range(whole_steps(pending)):
                 start, end, i = pending[0]
                 if not end.query():
                     return
                 pending.popleft()
                 self.totals.add(i, start.elapsed_time(end) / 1000.0)
+
+
+def whole_steps(pending) -> int:
+    """How many of the pending (started, ended, slot) intervals, oldest first, go up to and
+    including the last one of phase `STEP` or `BETWEEN`: a measured step appends its own
+    interval last, after its phases, and the between-steps interval comes at the next
+    step's start, before that step's phases; what follows the last of them is the step in
+    flight. The totals take whole steps only, so a collection in the middle of a step
+    never counts some of its phases without the rest or without the step (a phase's mean
+    and the step's over different steps). The decode loop appends on the right meanwhile:
+    read by index."""
+    for j in range(len(pending) - 1, -1, -1):
+        slot_ = pending[j][2]
+        if slot_ < PHASE_STRIDE or slot_ >= BETWEEN * PHASE_STRIDE:  # STEP, BETWEEN
+            return j + 1
+    return 0
 
 
 def clock_for(totals: PhaseTotals, on_cuda: bool):

@@ -48,6 +48,66 @@ def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
         assert points[("step", 1)] == 1 and points[("verify", 3)] == 1
 
 
+def _v2_boundaries(rec, worker, end: bool = True):
+    """A measured SGLang v2 step through the Recorder's hot-path methods: the draft ends
+    where verify starts, verify where it returns, the draft-extend with the step."""
+    cost = rec.begin_cost(worker, 1, on_cuda=False)
+    rec.phase_boundary(step_cost.DRAFT)
+    rec.phase_boundary(step_cost.VERIFY)
+    if end:
+        rec.end_cost(cost)
+    return cost
+
+
+def _by_phase(observations) -> dict:
+    return {o.attributes[signals.ATTR_PHASE]: o.value for o in observations}
+
+
+PARTS = ("draft", "verify", "draft_extend")
+
+
+def test_the_totals_take_whole_measured_steps_only(tmp_path):
+    """A step still in flight at a collection (its draft and verify phases already
+    measured) counts in no phase until it ends; the between-steps interval before it (the
+    step before's) counts at once. Folded as they came, a collection mid-step gave the
+    draft and verify means one step more than the step's (seen on CI: draft + verify +
+    draft-extend 1.6 % below the step)."""
+    worker = types.SimpleNamespace(speculative_num_steps=3)
+    with hb.own_recorder(str(tmp_path), step_cost_every=1) as rec:
+        _v2_boundaries(rec, worker)
+        rec.between_steps()
+        cost = _v2_boundaries(rec, worker, end=False)  # in flight at the collection
+        got = {k.phase: n for k, _, _, n in rec.step_costs()}
+        assert got == {"step": 1, "draft": 1, "verify": 1, "draft_extend": 1,
+                       "between_steps": 1}
+        rec.end_cost(cost)
+        costs = {k.phase: (sec, n) for k, sec, _, n in rec.step_costs()}
+        assert {p: n for p, (_, n) in costs.items()} == {
+            "step": 2, "draft": 2, "verify": 2, "draft_extend": 2, "between_steps": 1}
+        assert sum(costs[p][0] for p in PARTS) == pytest.approx(costs["step"][0], rel=1e-9)
+
+
+def test_one_collection_reads_one_snapshot_of_the_step_costs(tmp_path):
+    """The seconds, squares and samples instruments of one collection read one snapshot,
+    whichever the reader calls first: a step that ends between their callbacks counts in
+    none of the three, then in all three at the next collection. Folded per instrument,
+    the samples ran a step ahead of the seconds (every mean too low by a step's share)."""
+    worker = types.SimpleNamespace(speculative_num_steps=3)
+    with hb.own_recorder(str(tmp_path), step_cost_every=1) as rec:
+        _v2_boundaries(rec, worker)
+        for first, then in ((1, (3, 2)), (3, (1, 2)), (2, (3, 1))):
+            reads = {first: _by_phase(rec._phase_obs(first))}
+            before = {k.phase: n for k, _, _, n in rec.step_costs()}["step"]
+            _v2_boundaries(rec, worker)  # the decode loop goes on during the collection
+            reads.update({f: _by_phase(rec._phase_obs(f)) for f in then})
+            samples, seconds, squares = reads[3], reads[1], reads[2]
+            assert set(samples.values()) == {before}, (first, samples)
+            parts = sum(seconds[p] / samples[p] for p in PARTS)
+            assert parts == pytest.approx(seconds["step"] / samples["step"], rel=1e-9)
+            assert all(squares[p] <= seconds[p] ** 2 + 1e-18 for p in seconds)
+        assert set(_by_phase(rec._phase_obs(3)).values()) == {4}  # the next collection
+
+
 @pytest.mark.torch
 def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
     """SGLang v2's draft worker is not wrapped: the draft phase runs from the step's start

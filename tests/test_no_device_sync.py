@@ -222,7 +222,8 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
 
 
 def test_cuda_event_clock_reads_only_completed_pairs():
-    """The fold adds a pair once its end event has completed, in order, and never waits."""
+    """The fold adds a pair once its end event has completed, in order, and never waits
+    (each pair here is a whole step's own: `test_advisor` has the fold's whole steps)."""
     from spectrace import step_cost
 
     class Event:
@@ -246,7 +247,7 @@ def test_cuda_event_clock_reads_only_completed_pairs():
     made = iter([Event(True), Event(True, 4.0), Event(True), Event(False)])
     totals = step_cost.PhaseTotals()
     clock = step_cost.CudaEventClock(totals, event=lambda **kw: next(made))
-    i = step_cost.slot(step_cost.VERIFY, step_cost.bucket_of(8), 3)
+    i = step_cost.slot(step_cost.STEP, step_cost.bucket_of(8), 3)
     clock.stop(clock.start(), i)
     clock.stop(clock.start(), i)
     second = clock._pending[-1][1]
