@@ -158,16 +158,17 @@ class CudaEventClock:
             self._pending.append((started, ended, i))
 
     def fold(self) -> None:
-        """Add every pair whose end event has completed, in order, up to the end of the
-        last measured step that has ended (`whole_steps`); stop at the first pair not
-        complete (never wait for the device)."""
+        """Add the pairs of every measured step whose events have all completed, in order
+        (`whole_steps`); stop at the first pair not complete (never wait for the device)."""
         with self._lock:
-            pending = self._pending
-            for _ in range(whole_steps(pending)):
-                start, end, i = pending[0]
-                if not end.query():
-                    return
-                pending.popleft()
+            pending, whole = self._pending, 0
+            for j in range(whole_steps(pending)):
+                if not pending[j][1].query():
+                    break
+                if ends_a_step(pending[j][2]):
+                    whole = j + 1
+            for _ in range(whole):
+                start, end, i = pending.popleft()
                 self.totals.add(i, start.elapsed_time(end) / 1000.0)
 
 
@@ -181,10 +182,14 @@ def whole_steps(pending) -> int:
     and the step's over different steps). The decode loop appends on the right meanwhile:
     read by index."""
     for j in range(len(pending) - 1, -1, -1):
-        slot_ = pending[j][2]
-        if slot_ < PHASE_STRIDE or slot_ >= BETWEEN * PHASE_STRIDE:  # STEP, BETWEEN
+        if ends_a_step(pending[j][2]):
             return j + 1
     return 0
+
+
+def ends_a_step(i: int) -> bool:
+    """The interval in slot `i` is a step's own (`STEP`) or the time after it (`BETWEEN`)."""
+    return i < PHASE_STRIDE or i >= BETWEEN * PHASE_STRIDE
 
 
 def clock_for(totals: PhaseTotals, on_cuda: bool):

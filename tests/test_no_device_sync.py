@@ -257,6 +257,18 @@ def test_cuda_event_clock_reads_only_completed_pairs():
     second.done = True
     clock.fold()
     assert totals.samples[i] == 2 and not clock._pending
+    # a step's draft done on the device, the step not yet: neither is read
+    made = iter([Event(True), Event(True), Event(False)])
+    draft = step_cost.slot(step_cost.DRAFT, step_cost.bucket_of(8), 3)
+    started = clock.start()
+    clock.stop(started, draft)
+    clock.interval(started, clock.start(), i)
+    step_end = clock._pending[-1][1]
+    clock.fold()
+    assert totals.samples[draft] == 0 and totals.samples[i] == 2 and len(clock._pending) == 2
+    step_end.done = True
+    clock.fold()
+    assert totals.samples[draft] == 1 and totals.samples[i] == 3 and not clock._pending
 
 
 @pytest.mark.parametrize("sample_ratio", [1.0, 0.0])
