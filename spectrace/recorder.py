@@ -438,11 +438,9 @@ class Recorder:
         was in the middle of would count in the samples but not the seconds (a mean too
         low by a step's share)."""
         reads = self._cost_reads
-        unread = getattr(reads, "unread", ())
-        if field not in unread:
-            reads.items, unread = self.step_costs(), {1, 2, 3}
-        unread.discard(field)
-        reads.unread = unread
+        if field not in getattr(reads, "unread", ()):
+            reads.items, reads.unread = self.step_costs(), {1, 2, 3}
+        reads.unread.discard(field)
         return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
                                           signals.ATTR_BATCH_BUCKET: key.bucket,
                                           signals.ATTR_NUM_STEPS: key.num_steps})

@@ -158,11 +158,12 @@ class CudaEventClock:
             self._pending.append((started, ended, i))
 
     def fold(self) -> None:
-        """Add the pairs of every measured step whose events have all completed, in order
-        (`whole_steps`); stop at the first pair not complete (never wait for the device)."""
+        """Add the pairs of every measured step whose events have all completed, in order,
+        whole steps only (as `whole_steps`); stop polling at the first pair not complete
+        (never wait for the device)."""
         with self._lock:
             pending, whole = self._pending, 0
-            for j in range(whole_steps(pending)):
+            for j in range(len(pending)):
                 if not pending[j][1].query():
                     break
                 if ends_a_step(pending[j][2]):
