@@ -546,9 +546,9 @@ def part_graph(table: Table, torch, tmp: str) -> None:
         patcher.apply(mod, vllm_eagle3.LLAMA_EAGLE3)
         try:
             errors = internal_errors()
-            passes0 = dict(rec.passes)
+            passes0 = dict(rec.draft.counts)
             outs = [step() for _ in range(n)]
-            eager = {k: v - passes0.get(k, 0) for k, v in rec.passes.items()
+            eager = {k: v - passes0.get(k, 0) for k, v in rec.draft.counts.items()
                      if v != passes0.get(k, 0)}
             problems = []
             want = {dd: (tiny.STEPS - 1) * n, tf: n}
@@ -561,27 +561,27 @@ def part_graph(table: Table, torch, tmp: str) -> None:
             if not all(torch.isfinite(o[1]).all() for o in outs):
                 problems.append("non-finite logits")
             comb = vdraft.combine_hidden_states(step.extend.spec_info.hidden_states)
-            if rec.passes.get(tf, 0) - passes0.get(tf, 0) != n + 1 or comb.shape[-1] != H:
+            if rec.draft.counts.get(tf, 0) - passes0.get(tf, 0) != n + 1 or comb.shape[-1] != H:
                 problems.append("vLLM combine_hidden_states pass not counted once")
             if new_errors(errors):
                 problems.append(f"hook errors {new_errors(errors)}")
-            if rec.expected_width.get("fc_in") != AUX:
-                problems.append(f"expected widths {rec.expected_width}")
+            if rec.draft.expected.get("fc_in") != AUX:
+                problems.append(f"expected widths {rec.draft.expected}")
             t = median_us(run_timed(step, 3))
             table.add("2 graph", f"tiny draft step, wrappers installed, eager ({device}, "
                       f"batch {bs})", problems,
                       f"{n} steps: passes {fmt_passes(eager)} + 1 vLLM combine "
                       f"(target_fed/{AUX}); output vs unwrapped max abs diff {diff:.2g}; "
-                      f"expected fc_in {rec.expected_width.get('fc_in')}; step {t:.0f} us")
+                      f"expected fc_in {rec.draft.expected.get('fc_in')}; step {t:.0f} us")
             # fc bypass, eager: one finding per pass
             bypass = tiny.DraftStep(draft, FM, bs, device, dtype, bypass=True)
-            found0 = rec._finding_counts.get(signals.FC_BYPASS, 0)
+            found0 = rec.findings.counts.get(signals.FC_BYPASS, 0)
             for _ in range(n):
                 bypass()
-            found = rec._finding_counts.get(signals.FC_BYPASS, 0) - found0
+            found = rec.findings.counts.get(signals.FC_BYPASS, 0) - found0
             table.add("2 graph", "fc bypass on the tiny draft, eager (1 layer, H wide, to "
-                      "the draft extend)", [] if found == n and rec.passes.get(tf1) == n
-                      else [f"{found} fc_bypass findings, {rec.passes.get(tf1)} passes "
+                      "the draft extend)", [] if found == n and rec.draft.counts.get(tf1) == n
+                      else [f"{found} fc_bypass findings, {rec.draft.counts.get(tf1)} passes "
                             f"target_fed/{H}; expected {n} each"],
                       f"{found} fc_bypass findings for {n} bypassed passes")
             if not cuda:
@@ -619,19 +619,19 @@ def graph_checks(table: Table, torch, rec, step, bypass, vdraft, n, keys) -> Non
     from spectrace import signals
     dd, tf, tf1 = keys
     problems = []
-    p0 = dict(rec.passes)
+    p0 = dict(rec.draft.counts)
     s = torch.cuda.Stream()  # warm up on a side stream: eager passes, counted
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(2):
             step()
     torch.cuda.current_stream().wait_stream(s)
-    p1 = dict(rec.passes)
+    p1 = dict(rec.draft.counts)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         static_out = step()
         vdraft.combine_hidden_states(step.extend.spec_info.hidden_states)
-    p2 = dict(rec.passes)
+    p2 = dict(rec.draft.counts)
     diffs = []
     for seed in range(1, 6):
         step.refill(seed)
@@ -639,11 +639,11 @@ def graph_checks(table: Table, torch, rec, step, bypass, vdraft, n, keys) -> Non
         torch.cuda.synchronize()
         eager = step()  # same inputs, eager (counted)
         diffs.append(float((static_out[1].float() - eager[1].float()).abs().max()))
-    p3 = dict(rec.passes)
+    p3 = dict(rec.draft.counts)
     for _ in range(20):
         g.replay()
     torch.cuda.synchronize()
-    p4 = dict(rec.passes)
+    p4 = dict(rec.draft.counts)
 
     def delta(a, b):
         return {k: v - a.get(k, 0) for k, v in b.items() if v != a.get(k, 0)}
@@ -665,13 +665,13 @@ def graph_checks(table: Table, torch, rec, step, bypass, vdraft, n, keys) -> Non
               f"5 replays + 5 eager {fmt_passes(delta(p2, p3))}; 20 replays "
               f"{fmt_passes(delta(p3, p4)) or 0}; replay vs eager max abs diff {max(diffs):.2g}")
     # fc bypass inside a graph
-    f0 = rec._finding_counts.get(signals.FC_BYPASS, 0)
+    f0 = rec.findings.counts.get(signals.FC_BYPASS, 0)
     gb, _ = capture(torch, bypass, warmup=1)
-    f1 = rec._finding_counts.get(signals.FC_BYPASS, 0)
+    f1 = rec.findings.counts.get(signals.FC_BYPASS, 0)
     for _ in range(10):
         gb.replay()
     torch.cuda.synchronize()
-    f2 = rec._finding_counts.get(signals.FC_BYPASS, 0)
+    f2 = rec.findings.counts.get(signals.FC_BYPASS, 0)
     problems = []
     if f1 - f0 != 1:
         problems.append(f"{f1 - f0} findings from 1 eager warm-up pass + capture (expected 1)")

@@ -135,7 +135,7 @@ def main(argv=None) -> int:
                 # CUDA-graph capture: the width hook must not count dummy passes
                 step = hb.V2Step(8, "spectrace", hb.make_tensors(8, dev))
                 d = step.worker.draft_worker
-                passes = dict(rec.passes)
+                passes = dict(rec.draft.counts)
                 x = torch.zeros(8, device=dev)
                 g = torch.cuda.CUDAGraph()
                 s = torch.cuda.Stream()
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
                     x.add_(1)
                     d.draft_model.forward(None, None, d.extend_fb)
                 step.close()
-                if dict(rec.passes) != passes:
+                if dict(rec.draft.counts) != passes:
                     problems.append("the width hook counted a pass during CUDA-graph capture")
     report["problems"] = problems
     report["ok"] = not problems

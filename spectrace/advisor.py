@@ -214,7 +214,7 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
            ) -> Advice | None:
     """`phase_costs`: (phase, bucket, K) -> (seconds, squares, samples), as the metrics
     hold them. None when no step cost was measured."""
-    from .step_cost import BUCKET_INDEX
+    from .families.step_cost import BUCKET_INDEX
     by_bucket: dict[str, dict] = {}
     for (phase, bucket, k), (sec, sq, n) in phase_costs.items():
         m = mean_of(sec, sq, int(n))

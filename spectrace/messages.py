@@ -569,6 +569,16 @@ LONG_CONTEXT = Message(
     "the longer the context. {trained}",
     "train or fine-tune the draft on sequences as long as the ones served (SpecForge: a "
     "longer max_length), or serve long requests without speculation, or with fewer steps.")
+LARGE_BATCH = Message(
+    signals.LARGE_BATCH,
+    "acceptance falls at large batches: mean accept length {worse_length} at batch size "
+    "{worse} ({worse_drafts} request-steps) against {better_length} at {better} "
+    "({better_drafts} request-steps). A draft proposes the same tokens whatever the batch, "
+    "so the runtime's path for large batches is the suspect: padded CUDA-graph batches or a "
+    "batch-size-dependent kernel (as in TensorRT-LLM#7363, vllm-ascend#9290).",
+    "compare a run with CUDA graphs off (SGLang --disable-cuda-graph, vLLM --enforce-eager) "
+    "or with a smaller graph batch limit (SGLang --cuda-graph-max-bs); if acceptance "
+    "recovers, report it to the runtime with these figures.")
 TRAINED_KNOWN = "The draft's config says: {settings}."
 TRAINED_UNKNOWN = "The draft's config names no trained length."
 

@@ -178,8 +178,9 @@ LONG_CONTEXT = "acceptance.long_context"
 SPEC_SLOWER = "speculation.slower"            # estimated speed-up below 1.0
 SPEC_SMALL_GAIN = "speculation.small_gain"    # estimated speed-up below 1.1
 SPEC_FEWER_STEPS = "speculation.fewer_steps_faster"  # another number of draft tokens pays more
-REPORT_FINDINGS = {LONG_CONTEXT: "warning", SPEC_SLOWER: "warning", SPEC_SMALL_GAIN: "info",
-                   SPEC_FEWER_STEPS: "info"}
+LARGE_BATCH = "acceptance.large_batch"       # acceptance at large batch sizes well below small
+REPORT_FINDINGS = {LONG_CONTEXT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
+                   SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:
 # a mean acceptance length (bonus token included) below 1.2 means speculation gains
 # nothing (broken deployments show 1.00-1.12), 1.2-2.0 is weak, above 2.0 healthy (chain
@@ -216,141 +217,16 @@ DOCTOR_FINDINGS += (DTYPE_FLOAT16_OVERFLOW, DTYPE_FLOAT16, DTYPE_CAST, TARGET_QU
                     VOCAB_TOKENIZER_MISMATCH, VOCAB_SPECIAL_TOKENS_MISMATCH)
 DOCTOR_FINDINGS += (POSITIONS_BEYOND_DRAFT, POSITIONS_ROPE_CHANGED, AUX_LAYER_IDS_DEFAULT)
 
-# Metrics.
-SPEC_STEPS = MetricSpec(
-    "spectrace.spec.steps", COUNTER, "{step}",
-    "Speculative decode steps (draft + verify rounds) seen by SGLang's eagle worker or "
-    "vLLM's EngineCore.", (ATTR_WORKER,), counted_once=True)
-SPEC_DRAFTS = MetricSpec(
-    "spectrace.spec.drafts", COUNTER, "{draft}",
-    "Request-steps verified (one per request per speculative step).", counted_once=True)
-SPEC_DRAFT_TOKENS = MetricSpec(
-    "spectrace.spec.draft_tokens", COUNTER, "{token}",
-    "Draft tokens proposed for verification (drafts x speculative steps).",
-    counted_once=True)
-SPEC_ACCEPTED_TOKENS = MetricSpec(
-    "spectrace.spec.accepted_tokens", COUNTER, "{token}",
-    "Draft tokens accepted by the target (bonus token excluded).", counted_once=True)
-SPEC_ACCEPTED_PER_POSITION = MetricSpec(
-    "spectrace.spec.accepted_tokens_per_position", COUNTER, "{token}",
-    "Draft tokens accepted at each 0-based draft position.", (ATTR_POSITION,),
-    counted_once=True)
-SPEC_ACCEPT_LENGTH = MetricSpec(
-    "spectrace.spec.accept_length", COUNTER, "{draft}",
-    "Accept-length distribution: request-steps whose accept length (accepted + bonus) "
-    "equals the `length` attribute.", (ATTR_LENGTH,), counted_once=True)
-SPEC_AGREEMENT_DRAFTS = MetricSpec(
-    "spectrace.spec.agreement_drafts", COUNTER, "{draft}",
-    "Request-steps whose draft tokens were compared with the target's predictions "
-    "(the denominator of token agreement; sampled).", counted_once=True)
-SPEC_AGREEMENT_PER_POSITION = MetricSpec(
-    "spectrace.spec.token_agreement_per_position", COUNTER, "{token}",
-    "Compared request-steps where the draft token at `position` equals the token the "
-    "target predicted there.", (ATTR_POSITION,), counted_once=True)
-EAGLE3_PASSES = MetricSpec(
-    "spectrace.eagle3.hidden_state_passes", COUNTER, "{pass}",
-    "Draft passes whose incoming hidden states spectrace saw, by pass kind and width "
-    "(SGLang: every pass run in Python; vLLM: the target-fed ones, at "
-    "combine_hidden_states).",
-    (ATTR_PASS_KIND, ATTR_WIDTH), counted_once=True)
-EAGLE3_EXPECTED_WIDTH = MetricSpec(
-    "spectrace.eagle3.expected_width", GAUGE, "1",
-    "Widths the draft expects: `fc_in` (fc.in_features), `draft_hidden`, `target_hidden`, "
-    "and `num_aux` layers, in the attribute `kind`.", (ATTR_KIND,))
-EAGLE3_FC_BYPASS = MetricSpec(
-    "spectrace.eagle3.fc_bypass", COUNTER, "{pass}",
-    "Target-fed draft passes whose input width equals the draft hidden size: fc was "
-    "skipped and the draft saw one layer instead of the concatenated aux layers.",
-    counted_once=True)
-EAGLE3_WIDTH_MISMATCH = MetricSpec(
-    "spectrace.eagle3.width_mismatch", COUNTER, "{pass}",
-    "Target-fed draft passes whose input width matches neither fc's input nor the draft "
-    "hidden size (e.g. 2 of 3 aux layers).", counted_once=True)
-EAGLE3_UNUSED_KEYS = MetricSpec(
-    "spectrace.eagle3.unused_checkpoint_keys", COUNTER, "{key}",
-    "Draft checkpoint keys that the runtime's load_weights dropped (matched no parameter).")
-EAGLE3_UNLOADED_PARAMS = MetricSpec(
-    "spectrace.eagle3.unloaded_parameters", COUNTER, "{parameter}",
-    "Draft parameters that no checkpoint key loaded (and that the runtime does not share "
-    "from the target).")
-FINDINGS = MetricSpec(
-    "spectrace.findings", COUNTER, "{finding}",
-    "Findings raised at run time (fc bypass, aux capture, weights, vocabulary map, "
-    "synthetic acceptance, non-finite draft values).",
-    (ATTR_CODE, ATTR_SEVERITY))
-INTERNAL_ERRORS = MetricSpec(
-    "spectrace.internal_errors", COUNTER, "{error}",
-    "Exceptions raised inside spectrace hooks (caught; the runtime's call ran normally).",
-    (ATTR_HOOK,))
-TELEMETRY_DROPPED = MetricSpec(
-    "spectrace.telemetry.dropped", COUNTER, "{item}",
-    "Telemetry items dropped because an exporter queue was full or a sink failed.",
-    (ATTR_SIGNAL,))
-
-SPEC_ACCEPT_LENGTH_BY_CONTEXT = MetricSpec(
-    "spectrace.spec.accept_length_by_context", COUNTER, "{draft}",
-    "Accept-length distribution by context length: request-steps whose request's sequence "
-    "length fell in the `context` bucket (<512, 512-1k, ... >=128k; `unknown` where the "
-    "runtime held no lengths on the CPU) and whose accept length equals `length`.",
-    (ATTR_CONTEXT, ATTR_LENGTH), counted_once=True)
-SPEC_ACCEPTED_TOKENS_BY_CONTEXT = MetricSpec(
-    "spectrace.spec.accepted_tokens_by_context", COUNTER, "{token}",
-    "Draft tokens accepted (bonus excluded) by context-length bucket (`context`); with "
-    "accept_length_by_context summed over `length`, the mean accept length per bucket.",
-    (ATTR_CONTEXT,), counted_once=True)
-EAGLE3_DRAFT_CONTEXT = MetricSpec(
-    "spectrace.eagle3.draft_context", GAUGE, "1",
-    "What the draft's config says about its context, in `kind`: max_position_embeddings, "
-    "sliding_window, rope_scaling_factor, original_max_position_embeddings.", (ATTR_KIND,))
-SPEC_ACCEPT_LENGTH_BY_SAMPLING = MetricSpec(
-    "spectrace.spec.accept_length_by_sampling", COUNTER, "{draft}",
-    "Accept-length distribution by sampling: request-steps of finished requests by the "
-    "request's `sampling` bucket (greedy, t<0.5, 0.5<=t<1, t>=1) and accept `length`; "
-    "counted when the request finishes.", (ATTR_SAMPLING, ATTR_LENGTH), counted_once=True)
-SPEC_REQUESTS = MetricSpec(
-    "spectrace.spec.requests", COUNTER, "{request}",
-    "Finished requests with speculative steps, by their mean accept length (bonus "
-    "included) in quarter-token buckets (`mean_accept_length`: 1.00-1.25 ... >=5.00); with "
-    "`SPECTRACE_REQUEST_LABEL` set, also by that request field's value (`request_label`, "
-    "at most `SPECTRACE_REQUEST_LABEL_CAP` values, later ones `other`).",
-    (ATTR_REQUEST_LENGTH, ATTR_REQUEST_LABEL), counted_once=True)
-SPEC_REQUEST_LABEL_OVERFLOW = MetricSpec(
-    "spectrace.spec.request_label_overflow", COUNTER, "{request}",
-    "Finished requests whose `request_label` value came after `SPECTRACE_REQUEST_LABEL_CAP` "
-    "distinct values and was counted as `other` (0 from the start while a label is set; "
-    "`request_label_key`: the field).", (ATTR_REQUEST_LABEL_KEY,), counted_once=True)
-SPEC_DRAFTS_PER_POSITION = MetricSpec(
-    "spectrace.spec.drafts_per_position", COUNTER, "{draft}",
-    "Request-steps that proposed a draft token at `position` (the denominator of "
-    "per-position acceptance when the number of draft steps changes at run time).",
-    (ATTR_POSITION,), counted_once=True)
-SPEC_PHASE_TIME = MetricSpec(
-    "spectrace.spec.phase_time", COUNTER, "s",
-    "Measured time of sampled speculative steps, by `phase` (step, draft, verify, "
-    "draft_extend, between_steps), batch-size bucket and draft steps K: wall time on the "
-    "CPU, CUDA events on a GPU (read once complete, never waited on).",
-    (ATTR_PHASE, ATTR_BATCH_BUCKET, ATTR_NUM_STEPS), counted_once=True)
-SPEC_PHASE_TIME_SQUARES = MetricSpec(
-    "spectrace.spec.phase_time_squares", COUNTER, "{s2}",
-    "Sum of squared phase times (seconds squared), for the spread of each mean.",
-    (ATTR_PHASE, ATTR_BATCH_BUCKET, ATTR_NUM_STEPS), counted_once=True)
-SPEC_PHASE_SAMPLES = MetricSpec(
-    "spectrace.spec.phase_samples", COUNTER, "{sample}",
-    "Phases measured (the denominator of spectrace.spec.phase_time).",
-    (ATTR_PHASE, ATTR_BATCH_BUCKET, ATTR_NUM_STEPS), counted_once=True)
-SPEC_TOPK = MetricSpec(
-    "spectrace.spec.topk", GAUGE, "1",
-    "The draft's top-k per speculative step (1: chain drafting), by worker.", (ATTR_WORKER,))
-
-ALL_METRICS: tuple[MetricSpec, ...] = (
-    SPEC_STEPS, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS,
-    SPEC_ACCEPTED_PER_POSITION, SPEC_ACCEPT_LENGTH, SPEC_AGREEMENT_DRAFTS,
-    SPEC_AGREEMENT_PER_POSITION, EAGLE3_PASSES, EAGLE3_EXPECTED_WIDTH, EAGLE3_FC_BYPASS,
-    EAGLE3_WIDTH_MISMATCH, EAGLE3_UNUSED_KEYS, EAGLE3_UNLOADED_PARAMS, FINDINGS,
-    INTERNAL_ERRORS, TELEMETRY_DROPPED,
-    SPEC_ACCEPT_LENGTH_BY_CONTEXT, SPEC_ACCEPTED_TOKENS_BY_CONTEXT, EAGLE3_DRAFT_CONTEXT,
-    SPEC_ACCEPT_LENGTH_BY_SAMPLING, SPEC_REQUESTS,
-    SPEC_DRAFTS_PER_POSITION, SPEC_PHASE_TIME,
-    SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES, SPEC_TOPK, SPEC_REQUEST_LABEL_OVERFLOW,
-)
-METRICS_BY_NAME = {m.name: m for m in ALL_METRICS}
+# Metrics: each family of signals declares its own (`spectrace.families`); this module
+# exports their union as `ALL_METRICS` / `METRICS_BY_NAME`, and each by its name
+# (`signals.SPEC_DRAFTS`), read when first asked for.
+def __getattr__(name: str):
+    from . import families
+    if name == "ALL_METRICS":
+        return families.ALL_METRICS
+    if name == "METRICS_BY_NAME":
+        return families.METRICS_BY_NAME
+    try:
+        return families.SPECS_BY_ATTRIBUTE[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -1,4 +1,4 @@
-"""Step cost (spectrace.step_cost) and the draft-token advisor (spectrace.advisor): the
+"""Step cost (spectrace.families.step_cost) and the draft-token advisor (spectrace.advisor): the
 bucket arithmetic, the wall clock through the Recorder's hot-path methods, the exact
 tokens-per-step from per-position counts, the recommendation, its flags and its floor.
 Real Recorder, real report code; the step costs fed to `advise` are numbers a test states."""
@@ -9,7 +9,8 @@ import types
 import pytest
 
 from benchmarks import hookbench as hb
-from spectrace import advisor, signals, step_cost
+from spectrace import advisor, signals
+from spectrace.families import step_cost
 from spectrace.report.text import speculation_lines
 
 
@@ -22,40 +23,45 @@ def test_buckets_are_powers_of_two_and_bounded():
     assert step_cost.slot(step_cost.BETWEEN, step_cost.MAX_BUCKET, 99) == step_cost.SLOTS - 1
 
 
+def begin(rec, worker, batch_size: int):
+    """What a step hook does at a step's start: measure it when it is due."""
+    return rec.cost.start(worker, batch_size, False) if rec.cost.due() else None
+
+
 def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
     """A measured step through the Recorder's hot-path methods: the phases land under the
     K the worker had when each started (SGLang's adaptive speculation changes it inside
     the step), the between-steps interval under the step before it; every Nth step only."""
     worker = types.SimpleNamespace(speculative_num_steps=3)
     with hb.own_recorder(str(tmp_path), step_cost_every=2) as rec:
-        cost = rec.begin_cost(worker, 5, on_cuda=False)
-        assert rec.cost_step is cost and cost.bucket == 2
+        cost = begin(rec, worker, 5)
+        assert rec.inflight.cost is cost and cost.bucket == 2
         t = cost.clock.start()
         cost.clock.stop(t, step_cost.slot(step_cost.VERIFY, cost.bucket, 3))
-        rec.end_cost(cost)
-        assert rec.cost_step is None and rec.last_step_end is not None
-        assert rec.begin_cost(worker, 5, on_cuda=False) is None  # every 2nd step
-        rec.between_steps()
+        rec.cost.end(cost)
+        assert rec.inflight.cost is None and rec.inflight.last_end is not None
+        assert begin(rec, worker, 5) is None  # every 2nd step
+        rec.cost.step_starts(True)
         worker.speculative_num_steps = 1
-        cost = rec.begin_cost(worker, 1, on_cuda=False)
-        rec.end_cost(cost)
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.step_costs()}
+        cost = begin(rec, worker, 1)
+        rec.cost.end(cost)
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.cost.rows()}
         assert got == {("step", "4-7", 3): 1, ("verify", "4-7", 3): 1,
                        ("between_steps", "4-7", 3): 1, ("step", "1", 1): 1}
-        assert all(s >= 0 for _, s, _, _ in rec.step_costs())
+        assert all(s >= 0 for _, s, _, _ in rec.cost.rows())
         points = {(o.attributes[signals.ATTR_PHASE], o.attributes[signals.ATTR_NUM_STEPS]):
-                  o.value for o in rec._phase_obs(3)}
+                  o.value for o in rec.cost._observe(3)}
         assert points[("step", 1)] == 1 and points[("verify", 3)] == 1
 
 
 def _v2_boundaries(rec, worker, end: bool = True):
     """A measured SGLang v2 step through the Recorder's hot-path methods: the draft ends
     where verify starts, verify where it returns, the draft-extend with the step."""
-    cost = rec.begin_cost(worker, 1, on_cuda=False)
-    rec.phase_boundary(step_cost.DRAFT)
-    rec.phase_boundary(step_cost.VERIFY)
+    cost = begin(rec, worker, 1)
+    rec.cost.boundary(step_cost.DRAFT)
+    rec.cost.boundary(step_cost.VERIFY)
     if end:
-        rec.end_cost(cost)
+        rec.cost.end(cost)
     return cost
 
 
@@ -75,13 +81,13 @@ def test_the_totals_take_whole_measured_steps_only(tmp_path):
     worker = types.SimpleNamespace(speculative_num_steps=3)
     with hb.own_recorder(str(tmp_path), step_cost_every=1) as rec:
         _v2_boundaries(rec, worker)
-        rec.between_steps()
+        rec.cost.step_starts(True)
         cost = _v2_boundaries(rec, worker, end=False)  # in flight at the collection
-        got = {k.phase: n for k, _, _, n in rec.step_costs()}
+        got = {k.phase: n for k, _, _, n in rec.cost.rows()}
         assert got == {"step": 1, "draft": 1, "verify": 1, "draft_extend": 1,
                        "between_steps": 1}
-        rec.end_cost(cost)
-        costs = {k.phase: (sec, n) for k, sec, _, n in rec.step_costs()}
+        rec.cost.end(cost)
+        costs = {k.phase: (sec, n) for k, sec, _, n in rec.cost.rows()}
         assert {p: n for p, (_, n) in costs.items()} == {
             "step": 2, "draft": 2, "verify": 2, "draft_extend": 2, "between_steps": 1}
         assert sum(costs[p][0] for p in PARTS) == pytest.approx(costs["step"][0], rel=1e-9)
@@ -96,16 +102,16 @@ def test_one_collection_reads_one_snapshot_of_the_step_costs(tmp_path):
     with hb.own_recorder(str(tmp_path), step_cost_every=1) as rec:
         _v2_boundaries(rec, worker)
         for first, then in ((1, (3, 2)), (3, (1, 2)), (2, (3, 1))):
-            reads = {first: _by_phase(rec._phase_obs(first))}
-            before = {k.phase: n for k, _, _, n in rec.step_costs()}["step"]
+            reads = {first: _by_phase(rec.cost._observe(first))}
+            before = {k.phase: n for k, _, _, n in rec.cost.rows()}["step"]
             _v2_boundaries(rec, worker)  # the decode loop goes on during the collection
-            reads.update({f: _by_phase(rec._phase_obs(f)) for f in then})
+            reads.update({f: _by_phase(rec.cost._observe(f)) for f in then})
             samples, seconds, squares = reads[3], reads[1], reads[2]
             assert set(samples.values()) == {before}, (first, samples)
             parts = sum(seconds[p] / samples[p] for p in PARTS)
             assert parts == pytest.approx(seconds["step"] / samples["step"], rel=1e-9)
             assert all(squares[p] <= seconds[p] ** 2 + 1e-18 for p in seconds)
-        assert set(_by_phase(rec._phase_obs(3)).values()) == {4}  # the next collection
+        assert set(_by_phase(rec.cost._observe(3)).values()) == {4}  # the next collection
 
 
 @pytest.mark.torch
@@ -128,8 +134,8 @@ def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
             step()
         finally:
             step.close()
-        assert rec.cost_step is None and rec.tail_span is None
-        costs = {(k.phase, k.bucket, k.num_steps): (sec, n) for k, sec, _, n in rec.step_costs()}
+        assert rec.inflight.cost is None and rec.inflight.tail is None
+        costs = {(k.phase, k.bucket, k.num_steps): (sec, n) for k, sec, _, n in rec.cost.rows()}
         assert {key: n for key, (_, n) in costs.items()} == {
             **{(p, "4-7", 3): 3 for p in ("step", "draft", "verify", "draft_extend")},
             **{(p, "4-7", 2): 1 for p in ("step", "draft", "verify", "draft_extend")},

@@ -12,7 +12,7 @@ import pytest
 from spectrace import signals
 from spectrace.detectors import context as ctx
 from spectrace.file_layout import METRICS_FILE, RESOURCE_FILE
-from spectrace.recorder import AcceptanceTotals
+from spectrace.families.acceptance import AcceptanceTotals
 from spectrace.report import build_report, render_text
 from spectrace.report.html import render_html
 
@@ -43,9 +43,9 @@ def test_fold_counts_by_bucket_and_length_and_keeps_the_totals():
     expected[(ctx.UNKNOWN, 2)] = expected.get((ctx.UNKNOWN, 2), 0) + 1
     expected[(ctx.UNKNOWN, 3)] = expected.get((ctx.UNKNOWN, 3), 0) + 1
     expected[(ctx.UNKNOWN, 4)] = expected.get((ctx.UNKNOWN, 4), 0) + 1
-    assert acc.by_context == expected
-    assert sum(acc.by_context.values()) == acc.drafts - 2
-    assert sum(acc.accepted_by_context.values()) == acc.accepted - 3
+    assert acc.by["context"].lengths == expected
+    assert sum(acc.by["context"].lengths.values()) == acc.drafts - 2
+    assert sum(acc.by["context"].accepted.values()) == acc.accepted - 3
 
 
 def buckets(**mal_drafts) -> tuple:

@@ -187,7 +187,7 @@ def recorder_points(counted: str) -> dict:
                            events=None, directory=None)
     rec = Recorder(Config(), tel, counted=counted)
     rec.acceptance.add([1, 0], 3)
-    rec.count_pass(S.PASS_TARGET_FED, 384)
+    rec.draft.count((S.PASS_TARGET_FED, 384))
     out: dict = {}
     for rm in reader.get_metrics_data().resource_metrics:
         for sm in rm.scope_metrics:

@@ -116,9 +116,9 @@ def test_width_hook_reads_shapes_only(tmp_path):
                                     forward_mode=mode)
             sglang_eagle3._before_forward(model, batch)
         rec = STATE.recorder
-        assert rec.passes == {("target_fed", 384): 1, ("draft_decode", 128): 1,
+        assert rec.draft.counts == {("target_fed", 384): 1, ("draft_decode", 128): 1,
                               ("target_fed", 128): 1}
-        assert rec._finding_counts == {signals.FC_BYPASS: 1}
+        assert rec.findings.counts == {signals.FC_BYPASS: 1}
     finally:
         spectrace.uninstrument()
 

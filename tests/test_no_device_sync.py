@@ -191,8 +191,8 @@ def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
         # the agreement ran on the device, with exactly one pinned non-blocking copy a step
         assert ops.count("aten.copy_.default") == 3 and "aten.eq.Tensor" in ops, log.describe()
         assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
-        assert rec.steps[signals.WORKER_V2] == 3
-        assert len(rec.acceptance._pending) == 3
+        assert rec.steps.counts[signals.WORKER_V2] == 3
+        assert len(rec.acceptance.totals._pending) == 3
 
 
 @pytest.mark.parametrize("sample_ratio", [1.0, 0.0])
@@ -203,7 +203,7 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
     start and end, the step's end) and four phases between them (step, draft, verify,
     draft-extend), no aten op beyond the agreement's, no synchronize, no wait; the metric
     reader only polls them and reads nothing while they have not completed."""
-    from spectrace import step_cost
+    from spectrace.families import step_cost
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
                          agreement_every=1, step_cost_every=1, finite_every=0) as rec:
@@ -212,19 +212,19 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
         log = _run_steps(hb.V2Step(BS, "spectrace", tensors), mode)
         ops = _assert_no_sync(log, calls)
         assert ops.count("aten.copy_.default") == 3, log.describe()  # the agreement's only
-        clock = rec._clocks[True]
-        assert isinstance(clock, step_cost.CudaEventClock) and False not in rec._clocks
+        clock = rec.cost._clocks[True]
+        assert isinstance(clock, step_cost.CudaEventClock) and False not in rec.cost._clocks
         assert FakeEvent.log.count("record") == 3 + 3 * 4
         assert len(clock._pending) == 3 * 4
-        assert rec._phase_obs(3) == [] and "query" in FakeEvent.log  # polled, not complete
+        assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
         assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
-        assert rec.last_step_end is None  # between-steps time: host clocks only
+        assert rec.inflight.last_end is None  # between-steps time: host clocks only
 
 
 def test_cuda_event_clock_reads_only_completed_pairs():
     """The fold adds a pair once its end event has completed, in order, and never waits
     (each pair here is a whole step's own: `test_advisor` has the fold's whole steps)."""
-    from spectrace import step_cost
+    from spectrace.families import step_cost
 
     class Event:
         def __init__(self, done, ms=2.0) -> None:
@@ -283,8 +283,8 @@ def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio
         ops = _assert_no_sync(log, calls)
         assert ops.count("aten.argmax.default") == ops.count("aten.copy_.default") == 3
         assert len(rec.agreement._pending) == 3 and FakeEvent.log.count("record") == 3
-        assert rec.steps[signals.WORKER_VLLM] == 3 and len(rec.acceptance._pending) == 3
-        assert rec.passes == {("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 3}
+        assert rec.steps.counts[signals.WORKER_VLLM] == 3 and len(rec.acceptance.totals._pending) == 3
+        assert rec.draft.counts == {("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 3}
 
 
 @pytest.mark.parametrize("every", [1, 2])
@@ -294,23 +294,23 @@ def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_pa
     (verify), two around `propose_draft_token_ids` (draft), one where `sample_tokens`
     returns (step): three pairs, five events; no aten op beyond the agreement's, no
     synchronize, no wait; the reader only polls."""
-    from spectrace import step_cost
+    from spectrace.families import step_cost
     mode, calls = fake_cuda
     with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=1,
                          step_cost_every=every, finite_every=0) as rec:
         log = _run_vllm_steps(mode)
         ops = _assert_no_sync(log, calls)
         assert ops.count("aten.copy_.default") == 3, log.describe()  # the agreement's only
-        clock = rec._clocks[True]
-        assert isinstance(clock, step_cost.CudaEventClock) and False not in rec._clocks
+        clock = rec.cost._clocks[True]
+        assert isinstance(clock, step_cost.CudaEventClock) and False not in rec.cost._clocks
         measured = len(range(0, 3, every))  # steps 0 and 2 with every 2
         assert FakeEvent.log.count("record") == 3 + 5 * measured
         assert [i for _, _, i in clock._pending] == [
             step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS)
             for phase in (step_cost.VERIFY, step_cost.DRAFT, step_cost.STEP)] * measured
-        assert rec._phase_obs(3) == [] and "query" in FakeEvent.log  # polled, not complete
+        assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
         assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
-        assert rec.last_step_end is None and rec.cost_step is None
+        assert rec.inflight.last_end is None and rec.inflight.cost is None
 
 
 def test_vllm_step_without_agreement_issues_no_aten_op(fake_cuda, tmp_path):
@@ -352,7 +352,7 @@ def test_draft_width_hook_reads_shapes_only(fake_cuda, recorder_every_step):
         step.close()
     assert _errors() == errors, dict(INTERNAL_ERRORS.counts)
     assert not log.aten(), log.describe()
-    assert rec.passes == {("draft_decode", hb.DRAFT_HIDDEN): 5,
+    assert rec.draft.counts == {("draft_decode", hb.DRAFT_HIDDEN): 5,
                           ("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 5}
     assert calls.count("is_current_stream_capturing") == 10  # asked, never waited on
 

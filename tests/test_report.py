@@ -387,7 +387,10 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
     out = json.loads(cli(tmp_path, "--json").stdout)
     assert out == json.loads(json.dumps(rep.to_json()))
     assert list(out) == ["verdict", "directory", "processes", "combined"]
+    from spectrace.families.breakdowns import BREAKDOWNS
     figures = names(Figures)
+    at = figures.index("breakdowns")  # one `by_<name>` key per declared breakdown
+    figures[at:at + 1] = [f"by_{b.name}" for b in BREAKDOWNS]
     proc, combined = out["processes"][0], out["combined"]
     assert list(proc) == names(ProcessSummary, ("figures", "raw", "points")) + figures
     assert list(combined) == names(CombinedSummary, ("figures",)) + figures

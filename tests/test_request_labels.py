@@ -23,7 +23,8 @@ from spectrace import signals as S
 from spectrace.detectors.requests import LABEL_OVERFLOW, LabelCap, label_text
 from spectrace.export.providers import setup
 from spectrace.file_layout import METRICS_FILE, SPANS_FILE
-from spectrace.recorder import FinishedRequest, Recorder
+from spectrace.families.requests import FinishedRequest
+from spectrace.recorder import Recorder
 from spectrace.report import build_report, render_text
 from spectrace.report.html import render_html
 
@@ -105,7 +106,7 @@ def test_off_by_default_and_empty_is_off():
 def test_without_a_label_the_distribution_is_as_before(recorder):
     rec, tel = recorder()
     for i, label in enumerate(["a", "b"]):
-        rec.request_finished(finished(i, label))
+        rec.requests.finished(finished(i, label))
     metrics = flush(tel)
     points = metrics[S.SPEC_REQUESTS.name]
     assert [p["attributes"].get(S.ATTR_REQUEST_LENGTH) for p in points] == ["2.00-2.25"]
@@ -122,14 +123,14 @@ def test_sampled_request_spans_are_made_off_the_decode_loop_and_kept_at_a_stop(r
     (here with no metric collection at all), and it keeps when the request finished."""
     from spectrace.export import final_flush
     rec, tel = recorder(metric_interval_s=2.0)
-    rec.request_finished(finished(1, None))
-    assert len(rec._request_spans) == 1  # kept, not made yet
+    rec.requests.finished(finished(1, None))
+    assert len(rec.requests._spans) == 1  # kept, not made yet
     final_flush.install(tel.flush_targets(before_spans=rec.emit_request_spans))
     try:
         assert final_flush.flush()
     finally:
         final_flush.uninstall()
-    assert not rec._request_spans
+    assert not rec.requests._spans
     with open(os.path.join(tel.directory, SPANS_FILE)) as fh:
         spans = [json.loads(line) for line in fh]
     assert [(s["name"], s["attributes"][S.SPAN_ATTR_REQUEST_ID]) for s in spans] == [
@@ -146,7 +147,7 @@ def test_label_values_past_the_cap_are_other_counted_and_reported(recorder):
     # a: 3 requests (one accepts nothing), b: 1, then c, d and one without a key: other
     for i, (label, accepted) in enumerate([("a", 10), ("a", 10), ("b", 10), ("c", 10),
                                            ("a", 0), (None, 10), ("d", 10)]):
-        rec.request_finished(finished(i, label, accepted=accepted))
+        rec.requests.finished(finished(i, label, accepted=accepted))
     metrics = flush(tel)
     by = {(p["attributes"][S.ATTR_REQUEST_LABEL], p["attributes"][S.ATTR_REQUEST_LENGTH]):
           p["value"] for p in metrics[S.SPEC_REQUESTS.name]}

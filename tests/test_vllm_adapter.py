@@ -51,11 +51,11 @@ def test_free_request_reads_vllms_own_counts_sampling_and_label(tmp_path, label,
         vllm_engine._before_free_request(sched, _request("b-0-y", [0, 4, 0, 0], 0.7, "RANDOM"))
         vllm_engine._before_free_request(sched, _request("c-0-z", None, 0.7, "RANDOM"))
         vllm_engine._before_free_request(sched, _request("d-0-w", [0, 0, 0, 0], 0.7, "RANDOM"))
-        req = rec.requests
+        req = rec.requests.totals
         req.fold()
         # a: 6 steps, 3 + 2*3 = 9 accepted (mean 2.5); b: 4 steps, 4 accepted (mean 2.0);
         # c (vLLM kept no counts) and d (no speculative step) are not counted
-        assert req.by_sampling == {("greedy", 1): 1, ("greedy", 2): 3, ("greedy", 4): 2,
+        assert req.by["sampling"].lengths == {("greedy", 1): 1, ("greedy", 2): 3, ("greedy", 4): 2,
                                    ("0.5<=t<1", 2): 4}
         by_label = {}
         for (bucket, value), n in req.by_mean_length.items():
@@ -93,7 +93,7 @@ def test_step_counts_fold_into_the_recorders_totals(tmp_path):
         spec = {"a": [1, 2, 3], "b": [1, 2, 3]}
         rec.acceptance.add(StepCounts(spec, {"a": 0, "b": 1}, [2, 4], 1), 3)
         rec.acceptance.add(StepCounts(spec, {"a": 1, "b": 0, "x": 2}, [1, 1, 9], 1), 3)
-        rec.acceptance.fold()
+        rec.acceptance.totals.fold()
         acc = rec.acceptance
         assert (acc.drafts, acc.draft_tokens, acc.accepted) == (4, 12, 4)
         assert acc.per_position == [2, 1, 1] and acc.length_counts == {1: 2, 2: 1, 4: 1}
@@ -103,7 +103,7 @@ def test_vllms_own_stats_fold_to_the_same_totals(tmp_path):
     """The two sources of accept counts (vLLM's per-step `SpecDecodingStats` when it logs
     stats, the per-request lengths when it does not) give the same totals, accept-length
     distribution included (derived from the cumulative per-position counts)."""
-    from spectrace.recorder import AcceptanceTotals, PositionCounts
+    from spectrace.families.acceptance import AcceptanceTotals, PositionCounts
     by_request, by_position = AcceptanceTotals(), AcceptanceTotals()
     for accepted in hb.accept_lists(37, n=20, seed=3):
         reqs = {f"r{i}": [1, 2, 3] for i in range(len(accepted))}
@@ -188,11 +188,11 @@ def test_draft_without_trained_fc_is_not_judged(tmp_path):
     hidden = torch.empty(4, 128, device="meta")
     with hb.own_recorder(str(tmp_path)) as rec:
         vllm_eagle3._before_combine(draft, hidden)
-        assert rec.passes == {("target_fed", 128): 1} and rec._finding_counts == {}
+        assert rec.draft.counts == {("target_fed", 128): 1} and rec.findings.counts == {}
         trained = Eagle3LlamaForCausalLM(aux=False)
         trained.__dict__[vllm_eagle3.CHECKPOINT_FC_IN] = 384
         vllm_eagle3._before_combine(trained, hidden)
-        assert rec._finding_counts == {S.FC_BYPASS: 1}
+        assert rec.findings.counts == {S.FC_BYPASS: 1}
         assert codes(vllm_target.audit_pair(target(()), trained)) == [S.AUX_CAPTURE_DISABLED]
 
 
@@ -274,9 +274,9 @@ def test_parallel_drafting_load_time_combine_is_not_a_pass(tmp_path):
     draft = Eagle3LlamaForCausalLM()
     with hb.own_recorder(str(tmp_path)) as rec:
         vllm_eagle3._before_combine(draft, torch.empty(384, device="meta"))
-        assert rec.passes == {} and rec._finding_counts == {}
+        assert rec.draft.counts == {} and rec.findings.counts == {}
         vllm_eagle3._before_combine(draft, torch.empty(4, 128, device="meta"))
-        assert rec.passes == {("target_fed", 128): 1} and rec._finding_counts == {S.FC_BYPASS: 1}
+        assert rec.draft.counts == {("target_fed", 128): 1} and rec.findings.counts == {S.FC_BYPASS: 1}
 
 
 def test_ids_kept_off_the_decoder_are_found():
@@ -315,27 +315,27 @@ def test_step_cost_measures_every_nth_speculative_step(tmp_path):
         try:
             for _ in range(3):  # steps 1 and 3 measured, 1 with the time until step 2
                 step()
-            assert rec.last_step_end is not None  # step 3's end
+            assert rec.inflight.last_end is not None  # step 3's end
             prefill = types.SimpleNamespace(scheduled_spec_decode_tokens={},
                                             num_scheduled_tokens={"r": 9})
             runner.execute_model(prefill)  # not counted, and no between-steps time
-            assert rec.last_step_end is None and rec.cost_step is None
+            assert rec.inflight.last_end is None and rec.inflight.cost is None
             step()  # 4th: not measured
             runner.num_spec_tokens = 2
             step()  # 5th: measured at K 2
             step()  # 6th: not measured (5th's between-steps time ends here)
             so = step.inputs.steps[0][0]
             ctx = vllm_runner._before_execute(runner, so)  # 7th: measured ...
-            assert ctx is not None and rec.cost_step is not None
+            assert ctx is not None and rec.inflight.cost is not None
             vllm_runner._after_execute(ctx, runner, "intermediate tensors")  # ... dropped
-            assert rec.cost_step is None
+            assert rec.inflight.cost is None
             runner.sample_tokens(None)  # vLLM's pipeline stage: nothing to end
         finally:
             step.close()
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.step_costs()}
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.cost.rows()}
         assert got == {**{(p, "4-7", hb.STEPS): 2 for p in ("step", "verify", "draft")},
                        **{(p, "4-7", 2): 1 for p in ("step", "verify", "draft")},
                        ("between_steps", "4-7", hb.STEPS): 1, ("between_steps", "4-7", 2): 1}
-        sec = {(k.phase, k.num_steps): s for k, s, _, _ in rec.step_costs()}
+        sec = {(k.phase, k.num_steps): s for k, s, _, _ in rec.cost.rows()}
         for k in (2, hb.STEPS):
             assert 0 < sec[("verify", k)] + sec[("draft", k)] <= sec[("step", k)]

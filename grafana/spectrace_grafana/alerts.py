@@ -1,8 +1,8 @@
 """Prometheus alert rules. Each expression is `(query) OP threshold`, so the query alone
 can be evaluated to see the value an alert compares (the end-to-end test does that).
 
-Rules on request-steps and draft passes (acceptance, long context, fc bypass, width
-mismatch) fire once
+Rules on request-steps and draft passes (acceptance, the breakdowns' rules such as long
+context and large batches, fc bypass, width mismatch) fire once
 per counting process (`counted!="copy"`: one per data-parallel group, not one per
 tensor-parallel rank); rules on what each process loads or raises (weights, vocabulary
 map, internal errors) fire per process that has the problem."""
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from spectrace import signals as S
 from spectrace.detectors import context as CTX
+from spectrace.families.breakdowns import BATCH_SIZE, BREAKDOWNS, Breakdown
 
 from . import promql as Q
 
 BY = Q.SCRAPE_LABELS
-LONG_CONTEXT_WINDOW = "1h"  # the long-context rule's counts (FLOOR request-steps a bucket)
+GAP_WINDOW = "1h"  # the breakdowns' rules count an hour (their floor of request-steps a bucket)
 
 
 def _rule(name, query, op, threshold, for_, severity, summary, description) -> dict:
@@ -37,19 +38,6 @@ def rules() -> dict:
         "10m", "warning", "First draft token rarely accepted on {{ $labels.instance }}",
         "Position-0 acceptance is {{ $value | printf \"%.2f\" }}; broken drafts show under "
         "0.15 (e.g. d2t never loaded).")
-    long_context = _rule(
-        "SpectraceLongContextAcceptance", Q.long_context_acceptance(LONG_CONTEXT_WINDOW, BY),
-        "<=", CTX.RATIO, "15m", "warning",
-        "Draft acceptance falls in long contexts on {{ $labels.instance }} "
-        "({{ $labels.context }} tokens)",
-        "Over the last hour, draft tokens accepted per request-step in the "
-        "{{ $labels.context }} context bucket are {{ $value | printf \"%.2f\" }} of the "
-        f"shortest bucket's (at most {CTX.RATIO:g}x and {CTX.DROP:g} fewer; the shortest "
-        f"and the longest bucket with at least {CTX.FLOOR} request-steps each, "
-        f"{CTX.MIN_BUCKETS_APART} buckets apart or more): the draft proposes worse the "
-        "longer the context (train it on longer sequences). The rule of `spectrace report`'s "
-        "finding acceptance.long_context, judged on the last hour's counts per counting "
-        "process instead of on all the data. SGLang only (vLLM gives no sequence lengths).")
     bypass = _rule(
         "SpectraceFcBypass", Q.stotal(S.EAGLE3_FC_BYPASS, BY), ">", 0, "0m", "critical",
         "EAGLE-3 draft skipped fc on {{ $labels.instance }}",
@@ -97,8 +85,28 @@ def rules() -> dict:
         "(the runtime ran normally, but some signals may be missing). The log names the "
         "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
-                        "rules": [collapse, position0, long_context, bypass, width,
+                        "rules": [collapse, position0, *gap_rules(), bypass, width,
                                   weights, vocab, synthetic, non_finite, internal]}]}
+
+
+def gap_rules() -> list[dict]:
+    """One rule per breakdown whose buckets have an order its rule follows (`b.alert`)."""
+    return [_gap_rule(b) for b in BREAKDOWNS if b.alert and b.rule and b.rule.ordered]
+
+
+def _gap_rule(b: Breakdown) -> dict:
+    r, attr = b.rule, b.attribute
+    return _rule(
+        b.alert, Q.gap_acceptance(b, GAP_WINDOW, BY), "<=", r.ratio, "15m", "warning",
+        f"Draft acceptance falls with {b.title.split(' (')[0]} on {{{{ $labels.instance }}}} "
+        f"({{{{ $labels.{attr} }}}})",
+        f"Over the last hour, draft tokens accepted per request-step in the "
+        f"{{{{ $labels.{attr} }}}} bucket of {b.title} are {{{{ $value | printf \"%.2f\" }}}} "
+        f"of the first bucket's (at most {r.ratio:g}x and {r.drop:g} fewer; the first and the "
+        f"last bucket with at least {r.floor} request-steps each, {r.min_apart} buckets apart "
+        f"or more): {b.reading}. The rule of `spectrace report`'s finding {b.finding}, judged "
+        "on the last hour's counts per counting process instead of on all the data."
+        + (f" {b.where}" if b.where else ""))
 
 
 # -- promtool unit tests of the rules (synthetic series; `promtool test rules`) ------------
@@ -142,14 +150,41 @@ def _expect(rule: dict, value: float, **labels) -> dict:
                                 for k, v in rule["annotations"].items()}}
 
 
-def _context(bucket: str, per_minute: dict[int, float], **labels) -> list[dict]:
-    """A context bucket's series: request-steps per minute by accept length, and the
+def _bucket(b: Breakdown, bucket: str, per_minute: dict[int, float], **labels) -> list[dict]:
+    """A breakdown bucket's series: request-steps per minute by accept length, and the
     accepted draft tokens they make (accept length - 1 each)."""
     tokens = sum((length - 1) * n for length, n in per_minute.items())
-    return [_series(S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, f"0+{n:g}x90", context=bucket,
-                    length=str(length), **labels) for length, n in per_minute.items()] + [
-        _series(S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, f"0+{tokens:g}x90", context=bucket,
-                **labels)]
+    at = {b.attribute: bucket}
+    return [_series(b.accept_length, f"0+{n:g}x90", **at, length=str(length), **labels)
+            for length, n in per_minute.items()] + [
+        _series(b.accepted_tokens, f"0+{tokens:g}x90", **at, **labels)]
+
+
+def _context(bucket: str, per_minute: dict[int, float], **labels) -> list[dict]:
+    return _bucket(BREAKDOWNS[0], bucket, per_minute, **labels)
+
+
+def _large_batch_test(rule: dict) -> dict:
+    """The batch-size rule (floor 1000 request-steps an hour: 20 a minute are 1200): fires
+    on a fall from batch 1 to 64-127, not on one under the floor, not on a small one."""
+    b, floor_ok = BATCH_SIZE, 20
+    def at(n: int) -> dict:
+        return {"instance": f"10.0.1.{n}:9464", S.ATTR_COUNTED: S.COUNTED_ONCE}
+    series = [
+        # 1.5 accepted a request-step at batch 1, 0.5 at 64-127: a third, 1.0 fewer
+        *_bucket(b, "1", {2: floor_ok / 2, 3: floor_ok / 2}, **at(1)),
+        *_bucket(b, "8-15", {2: floor_ok}, **at(1)),
+        *_bucket(b, "64-127", {1: floor_ok / 2, 2: floor_ok / 2}, **at(1)),
+        # the same fall, the large bucket under the floor (600 an hour)
+        *_bucket(b, "1", {2: floor_ok / 2, 3: floor_ok / 2}, **at(2)),
+        *_bucket(b, "64-127", {1: 5, 2: 5}, **at(2)),
+        # 1.5 against 1.2: 0.8 of it, 0.3 fewer (not at most 0.7)
+        *_bucket(b, "1", {2: floor_ok / 2, 3: floor_ok / 2}, **at(3)),
+        *_bucket(b, "64-127", {2: floor_ok * 0.8, 3: floor_ok * 0.2}, **at(3))]
+    return {"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"eval_time": "30m", "alertname": rule["alert"], "exp_alerts": []},
+        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [
+            _expect(rule, 0.5 / 1.5, batch_size_bucket="64-127", instance=at(1)["instance"])]}]}
 
 
 def _long_context_test(rule: dict) -> dict:
@@ -238,4 +273,5 @@ def rule_tests() -> dict:
     }
     return {"rule_files": ["spectrace-rules.yml"], "evaluation_interval": "1m",
             "tests": [broken, healthy,
-                      _long_context_test(by_name["SpectraceLongContextAcceptance"])]}
+                      _long_context_test(by_name["SpectraceLongContextAcceptance"]),
+                      _large_batch_test(by_name[BATCH_SIZE.alert])]}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from spectrace import signals as S
+from spectrace.families.breakdowns import BREAKDOWNS
 
 from . import promql as Q
 from . import overview
@@ -153,7 +154,32 @@ def render() -> str:
                            attrs, m.description]))
     lines += [
         "",
-        "## Breakdowns: context length, sampling, request",
+        "## Breakdowns of acceptance",
+        "",
+        "Each breakdown is declared once (`spectrace/families/breakdowns.py`): its source, "
+        "buckets and cap, from which its two metrics (`accept_length_by_<name>`, "
+        "`accepted_tokens_by_<name>`), the report's table (`by_<name>` in `--json`), the "
+        "dashboard panel and the rule between its buckets follow.",
+        "",
+        "| breakdown | attribute | counted | value | buckets | rule (report finding, alert) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b in BREAKDOWNS:
+        rule = "-"
+        if b.rule is not None:
+            r = b.rule
+            pair = "first and last" if r.ordered else "best and worst"
+            rule = (f"`{b.finding}`, `{b.alert}`: the {pair} buckets with at least "
+                    f"{r.floor} request-steps each"
+                    + (f", {r.min_apart} buckets apart or more" if r.min_apart else "")
+                    + f"; the worse one's accepted tokens per request-step at most "
+                    f"{r.ratio:g}x the better one's and {r.drop:g} fewer")
+        buckets = ", ".join(f"`{x}`" for x in b.buckets) if b.buckets else (
+            "the values seen (capped)")
+        lines.append(_row([f"`{b.name}`", f"`{b.attribute}`",
+                           "per step" if b.source == "step" else "per finished request",
+                           b.value + (f" ({b.where})" if b.where else ""), buckets, rule]))
+    lines += [
         "",
         "Where each runtime gives spectrace the data (no device sync, fixed bounded "
         "attribute values):",
@@ -166,6 +192,10 @@ def render() -> str:
         "(`needs_cpu_seq_lens = False`, e.g. trtllm_mha) | not recorded (no hook on the "
         "scheduler's resolve step there) | not recorded: vLLM's `SpecDecodingStats` "
         "aggregates per step without sequence lengths |",
+        "| `accept_length_by_batch_size` | each step's accept counts: their number is the "
+        "step's batch size | the same (v1: verify's counts; v2 0.5.5 - 0.5.8: the "
+        "scheduler's) | each step: the requests with drafts (`SpecDecodingStats.num_drafts`, "
+        "or the requests scheduled with drafts when vLLM logs no stats) |",
         "| `accept_length_by_sampling` | each finished request's own histogram "
         "(`spec_correct_drafts_histogram`), by its temperature / top_k | not recorded | "
         "each finished request's own histogram (`Request.spec_decode_metrics`), by its "
@@ -219,7 +249,9 @@ def render() -> str:
         "request-step at most half the short one's and 0.3 fewer; it names what the "
         "draft's config says (`spectrace.eagle3.draft_context`). The Prometheus alert "
         "`SpectraceLongContextAcceptance` (warning) applies the same rule to the last "
-        "hour's counts of each counting process (docs/dashboards.md).",
+        "hour's counts of each counting process (docs/dashboards.md). Likewise "
+        "`acceptance.large_batch` and `SpectraceLargeBatchAcceptance` for batch size (the "
+        "table above).",
         "",
         "## Counting once across ranks",
         "",

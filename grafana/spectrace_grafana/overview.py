@@ -6,6 +6,7 @@ mean acceptance length red below 1.2, amber 1.2-2.0; position-0 acceptance red b
 from __future__ import annotations
 
 from spectrace import signals as S
+from spectrace.families.breakdowns import BREAKDOWNS
 
 from . import promql as Q
 
@@ -173,12 +174,6 @@ def panels() -> list[dict]:
               "Per process.",
               [_target(Q.stotal(S.INTERNAL_ERRORS, BY + (S.ATTR_HOOK,), F),
                        "{{instance}} {{hook}}")], (16, 29, 8, 8), steps=ZERO_IS_GOOD),
-        _bars("Mean acceptance length by context length", "1 + accepted/request-steps "
-              "over the selected range, by the request's sequence length when verified "
-              "(<512 ... >=128k); a fall in the long buckets is a draft trained on shorter "
-              f"sequences (`spectrace report` names it). {HEALTHY_ACCEPT_LENGTH}. " + ONCE + " " + SGLANG_ONLY,
-              [_target(Q.mean_acceptance_length_by_context(RANGE, (), F), "{{context}}")],
-              (0, 37, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
         _stat("Estimated speed-up vs no speculation", "Mean accept length x (verify + "
               "between-steps time) / (whole step + between-steps time), from the measured "
               "step costs (SPECTRACE_STEP_COST_EVERY): an upper bound, since a plain decode "
@@ -214,8 +209,32 @@ def panels() -> list[dict]:
                        "{{sampling}} length {{length}}")], (12, 53, 12, 8),
               unit="percentunit", steps=[{"color": "blue", "value": None}]),
     ]
+    out += breakdown_panels()
     for i, p in enumerate(out, start=1):
         p["id"] = i
+    return out
+
+
+# where each breakdown's panel goes: the first two beside each other below the findings,
+# the others in rows of two below everything else
+BREAKDOWN_GRID = ((0, 37), (12, 37))
+BREAKDOWN_ROWS_FROM = 61
+
+
+def breakdown_panels() -> list[dict]:
+    """Mean acceptance length by each declared breakdown (`families.breakdowns`)."""
+    out = []
+    for i, b in enumerate(BREAKDOWNS):
+        x, y = BREAKDOWN_GRID[i] if i < len(BREAKDOWN_GRID) else (
+            12 * (i % 2), BREAKDOWN_ROWS_FROM + 8 * ((i - len(BREAKDOWN_GRID)) // 2))
+        reading = f"; {b.reading}" if b.reading else ""
+        out.append(_bars(
+            f"Mean acceptance length by {b.title}",
+            f"1 + accepted/request-steps over the selected range, by {b.title}: {b.value}"
+            f"{reading}. {HEALTHY_ACCEPT_LENGTH}. " + ONCE + (f" {b.where}" if b.where else ""),
+            [_target(Q.mean_acceptance_length_by(b, RANGE, (), F),
+                     "{{" + b.attribute + "}}")],
+            (x, y, 12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2))
     return out
 
 

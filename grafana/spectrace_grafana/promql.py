@@ -14,7 +14,7 @@ without the label, count as before) unless it asks for `copies=True`, the per-ra
 from __future__ import annotations
 
 from spectrace import signals as S
-from spectrace.detectors import context as CTX
+from spectrace.families.breakdowns import CONTEXT, Breakdown
 
 # The labels every scraped series carries (added by Prometheus, or by the Collector).
 SCRAPE_LABELS = ("job", "instance")
@@ -117,11 +117,16 @@ def dropped_weights(by=(), flt="") -> str:
     return f"{stotal(S.EAGLE3_UNUSED_KEYS, by, flt)} + {stotal(S.EAGLE3_UNLOADED_PARAMS, by, flt)}"
 
 
+def mean_acceptance_length_by(b: Breakdown, window: str, by=(), flt="", copies=False) -> str:
+    """1 + accepted / request-steps in each bucket of the breakdown `b`."""
+    by = tuple(by) + (b.attribute,)
+    return (f"1 + {srate(b.accepted_tokens, window, by, flt, copies=copies)}"
+            f" / {srate(b.accept_length, window, by, flt, copies=copies)}")
+
+
 def mean_acceptance_length_by_context(window: str, by=(), flt="", copies=False) -> str:
     """1 + accepted / request-steps in each context-length bucket (`context`)."""
-    by = tuple(by) + (S.ATTR_CONTEXT,)
-    return (f"1 + {srate(S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, window, by, flt, copies=copies)}"
-            f" / {srate(S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, window, by, flt, copies=copies)}")
+    return mean_acceptance_length_by(CONTEXT, window, by, flt, copies)
 
 
 def phase_seconds(window: str, by=(), flt="", extra="") -> str:
@@ -147,43 +152,60 @@ def estimated_speedup(window: str, flt="") -> str:
             f"({_phase_mean(S.PHASE_STEP, window, flt)} + {between})")
 
 
+def bucket_request_steps(b: Breakdown, window: str, by=(), flt="", copies=False) -> str:
+    """Request-steps in each bucket of the breakdown `b` over `window` (increase)."""
+    return srate(b.accept_length, window, tuple(by) + (b.attribute,), flt, fn="increase",
+                 copies=copies)
+
+
+def accepted_per_request_step_by(b: Breakdown, window: str, by=(), flt="", copies=False) -> str:
+    """Accepted draft tokens per request-step (the mean accept length less the bonus
+    token) in each bucket of the breakdown `b` over `window`."""
+    tokens = srate(b.accepted_tokens, window, tuple(by) + (b.attribute,), flt, fn="increase",
+                   copies=copies)
+    return f"{tokens} / {bucket_request_steps(b, window, by, flt, copies)}"
+
+
+def bucket_order(b: Breakdown) -> str:
+    """One constant series per bucket of the breakdown `b`, valued its place in the
+    breakdown's order (0 = the first); `unknown` has none. PromQL orders values, not label
+    values: this is the order of the buckets."""
+    return " or ".join(f'label_replace(vector({i}), "{b.attribute}", "{x}", "", "")'
+                       for i, x in enumerate(b.buckets))
+
+
+def gap_acceptance(b: Breakdown, window: str, by=(), flt="") -> str:
+    """The rule of an ordered breakdown `b` (`detectors.buckets.gap`, `b.rule`) over
+    `window`: of the buckets with at least `floor` request-steps, the first and the last
+    in order, at least `min_apart` apart; the last one's accepted tokens per request-step
+    divided by the first one's, kept only where they are at least `drop` fewer (compare it
+    with `<= ratio`). One series per `by` group, labelled with the last bucket."""
+    rule = b.rule
+    group = ", ".join(by)
+    attr = b.attribute
+    gain = f"({accepted_per_request_step_by(b, window, by, flt)})"
+    # each bucket with at least `floor` request-steps, valued its place in order
+    place = (f"(({bucket_request_steps(b, window, by, flt)}) >= {rule.floor}) * 0"
+             f" + on({attr}) group_left() ({bucket_order(b)})")
+    last = f"({gain} and topk by ({group}) (1, {place}))"
+    first = f"max by ({group}) ({gain} and bottomk by ({group}) (1, {place}))"
+    return (f"{last} / on({group}) group_left() {first}"
+            f" and on({group}) ({first} - max by ({group}) {last} >= {rule.drop})"
+            f" and on({group}) (max by ({group}) ({place}) - min by ({group}) ({place})"
+            f" >= {rule.min_apart})")
+
+
 def context_request_steps(window: str, by=(), flt="", copies=False) -> str:
     """Request-steps in each context-length bucket (`context`) over `window` (increase)."""
-    return srate(S.SPEC_ACCEPT_LENGTH_BY_CONTEXT, window, tuple(by) + (S.ATTR_CONTEXT,), flt,
-                 fn="increase", copies=copies)
+    return bucket_request_steps(CONTEXT, window, by, flt, copies)
 
 
 def accepted_per_request_step_by_context(window: str, by=(), flt="", copies=False) -> str:
-    """Accepted draft tokens per request-step (the mean accept length less the bonus
-    token) in each context-length bucket (`context`) over `window`."""
-    tokens = srate(S.SPEC_ACCEPTED_TOKENS_BY_CONTEXT, window, tuple(by) + (S.ATTR_CONTEXT,),
-                   flt, fn="increase", copies=copies)
-    return f"{tokens} / {context_request_steps(window, by, flt, copies)}"
-
-
-def context_bucket_order() -> str:
-    """One constant series per context-length bucket (`context`), valued its place in
-    length order (0 = `<512`); `unknown` has none. PromQL orders values, not label values:
-    this is the order of the buckets."""
-    return " or ".join(f'label_replace(vector({i}), "{S.ATTR_CONTEXT}", "{b}", "", "")'
-                       for i, b in enumerate(CTX.BUCKETS))
+    """Accepted per request-step in each context-length bucket (`context`) over `window`."""
+    return accepted_per_request_step_by(CONTEXT, window, by, flt, copies)
 
 
 def long_context_acceptance(window: str, by=(), flt="") -> str:
-    """The long-context rule of `spectrace report` (detectors.context) over `window`: of
-    the buckets with at least FLOOR request-steps, the shortest and the longest, at least
-    MIN_BUCKETS_APART apart; the longest one's accepted tokens per request-step divided by
-    the shortest one's, kept only where they are at least DROP fewer (compare it with
-    `<= RATIO`). One series per `by` group, labelled with the long bucket's `context`."""
-    b = ", ".join(by)
-    ctx = S.ATTR_CONTEXT
-    gain = f"({accepted_per_request_step_by_context(window, by, flt)})"
-    # each bucket with at least FLOOR request-steps, valued its place in length order
-    place = (f"(({context_request_steps(window, by, flt)}) >= {CTX.FLOOR}) * 0"
-             f" + on({ctx}) group_left() ({context_bucket_order()})")
-    long_gain = f"({gain} and topk by ({b}) (1, {place}))"
-    short_gain = f"max by ({b}) ({gain} and bottomk by ({b}) (1, {place}))"
-    return (f"{long_gain} / on({b}) group_left() {short_gain}"
-            f" and on({b}) ({short_gain} - max by ({b}) {long_gain} >= {CTX.DROP})"
-            f" and on({b}) (max by ({b}) ({place}) - min by ({b}) ({place})"
-            f" >= {CTX.MIN_BUCKETS_APART})")
+    """The long-context rule of `spectrace report` (detectors.context): `gap_acceptance` of
+    the context-length breakdown."""
+    return gap_acceptance(CONTEXT, window, by, flt)

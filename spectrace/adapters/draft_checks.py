@@ -19,37 +19,48 @@ from ..detectors.finite import FiniteChecks, dtype_name, finite_flags
 from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
 from ..detectors.widths import ExpectedWidths, check_width
 from ..findings import Finding
+from ..objstate import peek, state_of
 from ..process import STATE
 from ..runtimes import Runtime
 from ..safety import StrictModeError
 
-STATE_ATTR = "_spectrace_draft"
-FINITE_ATTR = "_spectrace_finite"         # the draft model's FiniteChecks
-FINITE_PASSES = "_spectrace_finite_passes"  # draft passes seen by the non-finite sampling
-
 
 class DraftState:
-    """What spectrace keeps on one draft model: its expected widths (None: it takes no
-    aux layers, so any width is its own business), the passes already checked and
-    healthy (runtime's key -> (kind, width)), which later are only counted, and whether
-    its first pass ran on a CUDA device (where a pass may be a CUDA-graph capture)."""
+    """What spectrace keeps on one draft model (`objstate`): its expected widths, once its
+    first pass has checked them (`widths_known`; None: it takes no aux layers, so any width
+    is its own business), the passes already checked and healthy (runtime's key ->
+    (kind, width)), which later are only counted, whether its first pass ran on a CUDA
+    device (where a pass may be a CUDA-graph capture), its non-finite checks and the
+    passes they sampled from, and (vLLM) the input width of a trained fc that the runtime
+    did not build."""
 
-    __slots__ = ("expected", "healthy", "on_cuda")
+    __slots__ = ("widths_known", "expected", "healthy", "on_cuda", "finite", "finite_passes",
+                 "checkpoint_fc_in")
 
-    def __init__(self, expected: ExpectedWidths | None, on_cuda: bool = False) -> None:
-        self.expected = expected
+    def __init__(self) -> None:
+        self.widths_known = False
+        self.expected: ExpectedWidths | None = None
         self.healthy: dict = {}
-        self.on_cuda = on_cuda
+        self.on_cuda = False
+        self.finite: FiniteChecks | None = None
+        self.finite_passes = 0
+        self.checkpoint_fc_in: int | None = None
+
+
+def state(model) -> DraftState:
+    """The model's `DraftState` (made empty the first time)."""
+    return state_of(model, DraftState)
 
 
 def draft_state(model, rec, expected: Callable[[object], ExpectedWidths | None],
                 on_cuda: bool = False) -> DraftState:
-    """The model's `DraftState`, made at its first pass (the widths are known by then)."""
-    st = model.__dict__.get(STATE_ATTR)
-    if st is None:
-        st = model.__dict__[STATE_ATTR] = DraftState(expected(model), on_cuda)
+    """The model's `DraftState` with its expected widths, read at its first pass (the
+    widths are known by then)."""
+    st = peek(model) or state(model)
+    if not st.widths_known:
+        st.expected, st.on_cuda, st.widths_known = expected(model), on_cuda, True
         if st.expected is not None:
-            rec.expected_width.update(st.expected.as_dict())
+            rec.draft.expect(st.expected.as_dict())
     return st
 
 
@@ -58,8 +69,7 @@ def count_if_healthy(rec, st: DraftState, key: Hashable) -> bool:
     seen = st.healthy.get(key)
     if seen is None:
         return False
-    passes = rec.passes
-    passes[seen] = passes.get(seen, 0) + 1
+    rec.draft.count(seen)
     return True
 
 
@@ -73,7 +83,7 @@ def check_pass(rec, st: DraftState, key: Hashable, kind: str, width: int, runtim
                span_attributes: dict | None = None) -> None:
     """A pass not seen healthy before: count it, check its width, report what is wrong
     (and stop at an fc bypass in strict mode)."""
-    rec.count_pass(kind, width)
+    rec.draft.count((kind, width))
     finding = None if st.expected is None else check_width(kind, width, st.expected, runtime)
     if finding is None:
         st.healthy[key] = (kind, width)
@@ -92,7 +102,7 @@ def report_load(rec, obs, subject: str, shared: set[str], vocab: list[Finding],
     runtime and its version."""
     missing = [m for m in missing_parameters(obs.names.values(), obs.loaded)
                if m.split("[")[0] not in shared]
-    rec.weights_report(len(obs.unused), len(missing))
+    rec.draft.loaded(len(obs.unused), len(missing))
     if obs.unused:
         rec.finding(unused_keys_finding(obs.unused, f"{subject}'s load_weights dropped",
                                         bool(missing), hint=hint, seen=obs.seen))
@@ -108,9 +118,9 @@ def finite_due(rec, model) -> bool:
     every = rec.cfg.finite_every
     if not every:
         return False
-    d = model.__dict__
-    n = d.get(FINITE_PASSES, 0)
-    d[FINITE_PASSES] = n + 1
+    st = peek(model) or state(model)
+    n = st.finite_passes
+    st.finite_passes = n + 1
     return n % every == 0
 
 
@@ -121,9 +131,10 @@ def check_finite(rec, model, names: tuple[str, ...], tensors: tuple) -> None:
     first = tensors[0]
     if first.is_cuda and capturing():
         return
-    checks = model.__dict__.get(FINITE_ATTR)
+    st = peek(model) or state(model)
+    checks = st.finite
     if checks is None:
-        checks = model.__dict__[FINITE_ATTR] = FiniteChecks(names, dtype_name(first))
+        checks = st.finite = FiniteChecks(names, dtype_name(first))
     checks.add(*finite_flags(tensors))
     if checks.poll():
         rec.finding(checks.finding())

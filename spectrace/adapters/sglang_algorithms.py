@@ -22,10 +22,11 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from .. import signals, spans
+from .. import signals
 from ..detectors.tokens import compare_chain_tokens
 from ..patching import WrapPoint
-from ..process import STATE, recorder
+from ..objstate import peek
+from ..process import recorder
 from ..runtimes import runtime_version
 from . import sglang_dflash, sglang_v2, sglang_worker
 
@@ -93,7 +94,7 @@ def positions(worker) -> int:
 
 # -- hooks ------------------------------------------------------------------------------
 def _before_counts(instance, counts) -> None:
-    (STATE.recorder or recorder()).acceptance.add(counts, positions(instance))
+    recorder().acceptance.add(counts, positions(instance))
 
 
 def _after_init(ctx, worker, result) -> None:
@@ -142,15 +143,14 @@ def step_hook(kind: str):
     count the step under `kind` (its class), sample a span (no step cost: the advisor's
     model is the EAGLE worker's draft / verify / draft-extend phases)."""
     def before(instance, batch):
-        st = instance.__dict__.get(sglang_worker.STATE_ATTR)
+        st = peek(instance)
         if st is None or not st.audited:
             _audit(instance)
         if sglang_worker.is_prefill(batch):
             return None
-        rec = STATE.recorder or recorder()
-        if rec.begin_step(kind):
-            return sglang_worker.StepContext(spans.start_step(rec, step_attrs(instance, batch)),
-                                             None)
+        steps = recorder().steps
+        if steps.begin(kind):
+            return sglang_worker.StepContext(steps.start_span(step_attrs(instance, batch)), None)
         return None
     return before
 
@@ -164,9 +164,9 @@ def _before_accept_block(instance, candidates, next_token_logits, bs, target_pre
     the verified token, then the drafts) against the target's top-1 predictions, which
     SGLang passes or computes inside from the same logits (then computed here too, on the
     device, only on a sampled step), as a chain: every `agreement_every`th step."""
-    rec = STATE.recorder or recorder()
+    rec = recorder()
     every = rec.cfg.agreement_every
-    if not every or rec.steps.get("DFlashWorkerV2", 0) % every or not bs:
+    if not every or rec.steps.count("DFlashWorkerV2") % every or not bs:
         return
     predicted = target_predict
     if predicted is None:

@@ -30,7 +30,7 @@ from ..detectors.aux import (
 from ..detectors.widths import ExpectedWidths
 from ..findings import Finding
 from ..patching import WrapPoint
-from ..process import STATE, recorder
+from ..process import recorder
 from .. import signals
 from ..runtimes import SGLANG
 from .draft_checks import capturing, check_pass, count_if_healthy, draft_state
@@ -62,7 +62,7 @@ def _before_project(instance, target_hidden) -> None:
     if target_hidden.is_cuda and capturing():
         return  # DSpark's pre-gather projection inside the target's CUDA-graph capture
     width = int(target_hidden.shape[-1])
-    rec = STATE.recorder or recorder()
+    rec = recorder()
     st = draft_state(instance, rec, expected_widths)
     if count_if_healthy(rec, st, width):
         return

@@ -23,10 +23,11 @@ from ..detectors.vocab import check_vocab_map
 from ..detectors.weights import idle_parameters
 from ..detectors.widths import ExpectedWidths, pass_kind
 from ..patching import WrapPoint
-from ..process import STATE, recorder
+from ..objstate import ATTR
+from ..process import recorder
 from ..runtimes import SGLANG, runtime_version
 from .draft_checks import (
-    STATE_ATTR, capturing, check_finite, check_pass, draft_state, finite_due, report_load,
+    capturing, check_finite, check_pass, draft_state, finite_due, report_load,
 )
 from .load_observer import load_weights_wrapper
 
@@ -79,21 +80,21 @@ def expected_widths(model) -> ExpectedWidths:
 def _before_forward(instance, forward_batch):
     """Check the pass's input width; returns True when its output is due a non-finite
     check (`_after_forward`), else None."""
-    rec = STATE.recorder or recorder()
+    rec = recorder()
     due = finite_due(rec, instance) or None
     hidden = forward_batch.spec_info.hidden_states
     if hidden is None:
         return due
-    st = instance.__dict__.get(STATE_ATTR) or draft_state(instance, rec, expected_widths,
-                                                          bool(hidden.is_cuda))
+    st = instance.__dict__.get(ATTR)
+    if st is None or not st.widths_known:
+        st = draft_state(instance, rec, expected_widths, bool(hidden.is_cuda))
     if st.on_cuda and capturing():
         return None  # CUDA-graph capture runs on dummy batches
     mode = forward_batch.forward_mode
     width = hidden.shape[-1]
     seen = st.healthy.get((mode, width))
     if seen is not None:  # seen before and healthy: only count it (count_if_healthy, inline)
-        passes = rec.passes
-        passes[seen] = passes.get(seen, 0) + 1
+        rec.draft.count(seen)
         return due
     name = getattr(mode, "name", str(mode))
     check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,
@@ -104,7 +105,7 @@ def _before_forward(instance, forward_batch):
 def _after_forward(due, instance, result) -> None:
     """The inner model returns (hidden states the logits are computed from, [aux])."""
     hidden = result[0] if isinstance(result, tuple) else result
-    check_finite(STATE.recorder or recorder(), instance, ("hidden states",), (hidden,))
+    check_finite(recorder(), instance, ("hidden states",), (hidden,))
 
 
 # -- weights and vocabulary map -----------------------------------------------------------

@@ -22,9 +22,10 @@ reports) follows from the counts alone.
 """
 from __future__ import annotations
 
-from .. import signals, step_cost
+from .. import signals
+from ..families import step_cost
 from ..patching import WrapPoint
-from ..process import STATE, recorder
+from ..process import recorder
 from . import sglang_worker
 
 WORKER = signals.WORKER_V1
@@ -47,7 +48,7 @@ def _after_verify(span, instance, result):
     counts = getattr(out, "num_correct_drafts_per_req_cpu", None)
     if counts is None:
         counts = out.accept_length_per_req_cpu
-    (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps)
+    recorder().acceptance.add(counts, instance.speculative_num_steps)
 
 
 WORKER_POINTS = (

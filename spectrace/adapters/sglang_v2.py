@@ -16,20 +16,20 @@ Context length: the scheduler resolves each verified batch in `_resolve_spec_v2_
 (0.5.23; `RESULT_PROCESSOR`), which calls `on_verify_complete_cpu` with that batch's
 counts; its `seq_lens_cpu` (SGLang's host copy of the sequence lengths, rebound to a new
 tensor every step, absent where the attention backend opts out of it) is handed to that
-call's hook through `_resolving` (taken once: a plain slot, not a context variable, so the
-resolve hook needs no cleanup) and kept by reference beside the counts, bucketed at
-collection time.
+call's hook through the step in flight (`StepInFlight.keep_seq_lens`, taken once) and kept
+by reference beside the counts, bucketed at collection time. Batch size needs nothing
+more: it is the number of counts a step hands over.
 """
 from __future__ import annotations
 
-from contextvars import ContextVar, Token
 from typing import NamedTuple
 
-from .. import signals, spans, step_cost
+from .. import signals
 from ..detectors.tokens import compare_chain_tokens, compare_tree_top1_path
+from ..families import step_cost
+from ..families.requests import FinishedRequest
 from ..patching import WrapPoint
 from ..process import STATE, recorder
-from ..recorder import FinishedRequest
 from . import sglang_worker
 
 WORKER = signals.WORKER_V2
@@ -70,65 +70,49 @@ class TreeDue(NamedTuple):
 
 
 class VerifyContext(NamedTuple):
-    """What a verify call's hooks pass each other."""
+    """What a verify call's hooks pass each other (its `before`, `after` and `cleanup`)."""
 
     span: object | None          # the verify span, under a sampled step
     draft_tokens: object | None  # a chain agreement is due: the draft tokens to compare
-    tree_due: Token | None       # a tree agreement is due: the token that marked it
-    timed: bool = False          # under a measured step: verify's end is a phase boundary
-
-
-# The sequence lengths of the batch being resolved, until its `on_verify_complete_cpu`
-# takes them (SGLang's scheduler resolves one batch at a time, in one thread; 0.5.16 and
-# 0.5.23 call it from every `_resolve_spec_v2_tokens`, so the next resolve overwrites any
-# lengths a failed call left).
-_resolving: list = [None]
+    tree_due: bool               # a tree agreement is due (`StepInFlight.tree_due`)
+    timed: bool                  # under a measured step: verify's end is a phase boundary
 
 
 def _before_resolve_v2(processor, batch) -> None:
-    _resolving[0] = getattr(batch, "seq_lens_cpu", None)
-
-
-def _take_seq_lens():
-    lens = _resolving[0]
-    if lens is not None:
-        _resolving[0] = None
-    return lens
-
-
-# The tree agreement due, for the duration of that verify call.
-_tree_due: ContextVar[TreeDue | None] = ContextVar("spectrace_tree_due", default=None)
+    """The sequence lengths of the batch being resolved, until its `on_verify_complete_cpu`
+    takes them (SGLang's scheduler resolves one batch at a time, in one thread; 0.5.16 and
+    0.5.23 call it from every `_resolve_spec_v2_tokens`, so the next resolve overwrites any
+    lengths a failed call left)."""
+    recorder().inflight.keep_seq_lens(getattr(batch, "seq_lens_cpu", None))
 
 
 def verify_hook(kind: str, trees: bool = True):
     """The `before` hook of an EAGLE-style verify (EAGLEWorkerV2's; MultiLayerEagleWorkerV2's,
     which calls the same `run_eagle_verify`), and the boundaries of the step's phases:
     what ran before verify in the step is the draft, what runs after it the draft-extend
-    (so the draft worker's own methods need no wrap points; `Recorder.phase_boundary`,
-    `spans.verify_starts`). And the agreement every `agreement_every`th step counted under
+    (so the draft worker's own methods need no wrap points; `StepCosts.boundary`,
+    `Steps.verify_starts`). And the agreement every `agreement_every`th step counted under
     `kind`; `trees`: its verify compacts a tree through `_finalize_accept_tree_path`
     (multi-layer EAGLE's does not: chains only)."""
     def before(instance, batch) -> VerifyContext | None:
-        rec = STATE.recorder or recorder()
-        timed = rec.cost_step is not None
+        rec = recorder()
+        timed = rec.cost.measuring() is not None
         if timed:
-            rec.phase_boundary(step_cost.DRAFT)
-        span = None if rec.step_span is None else spans.verify_starts(rec)
+            rec.cost.boundary(step_cost.DRAFT)
+        steps = rec.steps
+        span = steps.verify_starts() if steps.sampled else None
         every = rec.cfg.agreement_every
-        if every and rec.steps.get(kind, 0) % every == 0:
+        if every and steps.count(kind) % every == 0:
             if instance.topk == 1:
-                return VerifyContext(span, batch.spec_info.draft_token, None, timed)
+                return VerifyContext(span, batch.spec_info.draft_token, False, timed)
             if trees:
-                due = TreeDue(instance.speculative_num_steps,
-                              instance.speculative_num_draft_tokens)
-                return VerifyContext(span, None, _tree_due.set(due), timed)
-        if span is None:
-            return _TIMED if timed else None
-        return VerifyContext(span, None, None, timed)
+                steps.inflight.due_tree(TreeDue(instance.speculative_num_steps,
+                                                instance.speculative_num_draft_tokens))
+                return VerifyContext(span, None, True, timed)
+        if span is None and not timed:
+            return None
+        return VerifyContext(span, None, False, timed)
     return before
-
-
-_TIMED = VerifyContext(None, None, None, True)  # a measured step's verify, nothing else due
 
 
 _before_verify = verify_hook(WORKER)
@@ -146,22 +130,22 @@ def _after_verify(ctx: VerifyContext, instance, result) -> None:
 
 
 def _end_verify(ctx: VerifyContext) -> None:
-    if ctx.tree_due is not None:
-        _tree_due.reset(ctx.tree_due)
     rec = STATE.recorder
     if rec is None:
         return
+    if ctx.tree_due:
+        rec.inflight.take_tree()  # not taken inside verify (no tree compacted): clear it
     if ctx.timed:
-        rec.phase_boundary(step_cost.VERIFY)
+        rec.cost.boundary(step_cost.VERIFY)
     if ctx.span is not None:
-        spans.verify_ends(rec, ctx.span)
+        rec.steps.verify_ends(ctx.span)
 
 
 def _before_finalize_tree(module, batch, predict, bs):
-    due = _tree_due.get()
+    rec = STATE.recorder
+    due = None if rec is None else rec.inflight.take_tree()
     if due is None:
         return
-    _tree_due.set(None)
     if bs == 0:
         return
     info = batch.spec_info
@@ -171,8 +155,8 @@ def _before_finalize_tree(module, batch, predict, bs):
 
 
 def _before_verify_complete_cpu(instance, counts):
-    (STATE.recorder or recorder()).acceptance.add(counts, instance.speculative_num_steps,
-                                                  _take_seq_lens())
+    rec = recorder()
+    rec.acceptance.add(counts, instance.speculative_num_steps, rec.inflight.take_seq_lens())
 
 
 def _before_resolve_overlap(scheduler, res):
@@ -229,9 +213,9 @@ def _before_release(processor, req) -> None:
     if not steps:
         return
     params = getattr(req, "sampling_params", None)
-    rec = STATE.recorder or recorder()
+    rec = recorder()
     label = rec.cfg.request_label
-    rec.request_finished(FinishedRequest(
+    rec.requests.finished(FinishedRequest(
         req.rid, steps, req.spec_num_correct_drafts,
         getattr(req, "spec_correct_drafts_histogram", None),
         getattr(params, "temperature", None), getattr(params, "top_k", None),

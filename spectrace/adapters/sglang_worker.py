@@ -2,16 +2,19 @@
 the constructor (identity, telemetry, series, whether SGLang simulates acceptance), and the start of a speculative step
 (audit once, skip prefill, count, sample a span).
 
-State a worker's hooks pass to each other lives on the worker (`WorkerState`), so it goes
-when the worker does.
+What spectrace keeps on a worker for its whole life is its `WorkerState` (`objstate`);
+what the hooks of one step pass each other is the step in flight (`families.steps`).
 """
 from __future__ import annotations
 
 import sys
 from typing import NamedTuple
 
-from .. import counting, signals, spans, step_cost
+from .. import counting, signals
 from ..detectors.synthetic import sglang_simulated
+from ..families import step_cost
+from ..families.steps import StepSpan
+from ..objstate import peek, state_of
 from ..patching import WrapPoint
 from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
@@ -19,11 +22,8 @@ from . import sglang_identity
 from ..detectors.context import trained_context
 from .sglang_target import audit_pair
 
-STATE_ATTR = "_spectrace_worker"
-
-
 class WorkerState:
-    """What spectrace keeps on one eagle worker."""
+    """What spectrace keeps on one eagle worker (`objstate`)."""
 
     __slots__ = ("audited",)
 
@@ -32,10 +32,7 @@ class WorkerState:
 
 
 def worker_state(worker) -> WorkerState:
-    st = worker.__dict__.get(STATE_ATTR)
-    if st is None:
-        st = worker.__dict__[STATE_ATTR] = WorkerState()
-    return st
+    return state_of(worker, WorkerState)
 
 
 def before_init(instance, named: dict):
@@ -53,15 +50,16 @@ def before_init(instance, named: dict):
 def _after_init(ctx, worker, result) -> None:
     """Once the worker exists: its speculative-step count fixes the series to create, and
     SGLang's simulated-acceptance switch, as verify will read it, is checked."""
+    rec = recorder()
     steps = getattr(worker, "speculative_num_steps", None)
     if isinstance(steps, int) and steps > 0:
-        recorder().acceptance.prepare(steps)
+        rec.acceptance.prepare(steps)
     topk = getattr(worker, "topk", None)
     if isinstance(topk, int):
-        recorder().topk[type(worker).__name__] = topk
+        rec.steps.note_topk(type(worker).__name__, topk)
     finding = sglang_simulated(*simulated_acceptance())
     if finding is not None:
-        recorder().finding(finding)
+        rec.finding(finding)
 
 
 SPEC_UTILS = "sglang.srt.speculative.spec_utils"
@@ -106,7 +104,7 @@ def audit_once(worker, target_model, draft_model, audit=None) -> None:
     if target_model is None or draft_model is None:
         return
     rec = recorder()
-    rec.draft_context.update(trained_context(getattr(draft_model, "config", None)))
+    rec.draft.note_context(trained_context(getattr(draft_model, "config", None)))
     if audit is None:
         algorithm = getattr(getattr(worker, "server_args", None), "speculative_algorithm",
                             None)
@@ -140,7 +138,7 @@ class StepContext(NamedTuple):
     """What a step's hooks pass to `end_step`: its span and its cost measurement, when
     sampled (either may be None)."""
 
-    span: spans.StepSpan | None
+    span: StepSpan | None
     cost: step_cost.StepCost | None
 
 
@@ -153,32 +151,32 @@ def begin_step(worker_kind: str, worker, batch, audit) -> StepContext | None:
     """The step hook both workers share: audit once, skip prefill, count the step, start a
     span for a sampled one and a cost measurement for a measured one (returns their
     context for `end_step`)."""
-    st = worker.__dict__.get(STATE_ATTR)
+    st = peek(worker)
     if st is None or not st.audited:
         audit(worker)
-    rec = STATE.recorder or recorder()
-    if is_prefill(batch):
-        rec.last_step_end = None  # a prefill ran in between: no between-steps interval
-        return None  # prefill: not a speculative step
-    if rec.last_step_end is not None:
-        rec.between_steps()
+    rec = recorder()
+    speculative = not is_prefill(batch)
+    rec.cost.step_starts(speculative)  # a prefill in between: no between-steps interval
+    if not speculative:
+        return None
     span = None
-    if rec.begin_step(worker_kind):
-        span = spans.start_step(rec, step_attrs(worker, batch))
-    cost = rec.start_cost(worker, batch_size(batch), getattr(batch.seq_lens, "is_cuda", False)) \
-        if rec.cost_due() else None
+    if rec.steps.begin(worker_kind):
+        span = rec.steps.start_span(step_attrs(worker, batch))
+    cost = rec.cost.start(worker, batch_size(batch), getattr(batch.seq_lens, "is_cuda", False)) \
+        if rec.cost.due() else None
     if span is None and cost is None:
         return None
     return StepContext(span, cost)
 
 
 def end_step(ctx: StepContext) -> None:
+    rec = STATE.recorder
+    if rec is None:
+        return
     if ctx.cost is not None:
-        rec = STATE.recorder
-        if rec is not None:
-            rec.end_cost(ctx.cost)
+        rec.cost.end(ctx.cost)
     if ctx.span is not None:
-        spans.end_step(ctx.span)
+        rec.steps.end_span(ctx.span)
 
 
 def phase_hook(span_name: str, phase: int):
@@ -193,14 +191,13 @@ def start_phase(span_name: str, phase: int) -> step_cost.PhaseCost | None:
     rec = STATE.recorder
     if rec is None:
         return None
-    span = None if rec.step_span is None else rec.tel.tracer.start_span(span_name)
-    return rec.start_phase(phase, span)
+    return rec.cost.start_phase(phase, rec.steps.child_span(span_name))
 
 
 def end_phase(ctx: step_cost.PhaseCost) -> None:
     rec = STATE.recorder
     if rec is not None:
-        rec.stop_phase(ctx)
+        rec.cost.stop_phase(ctx)
     if ctx.span is not None:
         ctx.span.end()
 

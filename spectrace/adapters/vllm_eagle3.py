@@ -32,8 +32,8 @@ from ..detectors.vocab import check_vocab_map
 from ..detectors.weights import idle_parameters
 from ..detectors.widths import ExpectedWidths
 from ..patching import WrapPoint
-from ..process import STATE
 from ..runtimes import VLLM, runtime_version
+from . import draft_checks
 from .draft_checks import (
     capturing, check_finite, check_pass, count_if_healthy, draft_state, finite_due, report_load,
 )
@@ -46,8 +46,6 @@ DRAFT_CLASSES = {
     "vllm.model_executor.models.deepseek_eagle3": "Eagle3DeepseekV2ForCausalLM",  # 0.18+
     "vllm.model_executor.models.qwen3_eagle3": "Eagle3Qwen3ForCausalLM",  # 0.24+
 }
-# the input width of a trained fc that vLLM did not build (use_aux_hidden_state false)
-CHECKPOINT_FC_IN = "_spectrace_checkpoint_fc_in"
 # parameters vLLM fills from the target when the checkpoint has none (embeddings, lm_head),
 # or that the vocabulary-map check judges (`d2t`)
 SHARED = {"model.embed_tokens.weight", "lm_head.weight", "draft_id_to_target_id"}
@@ -70,7 +68,7 @@ def expected_widths(draft) -> ExpectedWidths | None:
         fc_in = (getattr(inner, "fc_input_size", None) or getattr(fc, "input_size", None)
                  or fc.weight.shape[-1])
     else:
-        fc_in = draft.__dict__.get(CHECKPOINT_FC_IN)
+        fc_in = draft_checks.state(draft).checkpoint_fc_in
         if not fc_in:
             return None
     num_aux = getattr(inner, "num_aux_hidden_states", None) or int(fc_in) // target_hidden
@@ -83,7 +81,7 @@ def _before_combine(instance, hidden):
     if hidden.is_cuda and capturing():
         return  # CUDA-graph capture runs on dummy batches
     width = hidden.shape[-1]
-    rec = STATE.recorder or worker_recorder()
+    rec = worker_recorder()
     st = draft_state(instance, rec, expected_widths)
     if count_if_healthy(rec, st, width):  # seen before and healthy: only count it
         return
@@ -94,7 +92,7 @@ def _before_compute_logits(instance, hidden) -> None:
     """On a due call, the hidden states the logits are computed from (not the logits:
     vLLM's draft logits hold -inf by design, target-vocabulary ids outside the draft's
     filled through d2t, which a finite check would call a fault on every healthy run)."""
-    rec = STATE.recorder or worker_recorder()
+    rec = worker_recorder()
     if finite_due(rec, instance):
         check_finite(rec, instance, ("hidden states",), (hidden,))
 
@@ -104,7 +102,7 @@ def _report_load(model, obs) -> None:
     fc_key = next((k for k in obs.shapes if k == "fc.weight" or k.endswith(".fc.weight")), None)
     hint = None
     if getattr(model.model, "fc", None) is None and fc_key is not None:
-        model.__dict__[CHECKPOINT_FC_IN] = obs.shapes[fc_key][-1]
+        draft_checks.state(model).checkpoint_fc_in = obs.shapes[fc_key][-1]
         hint = ("vLLM builds no fc and drops its weights because the draft config's "
                 "eagle_config.use_aux_hidden_state is false, so the draft also gets one "
                 "target layer instead of the aux layers its fc was trained on. Fix: set "

@@ -35,17 +35,17 @@ from __future__ import annotations
 import logging
 import time
 
-from .. import signals, spans
+from .. import signals
 from ..detectors.synthetic import vllm_synthetic
+from ..families.acceptance import PositionCounts
+from ..families.requests import FinishedRequest
 from ..patching import WrapPoint
 from ..process import STATE
-from ..recorder import FinishedRequest, PositionCounts
 from ..runtimes import runtime_version
 from .vllm_identity import engine_recorder
 
 _log = logging.getLogger("spectrace")
 WORKER = signals.WORKER_VLLM
-_STEP_START = "_spectrace_step_start"  # scheduler attribute: time_ns its engine step began
 _LESS_ONE = bytes([0] + list(range(255)))  # byte value n -> max(n - 1, 0)
 
 
@@ -78,10 +78,10 @@ class StepCounts:
 
 
 def _before_engine_step(engine_core):
-    """Note on the engine's own scheduler when this step began (per engine, not per process)."""
-    scheduler = getattr(engine_core, "scheduler", None)
-    if scheduler is not None:
-        scheduler.__dict__[_STEP_START] = time.time_ns()
+    """Note when this engine step began, for its step span (the step in flight)."""
+    rec = STATE.recorder
+    if rec is not None:
+        rec.inflight.engine_step_started(time.time_ns())
 
 
 def _after_scheduler_init(ctx, scheduler, result) -> None:
@@ -115,7 +115,7 @@ def _before_update(scheduler, out, result):
     spec = out.scheduled_spec_decode_tokens
     if not spec:
         return None  # no request was scheduled with drafts (prefill, or no speculation)
-    rec = STATE.recorder or engine_recorder(scheduler.vllm_config)
+    rec = engine_recorder(scheduler.vllm_config)
     k = scheduler.num_spec_tokens
     if not scheduler.log_stats:
         sampled = result.sampled_token_ids
@@ -123,22 +123,28 @@ def _before_update(scheduler, out, result):
             rec.acceptance.add(StepCounts(
                 spec, result.req_id_to_index, list(map(len, sampled)),
                 getattr(scheduler, "num_sampled_tokens_per_step", 1)), k)
-    if rec.begin_step(WORKER):
-        began = scheduler.__dict__.get(_STEP_START)
-        return spans.start_step(rec, {
+    steps = rec.steps
+    if steps.begin(WORKER):
+        return steps.start_span({
             signals.SPAN_ATTR_WORKER: WORKER,
             signals.SPAN_ATTR_RUNTIME: signals.RUNTIME_VLLM,
             signals.SPAN_ATTR_RUNTIME_VERSION: runtime_version(signals.RUNTIME_VLLM),
             signals.SPAN_ATTR_BATCH_SIZE: len(out.num_scheduled_tokens),
             signals.SPAN_ATTR_NUM_STEPS: k, signals.SPAN_ATTR_TOPK: 1,
-            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: k + 1}, start_time=began)
+            signals.SPAN_ATTR_NUM_DRAFT_TOKENS: k + 1}, start_time=steps.inflight.started_ns)
     return None
+
+
+def _end_update(step) -> None:
+    rec = STATE.recorder
+    if rec is not None:
+        rec.steps.end_span(step)
 
 
 def _before_make_stats(scheduler, stats):
     """vLLM's own counts of this step (None when it logs no stats: see `_before_update`)."""
     if stats is not None:
-        (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
+        engine_recorder(scheduler.vllm_config).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,
                            stats.num_accepted_tokens_per_pos))
 
@@ -157,9 +163,9 @@ def _before_free_request(scheduler, request) -> None:
     temperature = getattr(params, "temperature", None)
     if getattr(getattr(params, "sampling_type", None), "name", None) == "GREEDY":
         temperature = 0.0  # vLLM's own greedy rule (its epsilon, not ours)
-    rec = STATE.recorder or engine_recorder(scheduler.vllm_config)
+    rec = engine_recorder(scheduler.vllm_config)
     label = rec.cfg.request_label
-    rec.request_finished(FinishedRequest(
+    rec.requests.finished(FinishedRequest(
         request.request_id, steps, sum(j * n for j, n in enumerate(hist)), list(hist),
         temperature, getattr(params, "top_k", None), _label(request, label) if label else None))
 
@@ -179,7 +185,7 @@ SCHEDULER = (
     WrapPoint("Scheduler.__init__", "vllm.scheduler.__init__", after=_after_scheduler_init),
     WrapPoint("Scheduler.update_from_output", "vllm.scheduler.update_from_output",
               before=_before_update, reads=("scheduler_output", "model_runner_output"),
-              cleanup=spans.end_step),
+              cleanup=_end_update),
     WrapPoint("Scheduler.make_stats", "vllm.scheduler.make_stats", before=_before_make_stats,
               reads=("spec_decoding_stats",)),
     WrapPoint("Scheduler._free_request", "vllm.scheduler.request_finished",

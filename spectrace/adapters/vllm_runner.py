@@ -31,21 +31,20 @@ audit once both models are loaded, and draft/target token agreement.
 """
 from __future__ import annotations
 
-from .. import step_cost
 from ..detectors.tokens import compare_positions
+from ..families import step_cost
+from ..objstate import state_of
 from ..patching import WrapPoint
 from ..process import STATE
 from .draft_checks import capturing
 from .vllm_identity import worker_recorder
 from .vllm_target import audit_pair
 
-STATE_ATTR = "_spectrace_runner"
-
 
 class RunnerState:
-    """What spectrace keeps on one model runner."""
+    """What spectrace keeps on one model runner (`objstate`)."""
 
-    # speculative_num_steps: the runner's K, as `Recorder.end_cost` reads it off the
+    # speculative_num_steps: the runner's K, as `StepCosts.end` reads it off the
     # "worker" a step cost is measured for (SGLang's workers have their own)
     __slots__ = ("audited", "spec_steps", "speculative_num_steps")
 
@@ -56,10 +55,7 @@ class RunnerState:
 
 
 def runner_state(runner) -> RunnerState:
-    st = runner.__dict__.get(STATE_ATTR)
-    if st is None:
-        st = runner.__dict__[STATE_ATTR] = RunnerState()
-    return st
+    return state_of(runner, RunnerState)
 
 
 def _unwrap(model):
@@ -86,7 +82,7 @@ def _after_load_model(ctx, runner, result) -> None:
 def _before_sample(runner, logits, meta):
     if meta is None:
         return None  # no drafts in this step
-    rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
+    rec = worker_recorder(getattr(runner, "vllm_config", None))
     every = rec.cfg.agreement_every
     st = runner_state(runner)
     step = st.spec_steps
@@ -110,19 +106,18 @@ def _before_execute(runner, scheduler_output):
     """Start of a step: count it towards the next measured one (steps with drafts to verify
     only) and start its `step` and `verify` phases when it is measured (one clock start
     for both). Returns the verify phase in flight, or None."""
-    rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
-    if not scheduler_output.scheduled_spec_decode_tokens:
-        rec.last_step_end = None  # no speculative step: no between-steps interval
+    costs = worker_recorder(getattr(runner, "vllm_config", None)).cost
+    speculative = bool(scheduler_output.scheduled_spec_decode_tokens)
+    costs.step_starts(speculative)  # not speculative: no between-steps interval
+    if not speculative:
         return None
-    if rec.last_step_end is not None:
-        rec.between_steps()
-    if not rec.cost_due():
-        rec.cost_step = None  # a measured step that never ended (it raised) ends here
+    if not costs.due():
+        costs.abandon()  # a measured step that never ended (it raised) ends here
         return None
     st = runner_state(runner)
     st.speculative_num_steps = runner.num_spec_tokens
-    cost = rec.start_cost(st, len(scheduler_output.num_scheduled_tokens),
-                          runner.device.type == "cuda")
+    cost = costs.start(st, len(scheduler_output.num_scheduled_tokens),
+                       runner.device.type == "cuda")
     return step_cost.PhaseCost(None, cost.started, step_cost.slot(
         step_cost.VERIFY, cost.bucket, st.speculative_num_steps))
 
@@ -132,38 +127,37 @@ def _after_execute(ctx, runner, result) -> None:
     anything else (a pipeline stage's intermediate tensors, an empty output) ends the step
     here, unmeasured."""
     rec = STATE.recorder
-    cost = None if rec is None else rec.cost_step
-    if cost is None:
+    if rec is None or rec.cost.measuring() is None:
         return
     if result is not None:
-        rec.cost_step = None
+        rec.cost.abandon()
         return
-    rec.stop_phase(ctx)
+    rec.cost.stop_phase(ctx)
 
 
 def _before_phase(phase: int):
     def before(runner):
         rec = STATE.recorder
-        return None if rec is None else rec.start_phase(phase)
+        return None if rec is None else rec.cost.start_phase(phase)
     return before
 
 
 def _after_phase(ctx, runner, result) -> None:
     rec = STATE.recorder
     if rec is not None:
-        rec.stop_phase(ctx)
+        rec.cost.stop_phase(ctx)
 
 
 def _before_sample_tokens(runner):
     rec = STATE.recorder
-    return None if rec is None else rec.cost_step
+    return None if rec is None else rec.cost.measuring()
 
 
 def _after_sample_tokens(cost, runner, result) -> None:
     """The measured step is over (`step`, and on the CPU when it ended)."""
     rec = STATE.recorder
-    if rec is not None and rec.cost_step is cost:
-        rec.end_cost(cost)
+    if rec is not None and rec.cost.measuring() is cost:
+        rec.cost.end(cost)
 
 
 # -- wrap points ----------------------------------------------------------------------------

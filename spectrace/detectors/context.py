@@ -8,11 +8,13 @@ with them at collection time, `spectrace report` judges with them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .. import messages, signals
 from ..findings import WARNING, Finding
+from . import buckets
+from .buckets import BucketFigures, GapRule
+from .buckets import gap as buckets_gap
 
 # Upper edges of the buckets (powers of two); a length L falls in the first bucket whose
 # edge is above L, or in the last (128k and above).
@@ -72,60 +74,24 @@ def trained_context(config: Any) -> dict[str, float]:
     return out
 
 
-@dataclass(frozen=True)
-class BucketFigures:
-    """One context bucket: request-steps, accepted draft tokens, and per 0-based position
-    the request-steps that accepted it."""
-    bucket: str
-    drafts: float
-    accepted_tokens: float
-    accepted_per_position: tuple[float, ...]
-
-    @property
-    def mean_acceptance_length(self) -> float | None:
-        return 1 + self.accepted_tokens / self.drafts if self.drafts else None
-
-    @property
-    def acceptance_per_position(self) -> tuple[float, ...]:
-        return tuple(v / self.drafts for v in self.accepted_per_position) if self.drafts \
-            else ()
-
-
 def bucket_figures(counts: Mapping[tuple[str, int], float], positions: int = 0,
                    order: Mapping[str, int] = BUCKET_ORDER) -> tuple[BucketFigures, ...]:
-    """Per bucket, in length order, from request-steps by (bucket, accept length);
-    `positions`: the draft positions to give each (at least those its lengths reach)."""
-    by: dict[str, dict[int, float]] = {}
-    for (bucket, length), n in counts.items():
-        if n and isinstance(length, int) and length >= 1:
-            by.setdefault(str(bucket), {})[length] = by.get(str(bucket), {}).get(length, 0) + n
-    out = []
-    for bucket in sorted(by, key=lambda b: (order.get(b, len(order)), b)):
-        lengths = by[bucket]
-        drafts = sum(lengths.values())
-        top = max(lengths)
-        per_pos = tuple(sum(n for length, n in lengths.items() if length >= p + 2)
-                        for p in range(max(top - 1, positions)))
-        out.append(BucketFigures(bucket, drafts,
-                                 sum((length - 1) * n for length, n in lengths.items()),
-                                 per_pos))
-    return tuple(out)
+    """Per context bucket, in length order (`buckets.bucket_figures`)."""
+    return buckets.bucket_figures(counts, positions, order)
+
+
+RULE = GapRule(FLOOR, RATIO, DROP, ordered=True, min_apart=MIN_BUCKETS_APART)
 
 
 def long_context_finding(buckets: tuple[BucketFigures, ...],
                          trained: Mapping[str, float] | None = None) -> Finding | None:
     """The long-context finding, or None (also whenever fewer than two buckets, far
     enough apart, reach the floor)."""
-    known = [b for b in buckets if b.bucket in BUCKETS and b.drafts >= FLOOR]
-    if len(known) < 2:
+    found = buckets_gap(buckets, RULE, BUCKETS)
+    if found is None:
         return None
-    short, long_ = known[0], known[-1]
-    if BUCKET_ORDER[long_.bucket] - BUCKET_ORDER[short.bucket] < MIN_BUCKETS_APART:
-        return None
-    gain_short = short.accepted_tokens / short.drafts
-    gain_long = long_.accepted_tokens / long_.drafts
-    if not (gain_long <= RATIO * gain_short and gain_short - gain_long >= DROP):
-        return None
+    short, long_ = found
+    gain_short, gain_long = short.gain, long_.gain
     trained = dict(trained or {})
     trained_text = ", ".join(f"{k} {v:g}" for k, v in trained.items() if k in TRAINED_KEYS)
     lengths = dict(short_length=round(1 + gain_short, 4), long_length=round(1 + gain_long, 4))

@@ -30,7 +30,7 @@ from .format import (
     finding_severity, process_identity, runtime_label,
 )
 from .records import Figures, HiddenStatePass, ProcessSummary, Report
-from .verdict import of_report
+from .verdict import verdict_of
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 DATA_ID = "spectrace-data"
@@ -257,39 +257,25 @@ def _has_data(kind: str, d: dict) -> bool:
     return bool(d["widths"])
 
 
-def _context_table(v: Figures) -> str:
-    """Acceptance by context length (`by_context.<i>.*` in --json)."""
-    if not v.by_context:
+def _breakdown_table(b) -> str:
+    """Acceptance by one breakdown (`by_<name>.<i>.*` in --json), a row per bucket seen."""
+    if not b.rows:
         return ""
-    width = max(len(c.acceptance_per_position) for c in v.by_context)
+    width = max(len(c.acceptance_per_position) for c in b.rows)
     rows = []
-    for i, c in enumerate(v.by_context):
-        key = f"by_context.{i}"
+    for i, c in enumerate(b.rows):
+        key = f"by_{b.name}.{i}"
         pos = "".join(_cell(c.acceptance_per_position[p],
                             f"{key}.acceptance_per_position.{p}",
                             _ratio(c.acceptance_per_position[p]))
                       if p < len(c.acceptance_per_position) else "<td>-</td>"
                       for p in range(width))
-        rows.append(f"<tr><th scope=row>{_e(c.context)}</th>"
+        rows.append(f"<tr><th scope=row>{_e(c.bucket)}</th>"
                     f"{_cell(c.mean_acceptance_length, f'{key}.mean_acceptance_length', _ratio(c.mean_acceptance_length))}"
                     f"{pos}{_cell(c.drafts, f'{key}.drafts', count_text(c.drafts))}</tr>")
-    return _table("Acceptance by context length (tokens in the request so far)",
-                  ["context", "mean accept length"] + [f"position {p}" for p in range(width)]
-                  + ["request-steps"], rows)
-
-
-def _sampling_table(v: Figures) -> str:
-    """Acceptance by sampling (`by_sampling.<i>.*` in --json)."""
-    if not v.by_sampling:
-        return ""
-    rows = []
-    for i, c in enumerate(v.by_sampling):
-        key = f"by_sampling.{i}"
-        rows.append(f"<tr><th scope=row>{_e(c.sampling)}</th>"
-                    f"{_cell(c.mean_acceptance_length, f'{key}.mean_acceptance_length', _ratio(c.mean_acceptance_length))}"
-                    f"{_cell(c.drafts, f'{key}.drafts', count_text(c.drafts))}</tr>")
-    return _table("Acceptance by sampling (finished requests)",
-                  ["sampling", "mean accept length", "request-steps"], rows)
+    return _table(f"Acceptance by {b.title}",
+                  [b.name.replace("_", " "), "mean accept length"]
+                  + [f"position {p}" for p in range(width)] + ["request-steps"], rows)
 
 
 def _requests_table(v: Figures) -> str:
@@ -338,7 +324,7 @@ def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     body = (f'<section class="view" id="view-{vid}" data-view="{vid}"><h2>{_e(title)}</h2>'
             f"{identity}<div class=grid>{''.join(charts)}</div>"
             f"<div class=tables>{_totals_table(v)}{_positions_table(v)}{_lengths_table(v)}"
-            f"{_widths_table(v)}{_context_table(v)}{_sampling_table(v)}{_requests_table(v)}{_speculation_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
+            f"{_widths_table(v)}{''.join(_breakdown_table(b) for b in v.breakdowns)}{_requests_table(v)}{_speculation_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
     return body, data
 
 
@@ -390,7 +376,7 @@ details>*{display:block}.u-legend{display:none}}
 
 def _verdict_line(report: Report) -> str:
     """The verdict, the page's first sentence (`data-state`: its state)."""
-    v = of_report(report)
+    v = verdict_of(report)
     return f'<p class="verdict v-{_e(v.state)}" data-state="{_e(v.state)}">{_e(v.sentence)}</p>'
 
 

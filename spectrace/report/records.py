@@ -51,8 +51,8 @@ class RawTotals:
     telemetry_dropped: Number
     passes: tuple[PassCount, ...]
     expected_widths: dict[str, Number]
-    by_context: dict = None  # request-steps by (context bucket, accept length)
-    by_sampling: dict = None  # request-steps by (sampling bucket, accept length)
+    # breakdown name -> request-steps by (bucket, accept length) (`families.breakdowns`)
+    breakdowns: dict = field(default_factory=dict)
     requests: dict = None  # finished requests by mean accept length bucket
     requests_by_label: dict = None  # finished requests by (label value, mean length bucket)
     request_label_overflow: dict = None  # label key -> requests counted as `other`
@@ -122,35 +122,32 @@ class TimelineFigures:
 
 
 @dataclass(frozen=True, slots=True)
-class ContextFigures:
-    """Acceptance in one context-length bucket (`detectors.context`)."""
-    context: str
+class BucketRow:
+    """Acceptance in one bucket of a breakdown."""
+    bucket: str
     drafts: Number
     accepted_tokens: Number
     mean_acceptance_length: float | None
     acceptance_per_position: tuple[float, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"context": self.context, "drafts": self.drafts,
+    def to_json(self, name: str) -> dict[str, Any]:
+        return {name: self.bucket, "drafts": self.drafts,
                 "accepted_tokens": self.accepted_tokens,
                 "mean_acceptance_length": self.mean_acceptance_length,
                 "acceptance_per_position": list(self.acceptance_per_position)}
 
 
 @dataclass(frozen=True, slots=True)
-class SamplingFigures:
-    """Acceptance of the finished requests of one sampling bucket (`detectors.requests`)."""
-    sampling: str
-    drafts: Number
-    accepted_tokens: Number
-    mean_acceptance_length: float | None
-    acceptance_per_position: tuple[float, ...]
+class BreakdownFigures:
+    """Acceptance by one breakdown (`families.breakdowns`: its `name` and `title`), a row
+    per bucket seen, in the breakdown's order; `by_<name>` in `--json`."""
+    name: str
+    title: str
+    rows: tuple[BucketRow, ...]
+    buckets: tuple = ()  # the same as `detectors.buckets.BucketFigures`, for the rules
 
-    def to_json(self) -> dict[str, Any]:
-        return {"sampling": self.sampling, "drafts": self.drafts,
-                "accepted_tokens": self.accepted_tokens,
-                "mean_acceptance_length": self.mean_acceptance_length,
-                "acceptance_per_position": list(self.acceptance_per_position)}
+    def to_json(self) -> list[dict[str, Any]]:
+        return [r.to_json(self.name) for r in self.rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +223,9 @@ class Figures:
     telemetry_dropped: Number
     findings: tuple[FindingSummary, ...]  # by code
     timeline: TimelineFigures
-    by_context: tuple[ContextFigures, ...] = ()  # in length order
+    # every declared breakdown, in declaration order (rows only where counted)
+    breakdowns: tuple[BreakdownFigures, ...] = ()
     draft_context: dict = None
-    by_sampling: tuple[SamplingFigures, ...] = ()
     requests: RequestFigures | None = None
     # is speculation paying off, and the best number of draft tokens (spectrace.advisor)
     speculation: Any = None
@@ -255,9 +252,8 @@ class Figures:
             "telemetry_dropped": self.telemetry_dropped,
             "findings": [f.to_json() for f in self.findings],
             "timeline": self.timeline.to_json(),
-            "by_context": [c.to_json() for c in self.by_context],
+            **{f"by_{b.name}": b.to_json() for b in self.breakdowns},
             "draft_context": dict(self.draft_context or {}),
-            "by_sampling": [c.to_json() for c in self.by_sampling],
             "requests": self.requests.to_json() if self.requests else None,
             "speculation": None if self.speculation is None else self.speculation.to_json(),
         }
@@ -335,13 +331,13 @@ class Report:
     directory: str
     processes: tuple[ProcessSummary | UnreadableProcess, ...]
     combined: CombinedSummary | None
+    verdict: Any = None  # `verdict.Verdict`, judged when the report is built (`summary`)
 
     @property
     def readable(self) -> tuple[ProcessSummary, ...]:
         return tuple(p for p in self.processes if isinstance(p, ProcessSummary))
 
     def to_json(self) -> dict[str, Any]:
-        from .verdict import of_report  # the verdict reads these records
-        return {"verdict": of_report(self).to_json(), "directory": self.directory,
+        return {"verdict": self.verdict.to_json(), "directory": self.directory,
                 "processes": [p.to_json() for p in self.processes],
                 "combined": self.combined.to_json() if self.combined else None}

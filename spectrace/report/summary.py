@@ -17,17 +17,19 @@ from dataclasses import replace
 from typing import Any
 
 from .. import advisor, signals
-from ..detectors import context as ctx_rule
+from ..counting import counts_once
 from ..detectors import requests as req_rule
 from ..detectors.widths import ExpectedWidths, check_width, expected_width
-from ..counting import counts_once
+from ..families.breakdowns import BREAKDOWNS
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
+from .breakdown_figures import breakdown_figures, breakdown_findings
 from .reader import iter_jsonl
 from .records import (
-    CombinedSummary, ContextFigures, Figures, FindingSummary, LabelFigures, RequestFigures,
-    RequestRecord, SamplingFigures, HiddenStatePass, PassCount, ProcessSummary,
-    RawTotals, Report, TimelineFigures, TimelinePoint, UnreadableProcess,
+    CombinedSummary, Figures, FindingSummary, HiddenStatePass, LabelFigures, PassCount,
+    ProcessSummary, RawTotals, Report, RequestFigures, RequestRecord, TimelineFigures,
+    TimelinePoint, UnreadableProcess,
 )
+from .verdict import of_report
 
 
 class ReportError(Exception):
@@ -214,10 +216,6 @@ SUMMED = {
     "width_mismatch": (signals.EAGLE3_WIDTH_MISMATCH, None),
     "internal_errors": (signals.INTERNAL_ERRORS, None),
     "telemetry_dropped": (signals.TELEMETRY_DROPPED, None),
-    "by_context": (signals.SPEC_ACCEPT_LENGTH_BY_CONTEXT,
-                   (signals.ATTR_CONTEXT, signals.ATTR_LENGTH)),
-    "by_sampling": (signals.SPEC_ACCEPT_LENGTH_BY_SAMPLING,
-                    (signals.ATTR_SAMPLING, signals.ATTR_LENGTH)),
     "requests": (signals.SPEC_REQUESTS, signals.ATTR_REQUEST_LENGTH),
     "requests_by_label": (signals.SPEC_REQUESTS,
                           (signals.ATTR_REQUEST_LABEL, signals.ATTR_REQUEST_LENGTH)),
@@ -238,6 +236,8 @@ def _raw_totals(metrics: dict) -> RawTotals:
                      for p in _points(metrics, signals.EAGLE3_PASSES)
                      if p["attributes"].get(signals.ATTR_PASS_KIND) is not None
                      or p["attributes"].get(signals.ATTR_WIDTH) is not None),
+        breakdowns={b.name: _by_attr(metrics, b.accept_length, (b.attribute, signals.ATTR_LENGTH))
+                    for b in BREAKDOWNS},
         expected_widths={str(k): v for k, v in _by_attr(
             metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
         draft_context={str(k): v for k, v in _by_attr(
@@ -320,28 +320,6 @@ def _finding_summaries(raw: RawTotals, findings: dict[str, dict]
         for code, f in sorted(entries.items(), key=lambda item: item[1]["code"]))
 
 
-def _bucket_counts(counts: dict | None) -> dict:
-    out = {}
-    for (bucket, length), n in (counts or {}).items():
-        try:
-            out[(str(bucket), int(length))] = n
-        except (TypeError, ValueError, OverflowError):
-            continue
-    return out
-
-
-def _context_figures(raw: RawTotals) -> tuple[ctx_rule.BucketFigures, ...]:
-    return ctx_rule.bucket_figures(_bucket_counts(raw.by_context), len(raw.per_position))
-
-
-def _sampling_figures(raw: RawTotals) -> tuple[SamplingFigures, ...]:
-    return tuple(SamplingFigures(b.bucket, b.drafts, b.accepted_tokens,
-                                 b.mean_acceptance_length, b.acceptance_per_position)
-                 for b in ctx_rule.bucket_figures(_bucket_counts(raw.by_sampling),
-                                                  len(raw.per_position),
-                                                  req_rule.SAMPLING_ORDER))
-
-
 def _request_figures(raw: RawTotals, records: list[RequestRecord]) -> RequestFigures | None:
     dist = {str(k): v for k, v in (raw.requests or {}).items() if v}
     if not dist and not records:
@@ -386,19 +364,10 @@ def request_record(span: dict) -> RequestRecord | None:
                          _str(a.get(signals.SPAN_ATTR_REQUEST_SAMPLING), 40))
 
 
-def _derived_findings(buckets, raw: RawTotals) -> list[FindingSummary]:
-    """Findings judged here from the totals (`signals.REPORT_FINDINGS`)."""
-    f = ctx_rule.long_context_finding(buckets, raw.draft_context)
-    if f is None:
-        return []
-    return [FindingSummary(code=f.code, severity=f.severity, message=f.message,
-                           details=f.details, events=0, times=(), count=1, first_time=None)]
-
-
 def _figures(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint],
              records: list[RequestRecord] = ()) -> Figures:
     """The figures every view shows, from raw totals (one process's, or their sum)."""
-    buckets = _context_figures(raw)
+    breakdowns = breakdown_figures(raw.breakdowns, len(raw.per_position))
     drafts, accepted = raw.drafts, raw.accepted_tokens
     draft_tokens, agr_drafts = raw.draft_tokens, raw.agreement_drafts
     per_pos, agr_pos, lengths = raw.per_position, raw.agreement_positions, raw.lengths
@@ -425,13 +394,13 @@ def _figures(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoi
         width_mismatch=raw.width_mismatch,
         internal_errors=raw.internal_errors,
         telemetry_dropped=raw.telemetry_dropped,
-        findings=_finding_summaries(raw, findings) + tuple(_derived_findings(buckets, raw)),
+        findings=_finding_summaries(raw, findings) + tuple(
+            FindingSummary(code=f.code, severity=f.severity, message=f.message,
+                           details=f.details, events=0, times=(), count=1, first_time=None)
+            for f in breakdown_findings(breakdowns, raw.draft_context)),
         timeline=timeline_figures(points),
-        by_context=tuple(ContextFigures(b.bucket, b.drafts, b.accepted_tokens,
-                                        b.mean_acceptance_length, b.acceptance_per_position)
-                         for b in buckets),
+        breakdowns=tuple(breakdowns.values()),
         draft_context=dict(raw.draft_context or {}),
-        by_sampling=_sampling_figures(raw),
         requests=_request_figures(raw, list(records)),
         speculation=_speculation(raw),
     )
@@ -504,6 +473,7 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
     processes' latest totals at every time any of them wrote."""
     once = [p for p in procs if counts_once(p.counted)]
     sums: dict[str, Any] = {k: (0 if attr is None else {}) for k, (_, attr) in SUMMED.items()}
+    by_breakdown: dict[str, dict] = {b.name: {} for b in BREAKDOWNS}
     expected_widths: dict = {}
     passes: dict = {}
     findings: dict[str, dict] = {}
@@ -519,6 +489,10 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
                     acc[i] = _finite_sum((acc[i], v[i]))
             for key, v in r.drafted_per_position.items():
                 drafted[key] = _finite_sum((drafted.get(key, 0), v))
+            for name, counts in r.breakdowns.items():  # counted_once, like every breakdown
+                acc = by_breakdown.setdefault(name, {})
+                for key, v in counts.items():
+                    acc[key] = _finite_sum((acc.get(key, 0), v))
             topk = r.topk if topk is None else topk
             runtime = r.runtime if runtime is None else runtime
         for k, (spec, attr) in SUMMED.items():
@@ -547,6 +521,7 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         for k, v in (p.raw.draft_context or {}).items():
             draft_context.setdefault(k, v)
     raw = RawTotals(**sums, passes=tuple(PassCount(k, w, n) for (k, w), n in passes.items()),
+                    breakdowns=by_breakdown,
                     expected_widths=expected_widths, draft_context=draft_context,
                     phase_costs=phase_costs,
                     drafted_per_position=drafted, topk=topk, runtime=runtime)
@@ -621,4 +596,5 @@ def build_report(directory: str, read=read_process) -> Report:
         paths = [p for p in paths if os.path.isdir(p) and is_process_dir(p)]
     procs = tuple(read(path) for path in paths)
     readable = [p for p in procs if isinstance(p, ProcessSummary)]
-    return Report(directory, procs, combine(readable) if readable else None)
+    report = Report(directory, procs, combine(readable) if readable else None)
+    return replace(report, verdict=of_report(report))

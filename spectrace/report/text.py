@@ -9,7 +9,7 @@ from .format import (
     finding_severity, process_title, ratio_text,
 )
 from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
-from .verdict import of_report
+from .verdict import verdict_of
 
 
 def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
@@ -34,8 +34,8 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
             f"[{i}] {v:.2f}" for i, v in enumerate(p.acceptance_per_position)))
         lines.append("  accept-length distribution: " + "  ".join(
             f"{k}: {count_text(v)}" for k, v in p.accept_length_counts.items()))
-        lines.extend(context_lines(p))
-        lines.extend(sampling_lines(p))
+        for b in p.breakdowns:
+            lines.extend(breakdown_lines(b, p))
         lines.extend(request_lines(p))
     elif proc and proc.runtime == "vllm" and proc.role == "worker":
         lines.append("  accept counts: see the engine_core process (vLLM counts them in "
@@ -73,33 +73,21 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
     return lines
 
 
-def context_lines(p) -> list[str]:
-    """Acceptance by context length, one line per bucket seen."""
-    if not p.by_context:
+def breakdown_lines(b, p) -> list[str]:
+    """Acceptance by one breakdown (`families.breakdowns`), one line per bucket seen; under
+    context length, what the draft's config says about its context."""
+    if not b.rows:
         return []
-    lines = ["  acceptance by context length (tokens in the request so far):"]
-    for c in p.by_context:
-        lines.append(f"    {c.context:>9}: mean accept length "
+    lines = [f"  acceptance by {b.title}:"]
+    for c in b.rows:
+        lines.append(f"    {c.bucket:>9}: mean accept length "
                      f"{ratio_text(c.mean_acceptance_length)}, per position "
                      + " ".join(f"[{i}] {v:.2f}" for i, v in enumerate(c.acceptance_per_position))
                      + f"  ({count_text(c.drafts)} request-steps)")
-    if p.draft_context:
+    if b.name == "context" and p.draft_context:
         lines.append("    the draft's config: " + ", ".join(
             f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
             for k, v in p.draft_context.items()))
-    return lines
-
-
-def sampling_lines(p) -> list[str]:
-    """Acceptance of the finished requests by sampling, one line per bucket seen."""
-    if not p.by_sampling:
-        return []
-    lines = ["  acceptance by sampling (finished requests):"]
-    for c in p.by_sampling:
-        lines.append(f"    {c.sampling:>9}: mean accept length "
-                     f"{ratio_text(c.mean_acceptance_length)}, per position "
-                     + " ".join(f"[{i}] {v:.2f}" for i, v in enumerate(c.acceptance_per_position))
-                     + f"  ({count_text(c.drafts)} request-steps)")
     return lines
 
 
@@ -128,7 +116,7 @@ def request_lines(p) -> list[str]:
 
 def render_text(report: Report) -> str:
     """The verdict first (`verdict`), then the figures of each process."""
-    lines = [of_report(report).sentence, f"spectrace report: {report.directory}"]
+    lines = [verdict_of(report).sentence, f"spectrace report: {report.directory}"]
     if not report.processes:
         lines.append("  no instrumented process has written here yet")
     for p in report.processes:

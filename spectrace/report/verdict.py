@@ -219,3 +219,8 @@ def report_figures(report: Report) -> Figures | None:
 
 def of_report(report: Report, clues: Iterable[Clue] = ()) -> Verdict:
     return judge(report_figures(report), clues)
+
+
+def verdict_of(report: Report) -> Verdict:
+    """The verdict `build_report` judged (judged here for a report built another way)."""
+    return report.verdict if report.verdict is not None else of_report(report)

@@ -16,7 +16,7 @@ from .format import HEALTH_BANDS, combined_title, health_band, process_title
 from .records import ProcessSummary, Report, UnreadableProcess
 from .summary import ReportError, build_report, files_state, read_process
 from .text import figure_lines
-from .verdict import BROKEN, HEALTHY, UNDERPERFORMING, of_report
+from .verdict import BROKEN, HEALTHY, UNDERPERFORMING, verdict_of
 
 EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
               "pip install 'spectrace[cli]'")
@@ -66,7 +66,7 @@ def render(report: Report, interval: float):
     header = Text.assemble(
         ("spectrace report --watch ", "bold"), (report.directory, "cyan"),
         f"   updated {time.strftime('%H:%M:%S')}, every {interval:g} s; Ctrl-C to stop")
-    v = of_report(report)
+    v = verdict_of(report)
     style = {HEALTHY: "bold green", BROKEN: "bold red", UNDERPERFORMING: "bold yellow"}.get(
         v.state, "dim")
     parts = [Text(v.sentence, style=style), header]

@@ -163,7 +163,7 @@ for row, cls in worker_classes():
     with hb.own_recorder(OUT) as rec:
         for counts in ACCEPTED:
             w.on_verify_complete_cpu(list(counts), batch_size=len(counts))
-        rec.acceptance.fold()
+        rec.acceptance.totals.fold()
         a = rec.acceptance
         result["counts"][cls.__name__] = {
             "drafts": a.drafts, "accepted": a.accepted, "draft_tokens": a.draft_tokens,
@@ -218,8 +218,8 @@ for row, cls in worker_classes():
                 cls.forward_batch_generation(w, batch(mode))
             except Exception:  # noqa: BLE001 - the original, on the stub batch
                 pass
-        result["steps"][cls.__name__] = {"steps": dict(rec.steps),
-                                         "span_left_open": rec.step_span is not None}
+        result["steps"][cls.__name__] = {"steps": dict(rec.steps.counts),
+                                         "span_left_open": rec.inflight.span is not None}
 
 
 # -- FROZEN_KV_MTP: its real step and the inherited, wrapped EAGLEWorkerV2.verify ---------
@@ -279,7 +279,7 @@ def frozen_run(every: int, steps: int, with_frozen_table: bool) -> dict:
             rec.agreement.fold()  # CPU tensors: every copy is done
             got = {"comparisons": rec.agreement.drafts // BS,
                    "agreement_per_position": list(rec.agreement.per_position),
-                   "steps": dict(rec.steps)}
+                   "steps": dict(rec.steps.counts)}
         if with_frozen_table:
             result["span_worker"].setdefault("FrozenKVMTPWorkerV2", step_span_workers(out))
         return got
@@ -301,7 +301,7 @@ for cls_name in ("EAGLEWorkerV2", "StandaloneWorkerV2"):
             cls.forward_batch_generation(bare(cls), batch(ForwardMode.DECODE))
         except Exception:  # noqa: BLE001 - the original, on the stub batch
             pass
-        counted = dict(rec.steps)
+        counted = dict(rec.steps.counts)
     result["span_worker"][cls_name] = {"spans": step_span_workers(out), "steps": counted}
 
 result["frozen"] = frozen_run(every=4, steps=12, with_frozen_table=True)
@@ -328,7 +328,7 @@ def multi_layer_run(every: int, steps: int) -> dict:
             rec.agreement.fold()
             return {"comparisons": rec.agreement.drafts // BS,
                     "agreement_per_position": list(rec.agreement.per_position),
-                    "steps": dict(rec.steps)}
+                    "steps": dict(rec.steps.counts)}
     finally:
         ml.run_eagle_verify = saved
 
@@ -362,7 +362,7 @@ def dflash_run(every: int, steps: int, with_predict: bool) -> dict:
         rec.agreement.fold()
         return {"comparisons": rec.agreement.drafts // BS,
                 "agreement_per_position": list(rec.agreement.per_position),
-                "sglang_accept_lens": accepted[0], "steps": dict(rec.steps)}
+                "sglang_accept_lens": accepted[0], "steps": dict(rec.steps.counts)}
 
 
 result["dflash"] = dflash_run(every=4, steps=12, with_predict=True)
@@ -386,7 +386,7 @@ def uno_counts() -> dict:
     w = bare(UnoWorkerV2, speculative_num_draft_tokens=N, speculative_num_steps=1, topk=1)
     with hb.own_recorder(os.path.join(OUT, "uno-counts")) as rec:
         w.on_verify_complete_cpu(counts, batch_size=BS)
-        rec.acceptance.fold()
+        rec.acceptance.totals.fold()
         a = rec.acceptance
         return {"sglang_accept_lens": accept_lens.tolist(), "counts": counts,
                 "drafts": a.drafts, "accepted": a.accepted, "draft_tokens": a.draft_tokens,
@@ -405,7 +405,7 @@ def audit_findings(cls, label: str, **attrs) -> dict:
             cls.forward_batch_generation(w, batch(ForwardMode.DECODE))
         except Exception:  # noqa: BLE001 - the original, on the stub batch
             pass
-        return dict(rec._finding_counts)
+        return dict(rec.findings.counts)
 
 
 if UNO in modules:

@@ -132,7 +132,7 @@ def worker_run(worker_cls, target, d, label) -> dict:
                 worker_cls.forward_batch_generation(w, batch(mode))
             except Exception:  # noqa: BLE001 - the original, on the stub batch
                 pass
-        return dict(rec._finding_counts)
+        return dict(rec.findings.counts)
 
 
 def cases(worker_cls, family, d, dspark, other_ids):
@@ -180,7 +180,7 @@ off = fams.build("llama")
 with hb.own_recorder(os.path.join(OUT, "one")) as rec:
     # what a target without capture hands it: its last hidden state, H wide
     projected = one.project_target_hidden(torch.randn(5, H))
-    silent = {"projected": list(projected.shape), "findings": dict(rec._finding_counts)}
+    silent = {"projected": list(projected.shape), "findings": dict(rec.findings.counts)}
 result["one_layer"] = {"last_hidden_state": silent,
                        "off": worker_run(DFlashWorkerV2, off, one, "one-off")}
 
@@ -189,15 +189,15 @@ widths = draft(target_layer_ids=[1, 3])
 with hb.own_recorder(os.path.join(OUT, "widths")) as rec:
     for _ in range(3):
         widths.project_target_hidden(torch.randn(5, 2 * H))
-    healthy = {f"{k}:{w}": n for (k, w), n in rec.passes.items()}
+    healthy = {f"{k}:{w}": n for (k, w), n in rec.draft.counts.items()}
     try:
         widths.project_target_hidden(torch.randn(5, H))
         raised = None
     except ValueError as exc:
         raised = str(exc)
     result["widths"] = {"passes": healthy, "passes_after": {
-        f"{k}:{w}": n for (k, w), n in rec.passes.items()}, "sglang_raised": raised,
-        "findings": dict(rec._finding_counts), "expected": dict(rec.expected_width)}
+        f"{k}:{w}": n for (k, w), n in rec.draft.counts.items()}, "sglang_raised": raised,
+        "findings": dict(rec.findings.counts), "expected": dict(rec.draft.expected)}
 
 result["internal_errors"] = dict(INTERNAL_ERRORS.counts)
 print("RESULT " + json.dumps(result))

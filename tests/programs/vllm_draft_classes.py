@@ -78,12 +78,12 @@ def engine_config(target: str, method: str, draft: str):
 
 def codes() -> dict:
     rec = STATE.recorder
-    return dict(rec._finding_counts) if rec is not None else {}
+    return dict(rec.findings.counts) if rec is not None else {}
 
 
 def passes() -> dict:
     rec = STATE.recorder
-    return {f"{k}:{w}": n for (k, w), n in (rec.passes if rec is not None else {}).items()}
+    return {f"{k}:{w}": n for (k, w), n in (rec.draft.counts if rec is not None else {}).items()}
 
 
 def combine(draft, width: int, tokens: int = 4) -> dict:

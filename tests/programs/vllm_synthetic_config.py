@@ -42,9 +42,9 @@ def main() -> None:
         scheduler = types.SimpleNamespace(num_spec_tokens=sc.num_speculative_tokens,
                                           vllm_config=config)
         rec = process.STATE.recorder
-        before = dict(rec._finding_counts) if rec else {}
+        before = dict(rec.findings.counts) if rec else {}
         vllm_engine._after_scheduler_init(None, scheduler, None)
-        after = dict(process.STATE.recorder._finding_counts)
+        after = dict(process.STATE.recorder.findings.counts)
         results.append({"vllm_synthetic_mode": bool(sampler.synthetic_mode),
                         "method": sc.rejection_sample_method,
                         "rates": sc.synthetic_acceptance_rates,

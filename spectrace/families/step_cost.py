@@ -13,7 +13,7 @@ One clock measures every phase, picked once per worker from where its batch live
 
 Both fold their intervals into the same `PhaseTotals`: flat lists of seconds, squared
 seconds and samples indexed by (phase, bucket, K), so the decode loop appends one tuple per
-interval, whatever the batch size. Which steps are measured is the Recorder's (every Nth,
+interval, whatever the batch size. Which steps are measured is `StepCosts.due`'s (every Nth,
 `SPECTRACE_STEP_COST_EVERY`).
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from . import signals
+from .. import signals
+from ..signals import COUNTER, MetricSpec
 
 MAX_BUCKET = 11  # 1, 2-3, 4-7, ..., 1024-2047, then "2048+"
 MAX_K = 16       # draft steps beyond this are kept under K = MAX_K
@@ -203,7 +204,7 @@ class StepCost:
     speculation sets it inside the step), when it started, and `mark`: where the phase in
     flight began, for a worker whose phases are told apart by boundaries rather than wrap
     points of their own (SGLang v2: draft until verify starts, verify, draft-extend from
-    verify's end to the step's end; `Recorder.phase_boundary`); None otherwise. From the
+    verify's end to the step's end; `StepCosts.boundary`); None otherwise. From the
     first boundary on, `row` is the step's `slot(0, bucket, K)`, K read there once (-1
     before)."""
 
@@ -224,3 +225,162 @@ class PhaseCost(NamedTuple):
     span: object
     started: object
     slot: int
+
+
+# -- the family: metrics, the measured step's hooks, the totals' observations ------------------
+SPEC_PHASE_TIME = MetricSpec(
+    "spectrace.spec.phase_time", COUNTER, "s",
+    "Measured time of sampled speculative steps, by `phase` (step, draft, verify, "
+    "draft_extend, between_steps), batch-size bucket and draft steps K: wall time on the "
+    "CPU, CUDA events on a GPU (read once complete, never waited on).",
+    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+SPEC_PHASE_TIME_SQUARES = MetricSpec(
+    "spectrace.spec.phase_time_squares", COUNTER, "{s2}",
+    "Sum of squared phase times (seconds squared), for the spread of each mean.",
+    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+SPEC_PHASE_SAMPLES = MetricSpec(
+    "spectrace.spec.phase_samples", COUNTER, "{sample}",
+    "Phases measured (the denominator of spectrace.spec.phase_time).",
+    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+METRICS = (SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES)
+
+
+class StepCosts:
+    """Step cost in one process: which steps are measured (every `step_cost_every`th), the
+    measured step in flight (`StepInFlight.cost`), its phases, the time between steps, and
+    the totals the three metrics read."""
+
+    def __init__(self, cfg, inflight) -> None:
+        self.cfg = cfg
+        self.inflight = inflight
+        self.totals = PhaseTotals()
+        self._countdown = 0
+        self._clocks: dict[bool, object] = {}
+        self._lock = threading.Lock()  # one fold-and-read of the totals at a time
+        self._reads = threading.local()  # per collecting thread: see `_observe`
+
+    def register(self, meter, scope: dict) -> None:
+        from .instruments import observe
+        for field, spec in enumerate(METRICS, start=1):
+            observe(meter, spec, lambda field=field: self._observe(field), scope)
+
+    # -- hot path -----------------------------------------------------------------------
+    def due(self) -> bool:
+        """Count a step towards the next measured one; True when this one is measured (a
+        hook asks this before it reads what `start` needs)."""
+        every = self.cfg.step_cost_every
+        if not every:
+            return False
+        n = self._countdown
+        if n > 0:
+            self._countdown = n - 1
+            return False
+        self._countdown = every - 1
+        return True
+
+    def start(self, worker, batch_size: int, on_cuda: bool) -> StepCost:
+        """Start measuring a step `due` chose: the `StepCost` in flight. `worker`: what
+        holds the step's K (`speculative_num_steps`)."""
+        clock = self._clocks.get(on_cuda)
+        if clock is None:
+            clock = self._clocks[on_cuda] = clock_for(self.totals, on_cuda)
+        cost = self.inflight.cost = StepCost(clock, bucket_of(batch_size), worker, clock.start())
+        return cost
+
+    def measuring(self) -> StepCost | None:
+        """The measured step in flight, if any."""
+        return self.inflight.cost
+
+    def abandon(self) -> None:
+        """The step in flight is not measured after all (it ended without a result)."""
+        self.inflight.cost = None
+
+    def end(self, cost: StepCost) -> None:
+        """The measured step is over: its whole time, the draft-extend phase where the
+        step's phases are told apart by boundaries (it runs from verify's end to the
+        step's end), and (CPU) when it ended."""
+        self.inflight.cost = None
+        clock = cost.clock
+        now = clock.start()
+        row = cost.row
+        if row >= 0:
+            clock.interval(cost.mark, now, row + DRAFT_EXTEND * PHASE_STRIDE)
+        else:
+            row = slot(0, cost.bucket, cost.worker.speculative_num_steps)
+        clock.interval(cost.started, now, row)  # STEP is phase 0
+        if not clock.cuda:
+            self.inflight.last_end = (now, row)
+
+    def boundary(self, phase: int) -> None:
+        """In the measured step in flight (if any), the phase `phase` ends now; it began at
+        the last boundary, or at the step's start (SGLang v2's verify hook: the draft phase
+        ends when verify starts, the verify phase when it returns; `end` closes the
+        draft-extend phase after it). The step's K is read at its first boundary, once
+        SGLang's adaptive speculation has set it for the step."""
+        cost = self.inflight.cost
+        if cost is None:
+            return
+        now = cost.clock.start()
+        if cost.row < 0:
+            began = cost.started
+            cost.row = slot(0, cost.bucket, cost.worker.speculative_num_steps)
+        else:
+            began = cost.mark
+        cost.clock.interval(began, now, cost.row + phase * PHASE_STRIDE)
+        cost.mark = now
+
+    def start_phase(self, phase: int, span=None) -> PhaseCost | None:
+        """A phase (`DRAFT`, ...) of the step in flight starts: its `PhaseCost`, timed when
+        the step is measured, carrying `span` (the phase's child span when the step is
+        sampled as spans); None when neither."""
+        cost = self.inflight.cost
+        if cost is None:
+            return None if span is None else PhaseCost(span, None, -1)
+        return PhaseCost(span, cost.clock.start(), slot(
+            phase, cost.bucket, cost.worker.speculative_num_steps))
+
+    def stop_phase(self, ctx: PhaseCost) -> None:
+        """The phase `start_phase` timed is over (not counted when its step ended first)."""
+        if ctx.slot >= 0:
+            cost = self.inflight.cost
+            if cost is not None:
+                cost.clock.stop(ctx.started, ctx.slot)
+
+    def step_starts(self, speculative: bool) -> None:
+        """A step starts: a speculative one after a measured CPU step adds the time between
+        them; one that is not speculative (a prefill) means there is none to add."""
+        inflight = self.inflight
+        if inflight.last_end is None:
+            return
+        if not speculative:
+            inflight.last_end = None
+            return
+        t, row = inflight.last_end
+        inflight.last_end = None
+        self._clocks[False].interval(t, time.perf_counter(), row + BETWEEN * PHASE_STRIDE)
+
+    # -- collection ---------------------------------------------------------------------
+    def rows(self) -> list:
+        """(PhaseKey, seconds, squared seconds, samples) of every (phase, bucket, K)
+        measured, with what the clocks still held folded in (in the caller's thread; one
+        caller at a time, so each row's three figures are of the same intervals)."""
+        with self._lock:
+            for clock in list(self._clocks.values()):
+                clock.fold()
+            return list(self.totals.items())
+
+    def _observe(self, field: int):
+        """One field of the rows (1 seconds, 2 squares, 3 samples) for its instrument. The
+        three instruments of one collection read one snapshot, taken by whichever of them
+        the collecting thread calls first: folded separately, a step the decode loop was
+        in the middle of would count in the samples but not the seconds (a mean too low
+        by a step's share)."""
+        from opentelemetry.metrics import Observation
+        reads = self._reads
+        if field not in getattr(reads, "unread", ()):
+            reads.items, reads.unread = self.rows(), {1, 2, 3}
+        reads.unread.discard(field)
+        return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
+                                          signals.ATTR_BATCH_BUCKET: key.bucket,
+                                          signals.ATTR_NUM_STEPS: key.num_steps})
+                for item in reads.items for key in (item[0],)]

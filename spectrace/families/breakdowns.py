@@ -1,0 +1,167 @@
+"""Breakdowns of acceptance, each declared once: where its value comes from, its buckets,
+its cap, its words, and the rule that compares its buckets. Everything else follows from
+the declaration: the counts (`BucketCounts`, filled by the acceptance and request families),
+the two metrics (`accept_length_by_<name>`, `accepted_tokens_by_<name>`), the report's
+table in every view (`by_<name>` in `--json`), the dashboard panel, and the finding.
+
+Sources:
+- `STEP`: each request-step as its step is counted (the acceptance family's fold): the
+  value is the step's batch size (`STEP_SIZE`: requests verified in the step) or each
+  request's sequence length (`SEQ_LENS`: what the runtime holds on the CPU for the step).
+- `REQUEST`: a finished request's own per-step histogram, by a value of the request
+  (`FinishedRequest`: its sampling settings, its label).
+
+Adding a breakdown of acceptance is one `Breakdown` here (plus, for a value no family
+reads yet, the adapter line that hands it over).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import messages, signals
+from ..detectors import context as ctx
+from ..detectors import requests as req
+from ..detectors.buckets import GapRule
+from ..signals import COUNTER, MetricSpec
+from . import step_cost
+
+STEP = "step"
+REQUEST = "request"
+STEP_SIZE = "step_size"  # STEP: the number of request-steps in the step
+SEQ_LENS = "seq_lens"    # STEP: each request's sequence length
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One breakdown of acceptance. `name`: its key (`by_<name>` in `--json`, the metrics'
+    suffix); `attribute`: the data-point attribute holding the bucket; `title`: what
+    "acceptance by ..." reads; `source` and `reads` (or `of_request`, a bucket from a
+    `FinishedRequest`): where the value comes from; `buckets`: the fixed buckets in
+    order (empty for open values, which `capped` bounds); `reading`: what a difference
+    between its buckets means; `where`: which runtimes count it; `rule`, `finding`: the
+    comparison of its buckets and the code it raises (with `detectors.buckets.gap`), and
+    `alert`, the Prometheus alert rule that restates it; `enabled`: whether a process with
+    these settings counts it."""
+    name: str
+    attribute: str
+    title: str
+    source: str
+    buckets: tuple[str, ...]
+    value: str  # where the value comes from, for docs/metrics.md
+    accept_length_description: str
+    reading: str = ""
+    where: str = ""
+    reads: str = ""
+    of_request: Callable | None = None
+    capped: bool = False
+    rule: GapRule | None = None
+    finding: str = ""
+    alert: str = ""
+    message: object = None  # messages.Message over better/worse bucket facts (`gap_finding`)
+    judge: Callable | None = None  # its own finding from (bucket figures, draft context)
+    enabled: Callable = lambda cfg: True
+    accept_length: MetricSpec = field(init=False)
+    accepted_tokens: MetricSpec = field(init=False)
+
+    def __post_init__(self) -> None:
+        attrs = (self.attribute, signals.ATTR_LENGTH)
+        object.__setattr__(self, "accept_length", MetricSpec(
+            f"spectrace.spec.accept_length_by_{self.name}", COUNTER, "{draft}",
+            self.accept_length_description, attrs, counted_once=True))
+        object.__setattr__(self, "accepted_tokens", MetricSpec(
+            f"spectrace.spec.accepted_tokens_by_{self.name}", COUNTER, "{token}",
+            f"Draft tokens accepted (bonus excluded) by {self.title} (`{self.attribute}`); "
+            f"with accept_length_by_{self.name} summed over `length`, the mean accept length "
+            "per bucket.", (self.attribute,), counted_once=True))
+
+    @property
+    def order(self) -> dict[str, int]:
+        return {b: i for i, b in enumerate(self.buckets + (ctx.UNKNOWN,))}
+
+
+CONTEXT = Breakdown(
+    "context", signals.ATTR_CONTEXT, "context length (tokens in the request so far)", STEP,
+    ctx.BUCKETS,
+    "each request-step, from the batch's sequence lengths as the runtime holds them on the "
+    "CPU (SGLang v2's `seq_lens_cpu`); `unknown` where it holds none",
+    "Accept-length distribution by context length: request-steps whose request's sequence "
+    "length fell in the `context` bucket (<512, 512-1k, ... >=128k; `unknown` where the "
+    "runtime held no lengths on the CPU) and whose accept length equals `length`.",
+    reading="a fall in the long buckets is a draft trained on shorter sequences",
+    where="SGLang only: vLLM exports no such figure (docs/metrics.md, \"What vLLM does "
+          "not export\").",
+    reads=SEQ_LENS, rule=ctx.RULE, finding=signals.LONG_CONTEXT,
+    alert="SpectraceLongContextAcceptance",
+    judge=ctx.long_context_finding)
+
+BATCH_SIZE = Breakdown(
+    "batch_size", signals.ATTR_BATCH_BUCKET, "batch size (requests verified in the step)",
+    STEP, step_cost.BUCKETS,
+    "each step, the number of requests it verified (SGLang: the batch's accept counts; "
+    "vLLM: the requests scheduled with drafts), in the step-cost buckets 1, 2-3, 4-7, ...",
+    "Accept-length distribution by batch size: request-steps whose step verified a number of "
+    "requests in the `batch_size_bucket` (1, 2-3, 4-7, ... 2048+) and whose accept length "
+    "equals `length`.",
+    reading="a draft proposes the same tokens whatever the batch: a fall at large "
+            "batches points at the runtime's large-batch path (padded CUDA graphs)",
+    # a floor of 1000 request-steps a bucket: large batches make them fast, and the drop of
+    # 0.3 tokens is then 6 standard errors of a bucket's mean (benchmarks/breakdown_rules.py)
+    reads=STEP_SIZE, rule=GapRule(1000, 0.7, 0.3, ordered=True, min_apart=2),
+    finding=signals.LARGE_BATCH, message=messages.LARGE_BATCH,
+    alert="SpectraceLargeBatchAcceptance")
+
+SAMPLING = Breakdown(
+    "sampling", signals.ATTR_SAMPLING, "sampling (finished requests)", REQUEST,
+    req.SAMPLING_BUCKETS,
+    "each finished request's own histogram of verify steps by accepted tokens, by its "
+    "temperature (greedy: temperature ~0 or top_k 1)",
+    "Accept-length distribution by sampling: request-steps of finished requests by the "
+    "request's `sampling` bucket (greedy, t<0.5, 0.5<=t<1, t>=1) and accept `length`; "
+    "counted when the request finishes.",
+    reading="drafts propose greedily, so sampled requests usually accept less and a mixed "
+            "workload averages the two",
+    where="vLLM: only when started with --per-request-spec-decode-metrics summary.",
+    of_request=lambda r: req.sampling_bucket(r.temperature, r.top_k))
+
+REQUEST_LABEL = Breakdown(
+    "request_label", signals.ATTR_REQUEST_LABEL,
+    "request label (SPECTRACE_REQUEST_LABEL, finished requests)", REQUEST, (),
+    "each finished request's own histogram, by the value of the request field "
+    "SPECTRACE_REQUEST_LABEL names (at most SPECTRACE_REQUEST_LABEL_CAP values, later "
+    "ones `other`)",
+    "Accept-length distribution by request label: request-steps of finished requests by "
+    "the value of the request field SPECTRACE_REQUEST_LABEL names (`request_label`, capped: "
+    "later values `other`) and accept `length`; counted when the request finishes.",
+    reading="a label whose requests accept less marks traffic the draft was not trained "
+            "for (a domain, a LoRA adapter, a tenant)",
+    where="Only with SPECTRACE_REQUEST_LABEL set; vLLM: only when started with "
+          "--per-request-spec-decode-metrics summary.",
+    of_request=lambda r: req.label_text(r.label), capped=True,
+    enabled=lambda cfg: bool(cfg.request_label))
+
+BREAKDOWNS: tuple[Breakdown, ...] = (CONTEXT, SAMPLING, BATCH_SIZE, REQUEST_LABEL)
+BY_NAME = {b.name: b for b in BREAKDOWNS}
+METRICS = tuple(m for b in BREAKDOWNS for m in (b.accept_length, b.accepted_tokens))
+
+
+class BucketCounts:
+    """One breakdown's counts in this process: request-steps by (bucket, accept length) and
+    accepted draft tokens by bucket, plain dicts the collecting thread folds into."""
+
+    __slots__ = ("lengths", "accepted")
+
+    def __init__(self) -> None:
+        self.lengths: dict[tuple[str, int], int] = {}
+        self.accepted: dict[str, int] = {}
+
+    def add(self, bucket: str, length: int, n: int) -> None:
+        """`n` request-steps of accept length `length` (accepted + bonus) in `bucket`."""
+        key = (bucket, length)
+        self.lengths[key] = self.lengths.get(key, 0) + n
+        self.accepted[bucket] = self.accepted.get(bucket, 0) + (length - 1) * n
+
+# the breakdowns' metrics by the names they had before they were declared here
+SPEC_ACCEPT_LENGTH_BY_CONTEXT = CONTEXT.accept_length
+SPEC_ACCEPTED_TOKENS_BY_CONTEXT = CONTEXT.accepted_tokens
+SPEC_ACCEPT_LENGTH_BY_SAMPLING = SAMPLING.accept_length

@@ -1,0 +1,45 @@
+"""How a family registers its instruments: observable ones read the family's plain totals
+in the metric reader's thread (the decode loop never touches an instrument), synchronous
+counters only for events that are rare by nature (findings, loads)."""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from .. import signals
+from ..safety import INTERNAL_ERRORS
+
+
+def observe(meter, spec: signals.MetricSpec, read: Callable[[], Iterable[Observation]],
+            scope: dict | None) -> None:
+    """Register `spec` as an observable counter or gauge whose callback is `read()`. A
+    `counted_once` metric's points also carry `scope` (whether this process counts its
+    request-steps once or is a copy). A callback that raises reports nothing this
+    collection and is counted as an internal error."""
+    scope = scope if spec.counted_once else None
+
+    def callback(options: CallbackOptions):
+        try:
+            if scope is None:
+                return list(read())
+            return [Observation(o.value, {**(o.attributes or {}), **scope}) for o in read()]
+        except Exception as exc:  # noqa: BLE001 - a metric is never worth an exception
+            INTERNAL_ERRORS.record(f"observe:{spec.name}", exc)
+            return []
+    make = (meter.create_observable_counter if spec.kind == signals.COUNTER
+            else meter.create_observable_gauge)
+    make(spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
+
+
+def counter(meter, spec: signals.MetricSpec):
+    """A synchronous counter (for events a family counts as they happen)."""
+    return meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
+
+
+def by_attributes(values: dict, *attributes: str) -> list[Observation]:
+    """One observation per key of `values`, its attributes named `attributes` (a tuple key
+    for several), in key order."""
+    if len(attributes) == 1:
+        return [Observation(v, {attributes[0]: k}) for k, v in sorted(dict(values).items())]
+    return [Observation(v, dict(zip(attributes, k))) for k, v in sorted(dict(values).items())]

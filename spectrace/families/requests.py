@@ -1,0 +1,172 @@
+"""Finished requests: how many, by their own mean accept length (and a request label), the
+breakdowns counted per request (`breakdowns.REQUEST`: sampling, the request label), and a
+span for a sampled fraction of them carrying the runtime's request id (so a request found
+in the runtime's traces or logs leads to its acceptance).
+
+`finished` keeps a reference; the counting and the spans happen when the metric reader
+collects, in its own thread (a span costs tens of µs to make).
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from typing import NamedTuple
+
+from opentelemetry.metrics import Observation
+
+from .. import signals
+from ..detectors.requests import LabelCap, label_text, request_bucket, sampling_bucket
+from ..safety import DROPPED, INTERNAL_ERRORS
+from ..signals import COUNTER, MetricSpec
+from . import breakdowns
+from .breakdowns import BucketCounts
+from .instruments import by_attributes, observe
+
+MAX_PENDING_SPANS = 4096  # sampled requests waiting for `emit_spans`; more are dropped
+
+SPEC_REQUESTS = MetricSpec(
+    "spectrace.spec.requests", COUNTER, "{request}",
+    "Finished requests with speculative steps, by their mean accept length (bonus "
+    "included) in quarter-token buckets (`mean_accept_length`: 1.00-1.25 ... >=5.00); with "
+    "`SPECTRACE_REQUEST_LABEL` set, also by that request field's value (`request_label`, "
+    "at most `SPECTRACE_REQUEST_LABEL_CAP` values, later ones `other`).",
+    (signals.ATTR_REQUEST_LENGTH, signals.ATTR_REQUEST_LABEL), counted_once=True)
+SPEC_REQUEST_LABEL_OVERFLOW = MetricSpec(
+    "spectrace.spec.request_label_overflow", COUNTER, "{request}",
+    "Finished requests whose `request_label` value came after `SPECTRACE_REQUEST_LABEL_CAP` "
+    "distinct values and was counted as `other` (0 from the start while a label is set; "
+    "`request_label_key`: the field).", (signals.ATTR_REQUEST_LABEL_KEY,), counted_once=True)
+METRICS = (SPEC_REQUESTS, SPEC_REQUEST_LABEL_OVERFLOW)
+
+
+class FinishedRequest(NamedTuple):
+    """What a runtime says about a request when it finishes."""
+    request_id: str
+    verify_steps: int
+    accepted_tokens: int
+    correct_histogram: list  # request-steps by correct draft tokens (index), or None
+    temperature: float | None
+    top_k: int | None
+    label: object = None  # the SPECTRACE_REQUEST_LABEL field's value, when one is set
+
+
+class RequestTotals:
+    """Finished requests: by their own mean accept length (and label value, `label_cap`
+    set), a count; their request-steps by accept length in each per-request breakdown
+    (`by`). `add` keeps a reference; `fold` counts."""
+
+    def __init__(self, request_breakdowns=None, label_cap: int | None = None) -> None:
+        if request_breakdowns is None:  # every declared one (a label's with a cap only)
+            request_breakdowns = [b for b in breakdowns.BREAKDOWNS if b.source == breakdowns.REQUEST
+                                  and (label_cap or not b.capped)]
+        self._pending: deque = deque()
+        self._lock = threading.Lock()
+        # (mean-length bucket, label value or None) -> requests
+        self.by_mean_length: dict[tuple[str, str | None], int] = {}
+        self.labels = LabelCap(label_cap) if label_cap else None
+        self.breakdowns = tuple(request_breakdowns)
+        self.by: dict[str, BucketCounts] = {b.name: BucketCounts() for b in self.breakdowns}
+
+    def add(self, r: FinishedRequest) -> None:
+        self._pending.append(r)
+
+    def fold(self) -> None:
+        labels = self.labels
+        with self._lock:
+            while self._pending:
+                r = self._pending.popleft()
+                if r.verify_steps <= 0:
+                    continue
+                label = None if labels is None else labels(label_text(r.label))
+                hist = r.correct_histogram or []
+                if sum(hist) != r.verify_steps:  # no usable histogram: the mean only
+                    hist = []
+                for b in self.breakdowns:
+                    bucket = label if b.capped else b.of_request(r)
+                    counts = self.by[b.name]
+                    for correct, n in enumerate(hist):
+                        if n:
+                            counts.add(bucket, correct + 1, n)
+                key = (request_bucket(1 + r.accepted_tokens / r.verify_steps), label)
+                self.by_mean_length[key] = self.by_mean_length.get(key, 0) + 1
+
+
+class Requests:
+    """The requests family of one process: totals, their metrics, and the sampled request
+    spans."""
+
+    def __init__(self, cfg, tracer) -> None:
+        self.cfg = cfg
+        self.tracer = tracer
+        self.totals = RequestTotals(
+            (b for b in breakdowns.BREAKDOWNS if b.source == breakdowns.REQUEST and b.enabled(cfg)),
+            cfg.request_label_cap if cfg.request_label else None)
+        self._spans: deque = deque()  # (finished at, FinishedRequest) to record
+        self._spans_lock = threading.Lock()
+        self._rand = random.random
+
+    def finished(self, r: FinishedRequest) -> None:
+        """A request finished: count it; keep a sampled one, with when it finished, for its
+        span (`emit_spans`, off the decode loop)."""
+        self.totals.add(r)
+        ratio = self.cfg.request_sample_ratio
+        if r.verify_steps > 0 and ratio > 0 and (ratio >= 1 or self._rand() < ratio):
+            if len(self._spans) < MAX_PENDING_SPANS:
+                self._spans.append((time.time_ns(), r))
+            else:
+                DROPPED.add("spans")
+
+    def emit_spans(self) -> None:
+        """Record the sampled finished requests as spans that start and end when each
+        finished: at every metric collection (the collecting thread), and before a final
+        flush exports spans (`export.final_flush`)."""
+        label = self.cfg.request_label
+        with self._spans_lock:
+            pending = self._spans
+            while pending:
+                t, r = pending.popleft()
+                attrs = {
+                    signals.SPAN_ATTR_REQUEST_ID: str(r.request_id),
+                    signals.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
+                    signals.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
+                    signals.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
+                    signals.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)}
+                if label:
+                    attrs[signals.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
+                self.tracer.start_span(signals.SPAN_REQUEST, attributes=attrs,
+                                       start_time=t).end(end_time=t)
+
+    def folded(self) -> RequestTotals:
+        """The totals with every finished request counted (and their spans recorded)."""
+        self.totals.fold()
+        try:
+            self.emit_spans()
+        except Exception as exc:  # noqa: BLE001 - the counts are observed all the same
+            INTERNAL_ERRORS.record("emit:request_spans", exc)
+        return self.totals
+
+    def register(self, meter, scope: dict) -> None:
+        observe(meter, SPEC_REQUESTS, self._observe_requests, scope)
+        if self.cfg.request_label:
+            key = {signals.ATTR_REQUEST_LABEL_KEY: self.cfg.request_label}
+            observe(meter, SPEC_REQUEST_LABEL_OVERFLOW,
+                    lambda: [Observation(self.folded().labels.overflow, key)], scope)
+        else:
+            observe(meter, SPEC_REQUEST_LABEL_OVERFLOW, lambda: [], scope)
+        for b in self.totals.breakdowns:
+            observe(meter, b.accept_length, lambda b=b: by_attributes(
+                self.folded().by[b.name].lengths, b.attribute, signals.ATTR_LENGTH), scope)
+            observe(meter, b.accepted_tokens, lambda b=b: by_attributes(
+                self.folded().by[b.name].accepted, b.attribute), scope)
+
+    def _observe_requests(self):
+        out = []
+        for (b, label), v in sorted(self.folded().by_mean_length.items(),
+                                    key=lambda kv: (kv[0][0], kv[0][1] or "")):
+            attrs = {signals.ATTR_REQUEST_LENGTH: b}
+            if label is not None:
+                attrs[signals.ATTR_REQUEST_LABEL] = label
+            out.append(Observation(v, attrs))
+        return out
