@@ -94,17 +94,17 @@ def test_require_cuda_refuses_a_machine_without_one():
 
 def test_graph_part_fails_when_a_pass_is_counted_twice(tmp_path, monkeypatch):
     """The eager draft check can fail: a width hook that counts every pass twice."""
-    from spectrace.recorder import Recorder
-    count_pass = Recorder.count_pass
+    from spectrace.families.draft_passes import DraftPasses
+    count = DraftPasses.count
 
-    def twice(self, kind, width):
-        count_pass(self, kind, width)
-        count_pass(self, kind, width)
+    def twice(self, key):
+        count(self, key)
+        count(self, key)
 
     table = gpu_check.Table("no CUDA here")
     part_ok = gpu_check.Table("no CUDA here")
     gpu_check.part_graph(part_ok, torch, str(tmp_path / "ok"))
-    monkeypatch.setattr(Recorder, "count_pass", twice)
+    monkeypatch.setattr(DraftPasses, "count", twice)
     gpu_check.part_graph(table, torch, str(tmp_path / "twice"))
     assert not part_ok.failed()
     failed = table.failed()

@@ -427,8 +427,8 @@ def test_sglang_non_finite_check_stays_on_the_device(fake_cuda, tmp_path, every)
         assert ops.count("aten.all.default") == checks, log.describe()
         assert _finite_copies(log) == checks and FakeEvent.log.count("record") == checks
         assert FakeEvent.log.count("query") == checks  # each check polls the oldest in flight
-        from spectrace.adapters.draft_checks import FINITE_ATTR
-        checked = step.worker.draft_worker.draft_model.__dict__[FINITE_ATTR]
+        from spectrace.adapters.draft_checks import state
+        checked = state(step.worker.draft_worker.draft_model).finite
         assert len(checked.pending) == checks and checked.checks == 0  # nothing read yet
 
 

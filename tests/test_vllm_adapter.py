@@ -94,7 +94,7 @@ def test_step_counts_fold_into_the_recorders_totals(tmp_path):
         rec.acceptance.add(StepCounts(spec, {"a": 0, "b": 1}, [2, 4], 1), 3)
         rec.acceptance.add(StepCounts(spec, {"a": 1, "b": 0, "x": 2}, [1, 1, 9], 1), 3)
         rec.acceptance.totals.fold()
-        acc = rec.acceptance
+        acc = rec.acceptance.totals
         assert (acc.drafts, acc.draft_tokens, acc.accepted) == (4, 12, 4)
         assert acc.per_position == [2, 1, 1] and acc.length_counts == {1: 2, 2: 1, 4: 1}
 
@@ -190,7 +190,8 @@ def test_draft_without_trained_fc_is_not_judged(tmp_path):
         vllm_eagle3._before_combine(draft, hidden)
         assert rec.draft.counts == {("target_fed", 128): 1} and rec.findings.counts == {}
         trained = Eagle3LlamaForCausalLM(aux=False)
-        trained.__dict__[vllm_eagle3.CHECKPOINT_FC_IN] = 384
+        from spectrace.adapters import draft_checks
+        draft_checks.state(trained).checkpoint_fc_in = 384
         vllm_eagle3._before_combine(trained, hidden)
         assert rec.findings.counts == {S.FC_BYPASS: 1}
         assert codes(vllm_target.audit_pair(target(()), trained)) == [S.AUX_CAPTURE_DISABLED]
