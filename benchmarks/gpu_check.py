@@ -9,7 +9,7 @@ dependencies (OpenTelemetry, wrapt) for CPython 3.10 - 3.13 into `gpu_bundle/whe
 the repository checkout and that folder to the GPU machine and run
 `python benchmarks/gpu_check.py --wheels gpu_bundle/wheels --require-cuda`. `--wheels`
 unpacks the wheels that fit the interpreter into a temporary folder put first on
-`sys.path` (no pip, nothing installed). SGLang is not needed: hookbench's stand-in of its
+`sys.path` (no pip, nothing installed). SGLang is not needed: the test kit's stand-in of its
 `ForwardMode` is used when SGLang is absent (the header says which). Under 8 minutes on a
 GPU (about a minute expected); about 30 s on the CPU.
 
@@ -24,7 +24,7 @@ Parts (one row each check):
    then captured in a CUDA graph and replayed: replay gives the eager output, the passes
    and findings come from the eager passes only (capture runs on dummy batches, a replay
    runs no Python), nothing is counted twice.
-3. cost: what spectrace's hooks add to one speculative step (hookbench's v2 step, its
+3. cost: what spectrace's hooks add to one speculative step (the test kit's v2 step, its
    tensors on the device) at batch 1, 32, 256, next to a measured step of the tiny draft
    (eager, and as a graph replay on CUDA), as a ratio.
 4. events: step times from CUDA events recorded on the stream and read back only once
@@ -234,7 +234,7 @@ def new_errors(before: dict) -> dict:
 
 
 class TreeStep:
-    """A v2 step with a draft tree (top-k 4): hookbench's stand-ins, whose `verify` calls
+    """A v2 step with a draft tree (top-k 4): the test kit's stand-ins, whose `verify` calls
     `_finalize_accept_tree_path` from its module as SGLang 0.5.16+ does, so the tree
     agreement hook (`sglang_v2.VERIFY_COMMON`) runs where it runs in SGLang."""
 
@@ -242,7 +242,8 @@ class TreeStep:
 
     def __init__(self, bs: int, hooks: bool, device: str) -> None:
         import torch
-        from benchmarks import hookbench as hb
+        from tests.kit import stand_ins as hb
+        from tests.kit import process_state
         from spectrace.adapters import sglang_eagle3, sglang_v2
         from spectrace.patching import Patcher
         FM = hb.forward_mode()
@@ -305,7 +306,8 @@ class BypassPasses:
 
     def __init__(self, bs: int, hooks: bool, device: str) -> None:
         import torch
-        from benchmarks import hookbench as hb
+        from tests.kit import stand_ins as hb
+        from tests.kit import process_state
         from spectrace.adapters import sglang_eagle3
         from spectrace.patching import Patcher
         mod3 = hb.make_eagle3_module()
@@ -329,7 +331,8 @@ class TinyDraftPasses:
 
     def __init__(self, bs: int, hooks: bool, device: str) -> None:
         import torch
-        from benchmarks import hookbench as hb
+        from tests.kit import stand_ins as hb
+        from tests.kit import process_state
         from benchmarks import tiny_eagle3 as tiny
         from spectrace.adapters import sglang_eagle3
         from spectrace.patching import Patcher
@@ -350,7 +353,8 @@ class TinyDraftPasses:
 
 def sync_cases():
     """(check, recorder settings, driver(bs, hooks, device), extra check(rec, bs, steps))."""
-    from benchmarks import hookbench as hb
+    from tests.kit import stand_ins as hb
+    from tests.kit import process_state
 
     def v2(bs, hooks, device):
         return hb.V2Step(bs, "spectrace" if hooks else None, hb.make_tensors(bs, device))
@@ -384,7 +388,8 @@ def sync_cases():
 
 
 def part_sync(table: Table, torch, tmp: str) -> None:
-    from benchmarks import hookbench as hb
+    from tests.kit import stand_ins as hb
+    from tests.kit import process_state
     cases = [c[0] for c in sync_cases()]
     if table.no_cuda:
         for check in [CONTROL, *cases, READBACK]:
@@ -406,7 +411,7 @@ def part_sync(table: Table, torch, tmp: str) -> None:
     folded_problems, folded = [], []
     for n, (check, cfg, make, queues_agreement) in enumerate(sync_cases()):
         problems, figures = [], []
-        with hb.own_recorder(os.path.join(tmp, f"sync{n}"), **cfg) as rec:
+        with process_state.own_recorder(os.path.join(tmp, f"sync{n}"), **cfg) as rec:
             for bs in BATCHES:
                 base, hooked = make(bs, False, "cuda"), make(bs, True, "cuda")
                 try:
@@ -473,13 +478,14 @@ def part_capture_while_polling(table: Table, torch, tmp: str) -> None:
     that moment, CUDA may forbid that call from another thread and invalidate the capture.
     Run last: a broken capture must not disturb the other checks."""
     import threading
-    from benchmarks import hookbench as hb
+    from tests.kit import stand_ins as hb
+    from tests.kit import process_state
     from benchmarks import tiny_eagle3 as tiny
     from spectrace.detectors.tokens import to_host
     if table.no_cuda:
         table.skip("5 capture", CAPTURE_WHILE_POLLING)
         return
-    with hb.own_recorder(os.path.join(tmp, "poll")) as rec, torch.no_grad():
+    with process_state.own_recorder(os.path.join(tmp, "poll")) as rec, torch.no_grad():
         _, draft, _ = tiny.build("cuda", torch.bfloat16)
         step = tiny.DraftStep(draft, hb.forward_mode(), 8, "cuda", torch.bfloat16)
         step()
@@ -525,7 +531,8 @@ def part_nonfinite(table: Table) -> None:
 
 # -- part 2: the tiny draft, eager and in a CUDA graph ------------------------------------
 def part_graph(table: Table, torch, tmp: str) -> None:
-    from benchmarks import hookbench as hb
+    from tests.kit import stand_ins as hb
+    from tests.kit import process_state
     from benchmarks import tiny_eagle3 as tiny
     from spectrace import signals
     from spectrace.adapters import sglang_eagle3, vllm_eagle3
@@ -537,7 +544,7 @@ def part_graph(table: Table, torch, tmp: str) -> None:
     dd, tf, tf1 = ((signals.PASS_DRAFT_DECODE, H), (signals.PASS_TARGET_FED, AUX),
                    (signals.PASS_TARGET_FED, H))
     bs, n = 8, 3
-    with hb.own_recorder(os.path.join(tmp, "graph")) as rec, torch.no_grad():
+    with process_state.own_recorder(os.path.join(tmp, "graph")) as rec, torch.no_grad():
         mod, draft, vdraft = tiny.build(device, dtype)
         step = tiny.DraftStep(draft, FM, bs, device, dtype)
         plain = step()  # before the wrappers
@@ -685,8 +692,9 @@ def graph_checks(table: Table, torch, rec, step, bypass, vdraft, n, keys) -> Non
 # -- part 3: hook cost next to a tiny-draft step ------------------------------------------
 def hook_cost_us(torch, bs: int, device: str, rounds: int, steps: int) -> float:
     """Median over interleaved rounds of (median hooked step - median bare step), us:
-    hookbench's v2 step, its tensors on `device`, `Config()` defaults."""
-    from benchmarks import hookbench as hb
+    the test kit's v2 step, its tensors on `device`, `Config()` defaults."""
+    from tests.kit import stand_ins as hb
+    from tests.kit import process_state
     t = hb.make_tensors(bs, device)
     base, hooked = hb.V2Step(bs, None, t), hb.V2Step(bs, "spectrace", t)
     try:
@@ -719,11 +727,12 @@ def tiny_step_us(torch, step, device: str, n: int) -> float:
 
 
 def part_cost(table: Table, torch, tmp: str, graphs: dict) -> None:
-    from benchmarks import hookbench as hb
+    from tests.kit import stand_ins as hb
+    from tests.kit import process_state
     from benchmarks import tiny_eagle3 as tiny
     FM = hb.forward_mode()
     cuda = table.no_cuda is None
-    with hb.own_recorder(os.path.join(tmp, "cost")) as rec:
+    with process_state.own_recorder(os.path.join(tmp, "cost")) as rec:
         for device in ("cpu", "cuda"):
             if device == "cuda" and not cuda:
                 for bs in BATCHES:
@@ -853,7 +862,8 @@ def main(argv=None) -> int:
     import wrapt
 
     import spectrace
-    from benchmarks import hookbench as hb
+    from tests.kit import stand_ins as hb
+    from tests.kit import process_state
     reason = no_cuda_reason(torch)
     if reason and args.require_cuda:
         print(f"gpu_check: --require-cuda: {SKIPPED}: {reason}", file=sys.stderr)
@@ -868,7 +878,7 @@ def main(argv=None) -> int:
         "opentelemetry-sdk": f"{otel_sdk.__version__} from "
                              f"{os.path.dirname(os.path.dirname(otel_sdk.__file__))}",
         "forward_mode": "SGLang's" if fm is not hb.ForwardModeStandIn
-        else "hookbench.ForwardModeStandIn (SGLang not installed)",
+        else "stand_ins.ForwardModeStandIn (SGLang not installed)",
         "wheels": wheels, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     for k, v in header.items():
         print(f"{k}: {v}")
@@ -893,7 +903,7 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001 - one broken part must not hide the rest
                 traceback.print_exc()
                 table.add(part, "the part itself", [f"raised {exc!r}"[:300]])
-        hb.shutdown_recorder()
+        process_state.shutdown_recorder()
         from spectrace.export import final_flush
         final_flush.uninstall()  # no exit-time snapshot into the removed folder
     elapsed = time.monotonic() - started

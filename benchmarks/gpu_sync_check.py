@@ -4,7 +4,7 @@ with the GPU.
     python benchmarks/gpu_sync_check.py [--steps 64] [--json OUT]
 
 Drives the same steps as overhead.py (spectrace's real hooks, installed by its own
-adapters onto stand-ins of SGLang's classes, see hookbench.py), with CUDA tensors, under
+adapters onto stand-ins of SGLang's classes, see tests/kit/stand_ins.py), with CUDA tensors, under
 `sync_debug_mode("error")`: any synchronizing CUDA call (`.item()`,
 `.tolist()`/`.cpu()` of a device tensor, a blocking copy, `nonzero`, `torch.cuda.synchronize`,
 ...) raises. A hook's exception is caught by spectrace's guard and counted, so the check
@@ -30,7 +30,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks import hookbench as hb  # noqa: E402
+from tests.kit import stand_ins as hb  # noqa: E402
+from tests.kit import process_state
 
 BATCHES = (1, 32, 256)
 
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
         for label, cfg in (("every step sampled + agreement every step",
                             {"step_sample_ratio": 1.0, "agreement_every": 1}),
                            ("defaults (Config())", {})):
-            with hb.own_recorder(os.path.join(tmp, label[:8]), **cfg) as rec:
+            with process_state.own_recorder(os.path.join(tmp, label[:8]), **cfg) as rec:
                 for bs in BATCHES:
                     t = hb.make_tensors(bs, dev)
                     for worker, cls in (("v2", hb.V2Step), ("v1", hb.V1Step)):

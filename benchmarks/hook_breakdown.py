@@ -14,7 +14,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks import hookbench as hb  # noqa: E402
+from tests.kit import stand_ins as hb  # noqa: E402
+from tests.kit import process_state
 
 
 def med_ns(fn, n: int) -> float:
@@ -64,7 +65,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20000)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        hb.ensure_recorder(tmp)
+        process_state.ensure_recorder(tmp)
         t = hb.make_tensors(a.batch)
         base, inst = hb.V2Step(a.batch, None, t), hb.V2Step(a.batch, "spectrace", t)
         cb, ci = calls(base), calls(inst)
@@ -75,7 +76,7 @@ def main() -> None:
             print(f"{k:50s} {p:8.0f} {h:8.0f} {h - p:8.0f}")
         base.close()
         inst.close()
-        hb.shutdown_recorder()
+        process_state.shutdown_recorder()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ docs/performance.md.
     nice -n -10 python benchmarks/overhead.py --e2e-only --pairs 10 --restart-every 2 --server-nice -10  # every hot-path change
 
 1. Hot path: spectrace's real hooks (installed by its own adapters' `install` onto
-   stand-ins of SGLang 0.5.23's classes, see `hookbench.py`), default `Config()`, one
+   stand-ins of SGLang 0.5.23's classes, see `tests/kit/stand_ins.py`), default `Config()`, one
    speculative step at batch 1, 32 and 256, timed step by step, interleaved with the same
    step uninstrumented. Also the metric collection (observable callbacks folding the
    pending accept-count lists, and the file export), amortized per step, reported apart.
@@ -36,7 +36,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from benchmarks import hookbench as hb  # noqa: E402
+from tests.kit import stand_ins as hb  # noqa: E402
+
+from tests.kit import process_state
 
 BATCHES = (1, 32, 256)
 VLLM_BATCHES = (1, 256)
@@ -101,7 +103,7 @@ def hot_path(quick: bool, out_dir: str) -> dict:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    rec = hb.ensure_recorder(os.path.join(out_dir, "spectrace-data"))  # Config() defaults
+    rec = process_state.ensure_recorder(os.path.join(out_dir, "spectrace-data"))  # Config() defaults
     cfg = rec.cfg
     naive_reader = InMemoryMetricReader()
     naive_meter = MeterProvider(metric_readers=[naive_reader]).get_meter("naive")
@@ -701,7 +703,7 @@ def main(argv=None) -> int:
         if not (args.skip_hot or args.e2e_only):
             print("hot path ...", file=sys.stderr)
             res["hot"] = hot_path(args.quick, tmp)
-            hb.shutdown_recorder()
+            process_state.shutdown_recorder()
         if not args.skip_e2e:
             print("end to end (three SGLang CPU servers) ...", file=sys.stderr)
             res["e2e"] = end_to_end(pairs, tmp, on_env, args.server_nice, args.restart_every)

@@ -12,7 +12,7 @@ installed on it, and the draft can be captured in a CUDA graph and replayed.
 - `DraftStep` is one speculative step of the draft at one batch size on static tensors:
   `STEPS - 1` decode passes on the draft's own hidden state (H wide) and one draft extend
   on the target's aux states (3 x H wide, `STEPS + 1` tokens a request), each followed by
-  `lm_head`, the shape of hookbench's v2 step.
+  `lm_head`, the shape of the test kit's v2 step.
 
 Random weights, no checkpoint: the figures are about time and counts, not tokens.
 """

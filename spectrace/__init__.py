@@ -4,13 +4,12 @@
     spectrace.instrument()          # before sglang.Engine(...) / vllm.LLM(...) / a server
     spectrace.check_pair(target_model, draft_model)   # audit a loaded pair: [Finding]
 """
-__version__ = "0.1.0"
-
-from .config import ConfigError  # noqa: E402
-from .findings import Finding  # noqa: E402
-from .instrumentation import instrument, is_instrumented, uninstrument  # noqa: E402
-from .pairs import check_pair  # noqa: E402
-from .safety import StrictModeError  # noqa: E402
+from .config import ConfigError
+from .findings import Finding
+from .instrumentation import instrument, is_instrumented, uninstrument
+from .pairs import check_pair
+from .safety import StrictModeError
+from .version import __version__
 
 __all__ = ["instrument", "uninstrument", "is_instrumented", "check_pair", "Finding",
            "ConfigError", "StrictModeError", "__version__"]

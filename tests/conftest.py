@@ -23,6 +23,16 @@ from tests.tiers import (  # noqa: E402,F401  (the tier hooks: tests/tiers.py)
     pytest_collection_modifyitems, pytest_configure, pytest_ignore_collect)
 
 
+@pytest.fixture
+def memory_telemetry():
+    """A Recorder of the test's own whose metrics and spans stay in memory
+    (`tests.kit.process_state.memory_recorder`: OpenTelemetry's in-memory reader and span
+    exporter), for unit tests of hooks and families that need no subprocess."""
+    from tests.kit.process_state import memory_recorder
+    with memory_recorder() as telemetry:
+        yield telemetry
+
+
 @pytest.fixture(scope="session")
 def models_root(tmp_path_factory):
     return tmp_path_factory.mktemp("tiny-models")

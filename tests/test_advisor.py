@@ -8,7 +8,9 @@ import types
 
 import pytest
 
-from benchmarks import hookbench as hb
+from tests.kit import stand_ins as hb
+
+from tests.kit import process_state
 from spectrace import advisor, signals
 from spectrace.families import step_cost
 from spectrace.report.text import speculation_lines
@@ -33,7 +35,7 @@ def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
     K the worker had when each started (SGLang's adaptive speculation changes it inside
     the step), the between-steps interval under the step before it; every Nth step only."""
     worker = types.SimpleNamespace(speculative_num_steps=3)
-    with hb.own_recorder(str(tmp_path), step_cost_every=2) as rec:
+    with process_state.own_recorder(str(tmp_path), step_cost_every=2) as rec:
         cost = begin(rec, worker, 5)
         assert rec.inflight.cost is cost and cost.bucket == 2
         t = cost.clock.start()
@@ -79,7 +81,7 @@ def test_the_totals_take_whole_measured_steps_only(tmp_path):
     draft and verify means one step more than the step's (seen on CI: draft + verify +
     draft-extend 1.6 % below the step)."""
     worker = types.SimpleNamespace(speculative_num_steps=3)
-    with hb.own_recorder(str(tmp_path), step_cost_every=1) as rec:
+    with process_state.own_recorder(str(tmp_path), step_cost_every=1) as rec:
         _v2_boundaries(rec, worker)
         rec.cost.step_starts(True)
         cost = _v2_boundaries(rec, worker, end=False)  # in flight at the collection
@@ -99,7 +101,7 @@ def test_one_collection_reads_one_snapshot_of_the_step_costs(tmp_path):
     none of the three, then in all three at the next collection. Folded per instrument,
     the samples ran a step ahead of the seconds (every mean too low by a step's share)."""
     worker = types.SimpleNamespace(speculative_num_steps=3)
-    with hb.own_recorder(str(tmp_path), step_cost_every=1) as rec:
+    with process_state.own_recorder(str(tmp_path), step_cost_every=1) as rec:
         _v2_boundaries(rec, worker)
         for first, then in ((1, (3, 2)), (3, (1, 2)), (2, (3, 1))):
             reads = {first: _by_phase(rec.cost._observe(first))}
@@ -124,7 +126,7 @@ def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
     import json
     import os
     from spectrace.file_layout import SPANS_FILE
-    with hb.own_recorder(str(tmp_path), step_cost_every=1, step_sample_ratio=1.0,
+    with process_state.own_recorder(str(tmp_path), step_cost_every=1, step_sample_ratio=1.0,
                          agreement_every=0, finite_every=0, request_sample_ratio=0) as rec:
         step = hb.V2Step(5, "spectrace")
         try:

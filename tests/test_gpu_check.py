@@ -1,7 +1,7 @@
 """`benchmarks/gpu_check.py` keeps working on a machine without a GPU: run as a user would
 (a subprocess, CUDA hidden), it prints its one table, every CUDA check says
 "skipped: no CUDA device" with the reason, and the CPU checks run and pass with figures.
-Its parts are checked to fail when a hook misbehaves, and hookbench's stand-in of SGLang's
+Its parts are checked to fail when a hook misbehaves, and the test kit's stand-in of SGLang's
 `ForwardMode` (used on a GPU machine without SGLang) is compared with SGLang's own.
 What runs on a GPU (syncs, graph capture, events) cannot run here: it has not run yet."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from benchmarks import gpu_check
-from benchmarks import hookbench as hb
+from tests.kit import stand_ins as hb
 
 # the tier markers tests/tiers.py introduces (registered with them in pyproject.toml)
 pytestmark = pytest.mark.torch

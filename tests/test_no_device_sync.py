@@ -10,7 +10,7 @@ recorded by a `TorchDispatchMode`; any read of tensor data on the host (`.item()
 `.tolist()`, `bool(t)`, an op with data-dependent output shape) raises inside the fake mode
 and shows up as a recorded op or a counted internal error. `torch.cuda.Event` and
 `torch.cuda.synchronize` are replaced by recorders (there is no driver here).
-What is a stand-in: the bodies of SGLang's and vLLM's methods (see benchmarks/hookbench.py).
+What is a stand-in: the bodies of SGLang's and vLLM's methods (see tests/kit/stand_ins.py).
 
 Asserted, for a v2 step (sampled, agreement compared), a v1 step and a vLLM engine step:
 - no `aten._local_scalar_dense` / `aten.is_nonzero` / data-dependent-shape op;
@@ -33,7 +33,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from benchmarks import hookbench as hb
+from tests.kit import stand_ins as hb
+
+from tests.kit import process_state
 from spectrace import signals
 from spectrace.safety import INTERNAL_ERRORS
 
@@ -128,7 +130,7 @@ def fake_cuda(monkeypatch):
 @pytest.fixture
 def recorder_every_step(tmp_path):
     """Worst case for the device: every step sampled as spans, agreement every step."""
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=1,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=1,
                          finite_every=0) as rec:
         yield rec
 
@@ -181,7 +183,7 @@ def test_fake_cuda_tensors_take_the_cuda_path(fake_cuda):
 @pytest.mark.parametrize("sample_ratio", [1.0, 0.0])
 def test_v2_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio):
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
                          agreement_every=1, step_cost_every=0,
                          finite_every=0) as rec:
         with mode:
@@ -205,7 +207,7 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
     reader only polls them and reads nothing while they have not completed."""
     from spectrace.families import step_cost
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
                          agreement_every=1, step_cost_every=1, finite_every=0) as rec:
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
@@ -277,7 +279,7 @@ def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio
     hook compares drafts with the target's argmax on the device and copies the counts
     back without blocking; the draft's `combine_hidden_states` hook reads a shape."""
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
                          agreement_every=1, finite_every=0, step_cost_every=0) as rec:
         log = _run_vllm_steps(mode)
         ops = _assert_no_sync(log, calls)
@@ -296,7 +298,7 @@ def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_pa
     synchronize, no wait; the reader only polls."""
     from spectrace.families import step_cost
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=1,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=1,
                          step_cost_every=every, finite_every=0) as rec:
         log = _run_vllm_steps(mode)
         ops = _assert_no_sync(log, calls)
@@ -316,7 +318,7 @@ def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_pa
 def test_vllm_step_without_agreement_issues_no_aten_op(fake_cuda, tmp_path):
     """Steps that compare nothing (15 of 16 by default) touch no tensor at all."""
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=0,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=0,
                          finite_every=0):
         log = _run_vllm_steps(mode)
     assert not log.aten(), log.describe()
@@ -415,7 +417,7 @@ def test_sglang_non_finite_check_stays_on_the_device(fake_cuda, tmp_path, every)
     on-device reduction plus one pinned non-blocking copy; the copies still in flight
     (the fake event never completes) are polled, not waited on, and nothing is read."""
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
                          finite_every=every, step_cost_every=0):
         with mode:
             tensors = hb.make_tensors(BS, "cuda")
@@ -436,7 +438,7 @@ def test_vllm_non_finite_check_stays_on_the_device(fake_cuda, tmp_path):
     """vLLM: `compute_logits` checked on every call (worst case): its hidden states (the
     logits hold -inf by design), one pinned non-blocking copy per call."""
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
                          finite_every=1, step_cost_every=0):
         log = _run_vllm_steps(mode)
         ops = _assert_no_sync(log, calls)
@@ -448,7 +450,7 @@ def test_vllm_non_finite_check_stays_on_the_device(fake_cuda, tmp_path):
 def test_unsampled_draft_passes_issue_no_aten_op(fake_cuda, tmp_path):
     """Between checks the hook only counts the pass."""
     mode, calls = fake_cuda
-    with hb.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=0,
                          finite_every=1000):
         with mode:
             tensors = hb.make_tensors(BS, "cuda")

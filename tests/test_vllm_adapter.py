@@ -16,7 +16,9 @@ import types
 import pytest
 import torch
 
-from benchmarks import hookbench as hb
+from tests.kit import stand_ins as hb
+
+from tests.kit import process_state
 from spectrace import signals as S
 from spectrace.adapters import vllm_eagle3, vllm_target
 from spectrace.adapters.load_observer import LoadObserver
@@ -43,7 +45,7 @@ def _request(rid, hist, temperature, sampling_type, priority=0, lora=None):
     ("routing_key", {"none": 2})])
 def test_free_request_reads_vllms_own_counts_sampling_and_label(tmp_path, label, expected):
     from spectrace.adapters import vllm_engine
-    with hb.own_recorder(str(tmp_path), request_label=label, request_sample_ratio=0.0) as rec:
+    with process_state.own_recorder(str(tmp_path), request_label=label, request_sample_ratio=0.0) as rec:
         sched = types.SimpleNamespace(vllm_config=None)
         # vLLM calls temperature 5e-6 greedy (its epsilon, 1e-5): so does spectrace here
         vllm_engine._before_free_request(sched, _request("a-0-x", [1, 3, 0, 2], 5e-6,
@@ -89,7 +91,7 @@ def test_step_counts_skip_what_vllm_skips():
 
 
 def test_step_counts_fold_into_the_recorders_totals(tmp_path):
-    with hb.own_recorder(str(tmp_path)) as rec:
+    with process_state.own_recorder(str(tmp_path)) as rec:
         spec = {"a": [1, 2, 3], "b": [1, 2, 3]}
         rec.acceptance.add(StepCounts(spec, {"a": 0, "b": 1}, [2, 4], 1), 3)
         rec.acceptance.add(StepCounts(spec, {"a": 1, "b": 0, "x": 2}, [1, 1, 9], 1), 3)
@@ -186,7 +188,7 @@ def test_draft_without_trained_fc_is_not_judged(tmp_path):
     assert vllm_target.audit_pair(target(()), draft) == []
     assert vllm_eagle3.expected_widths(draft) is None
     hidden = torch.empty(4, 128, device="meta")
-    with hb.own_recorder(str(tmp_path)) as rec:
+    with process_state.own_recorder(str(tmp_path)) as rec:
         vllm_eagle3._before_combine(draft, hidden)
         assert rec.draft.counts == {("target_fed", 128): 1} and rec.findings.counts == {}
         trained = Eagle3LlamaForCausalLM(aux=False)
@@ -273,7 +275,7 @@ def test_parallel_drafting_load_time_combine_is_not_a_pass(tmp_path):
     """PEagle combines its mask state (one vector of fc's input width) once at load: not
     a target-fed pass, so nothing is counted or judged; the first real pass is."""
     draft = Eagle3LlamaForCausalLM()
-    with hb.own_recorder(str(tmp_path)) as rec:
+    with process_state.own_recorder(str(tmp_path)) as rec:
         vllm_eagle3._before_combine(draft, torch.empty(384, device="meta"))
         assert rec.draft.counts == {} and rec.findings.counts == {}
         vllm_eagle3._before_combine(draft, torch.empty(4, 128, device="meta"))
@@ -310,7 +312,7 @@ def test_step_cost_measures_every_nth_speculative_step(tmp_path):
     nor is measured, and clears the between-steps interval; a measured step that
     `execute_model` ends itself (an output, so no `sample_tokens`) is dropped."""
     from spectrace.adapters import vllm_runner
-    with hb.own_recorder(str(tmp_path), step_cost_every=2) as rec:
+    with process_state.own_recorder(str(tmp_path), step_cost_every=2) as rec:
         step = hb.VllmStep(5, "spectrace")
         runner = step.engine.runner
         try:

@@ -24,7 +24,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from .. import __version__, signals
+from .. import signals
+from ..version import __version__
 from ..config import Config
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, process_dir
 from .bounded import (

@@ -8,7 +8,8 @@ import socket
 
 from opentelemetry.sdk.resources import Resource
 
-from .. import __version__, signals
+from .. import signals
+from ..version import __version__
 from ..config import Config
 from ..runtimes import runtime_version
 

@@ -65,18 +65,14 @@ class StepInFlight:
         self.seq_lens = lens
 
     def take_seq_lens(self):
-        lens = self.seq_lens
-        if lens is not None:
-            self.seq_lens = None
+        lens, self.seq_lens = self.seq_lens, None
         return lens
 
     def due_tree(self, due) -> None:
         self.tree_due = due
 
     def take_tree(self):
-        due = self.tree_due
-        if due is not None:
-            self.tree_due = None
+        due, self.tree_due = self.tree_due, None
         return due
 
     def engine_step_started(self, ns: int) -> None:

@@ -30,7 +30,9 @@ import types
 
 import torch
 
-from benchmarks import hookbench as hb
+from tests.kit import stand_ins as hb
+
+from tests.kit import process_state
 from harness import sglang_families as fams
 from spectrace import process
 from spectrace.adapters import ADAPTERS
@@ -160,11 +162,11 @@ ACCEPTED = [[0, 3], [2, 1], [3, 3]]  # correct drafts per request, three hand-ov
 # -- counts: the real on_verify_complete_cpu each class inherits or defines ----------------
 for row, cls in worker_classes():
     w = bare(cls, speculative_num_draft_tokens=8 if cls.__name__ == "DFlashWorkerV2" else N)
-    with hb.own_recorder(OUT) as rec:
+    with process_state.own_recorder(OUT) as rec:
         for counts in ACCEPTED:
             w.on_verify_complete_cpu(list(counts), batch_size=len(counts))
         rec.acceptance.totals.fold()
-        a = rec.acceptance
+        a = rec.acceptance.totals
         result["counts"][cls.__name__] = {
             "drafts": a.drafts, "accepted": a.accepted, "draft_tokens": a.draft_tokens,
             "per_position": list(a.per_position),
@@ -189,7 +191,7 @@ try:
         args = types.SimpleNamespace(speculative_algorithm=row.name.split()[0].lower(),
                                      speculative_draft_model_path="/drafts/d",
                                      served_model_name="target-m", tp_size=1)
-        with hb.own_recorder(OUT):
+        with process_state.own_recorder(OUT):
             process.STATE.identity.clear()
             try:
                 cls(args, 0, 0, types.SimpleNamespace(tp_rank=0))
@@ -212,7 +214,7 @@ for row, cls in worker_classes():
     if row is None or not row.own_step or cls.__name__ == "FrozenKVMTPWorkerV2":
         continue
     w = bare(cls)
-    with hb.own_recorder(OUT, step_sample_ratio=1.0) as rec:
+    with process_state.own_recorder(OUT, step_sample_ratio=1.0) as rec:
         for mode in (ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.DECODE):
             try:
                 cls.forward_batch_generation(w, batch(mode))
@@ -271,7 +273,7 @@ def frozen_run(every: int, steps: int, with_frozen_table: bool) -> dict:
                  token_to_kv_pool_allocator=None, plan_stream=None, plan_stream_ctx=None,
                  device="cpu")
         out = os.path.join(OUT, f"frozen-{every}-{steps}-{with_frozen_table}")
-        with hb.own_recorder(out, agreement_every=every, step_sample_ratio=1.0) as rec:
+        with process_state.own_recorder(out, agreement_every=every, step_sample_ratio=1.0) as rec:
             for _ in range(steps):
                 b = batch(ForwardMode.DECODE)
                 b.spec_info = object()
@@ -296,7 +298,7 @@ for cls_name in ("EAGLEWorkerV2", "StandaloneWorkerV2"):
                   "sglang.srt.speculative.standalone_worker_v2"]
     cls = getattr(mod, cls_name)
     out = os.path.join(OUT, "span-" + cls_name)
-    with hb.own_recorder(out, step_sample_ratio=1.0) as rec:
+    with process_state.own_recorder(out, step_sample_ratio=1.0) as rec:
         try:
             cls.forward_batch_generation(bare(cls), batch(ForwardMode.DECODE))
         except Exception:  # noqa: BLE001 - the original, on the stub batch
@@ -316,7 +318,7 @@ def multi_layer_run(every: int, steps: int) -> dict:
         w = bare(ml.MultiLayerEagleWorkerV2, req_to_token_pool=None,
                  token_to_kv_pool_allocator=None, plan_stream=None, plan_stream_ctx=None,
                  device="cpu")
-        with hb.own_recorder(os.path.join(OUT, f"multi-{every}"), agreement_every=every) as rec:
+        with process_state.own_recorder(os.path.join(OUT, f"multi-{every}"), agreement_every=every) as rec:
             for _ in range(steps):
                 try:  # its wrapped step counts the step; the original fails on the stub
                     ml.MultiLayerEagleWorkerV2.forward_batch_generation(w, batch(ForwardMode.DECODE))
@@ -347,7 +349,7 @@ def dflash_run(every: int, steps: int, with_predict: bool) -> dict:
     predict = torch.tensor([[5, 9, 7, 8]] * BS)
     logits = torch.nn.functional.one_hot(predict.reshape(-1), 16).float()
     accepted = []
-    with hb.own_recorder(os.path.join(OUT, f"dflash-{every}-{with_predict}"),
+    with process_state.own_recorder(os.path.join(OUT, f"dflash-{every}-{with_predict}"),
                          agreement_every=every) as rec:
         for _ in range(steps):
             try:
@@ -384,10 +386,10 @@ def uno_counts() -> dict:
     counts = [n - 2 for n in accept_lens.tolist()]
     # the fields its constructor sets for linear UNO (top-k 1): F draft tokens, tree depth 1
     w = bare(UnoWorkerV2, speculative_num_draft_tokens=N, speculative_num_steps=1, topk=1)
-    with hb.own_recorder(os.path.join(OUT, "uno-counts")) as rec:
+    with process_state.own_recorder(os.path.join(OUT, "uno-counts")) as rec:
         w.on_verify_complete_cpu(counts, batch_size=BS)
         rec.acceptance.totals.fold()
-        a = rec.acceptance
+        a = rec.acceptance.totals
         return {"sglang_accept_lens": accept_lens.tolist(), "counts": counts,
                 "drafts": a.drafts, "accepted": a.accepted, "draft_tokens": a.draft_tokens,
                 "per_position": list(a.per_position)}
@@ -400,7 +402,7 @@ def audit_findings(cls, label: str, **attrs) -> dict:
     target = fams.build("llama")  # SGLang's real Llama, meta device, no aux capture
     w = bare(cls, _target_worker=types.SimpleNamespace(
         model_runner=types.SimpleNamespace(model=target)), **attrs)
-    with hb.own_recorder(os.path.join(OUT, "audit-" + label)) as rec:
+    with process_state.own_recorder(os.path.join(OUT, "audit-" + label)) as rec:
         try:
             cls.forward_batch_generation(w, batch(ForwardMode.DECODE))
         except Exception:  # noqa: BLE001 - the original, on the stub batch

@@ -25,7 +25,9 @@ from harness.cpu_isa import without_amx
 
 without_amx()  # the CPU path CI's machines take (harness/cpu_isa.py)
 
-from benchmarks import hookbench as hb  # noqa: E402 (after without_amx)
+from tests.kit import stand_ins as hb  # noqa: E402 (after without_amx)
+
+from tests.kit import process_state
 from harness import sglang_families as fams  # noqa: E402 (after without_amx)
 from spectrace.adapters import ADAPTERS  # noqa: E402 (after without_amx)
 from spectrace.patching import Patcher  # noqa: E402 (after without_amx)
@@ -126,7 +128,7 @@ def worker_run(worker_cls, target, d, label) -> dict:
     w = worker_cls.__new__(worker_cls)
     w.__dict__.update(model_runner=types.SimpleNamespace(model=target), draft_model=d,
                       server_args=None, _target_worker=None, speculative_num_draft_tokens=4)
-    with hb.own_recorder(os.path.join(OUT, label)) as rec:
+    with process_state.own_recorder(os.path.join(OUT, label)) as rec:
         for mode in (ForwardMode.DECODE, ForwardMode.DECODE):  # audited once
             try:
                 worker_cls.forward_batch_generation(w, batch(mode))
@@ -177,7 +179,7 @@ for depth in (L, 12):
 # -- one target layer: capture off is silent in SGLang (the last hidden state is as wide) ---
 one = draft(layers=1, target_layer_ids=[3])
 off = fams.build("llama")
-with hb.own_recorder(os.path.join(OUT, "one")) as rec:
+with process_state.own_recorder(os.path.join(OUT, "one")) as rec:
     # what a target without capture hands it: its last hidden state, H wide
     projected = one.project_target_hidden(torch.randn(5, H))
     silent = {"projected": list(projected.shape), "findings": dict(rec.findings.counts)}
@@ -186,7 +188,7 @@ result["one_layer"] = {"last_hidden_state": silent,
 
 # -- widths at project_target_hidden --------------------------------------------------------
 widths = draft(target_layer_ids=[1, 3])
-with hb.own_recorder(os.path.join(OUT, "widths")) as rec:
+with process_state.own_recorder(os.path.join(OUT, "widths")) as rec:
     for _ in range(3):
         widths.project_target_hidden(torch.randn(5, 2 * H))
     healthy = {f"{k}:{w}": n for (k, w), n in rec.draft.counts.items()}

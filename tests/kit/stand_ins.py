@@ -1,12 +1,14 @@
 """Drive spectrace's real hooks, one speculative decode step at a time, on stand-ins of
-SGLang's classes. Shared by `overhead.py`, `gpu_sync_check.py` and
-`tests/test_no_device_sync.py`.
+SGLang's and vLLM's classes: the test kit's runtimes. Shared by the unit tests
+(`tests/test_no_device_sync.py`, `test_advisor.py`, ...) and the benchmarks (`overhead.py`,
+`gpu_sync_check.py`, `gpu_check.py`); the process state they run under is
+`tests.kit.process_state`'s.
 
 What is real here:
 - the wrapt wrappers: the wrap-point tables of spectrace's own adapters (`sglang_v2`,
   `sglang_v1`, `sglang_eagle3`), applied by its `Patcher` (the very code that wraps SGLang);
 - the process Recorder and its OpenTelemetry providers, created by spectrace's
-  `process.recorder()` from `Config()` defaults (file exporter, 1 % of steps
+  `process.recorder()` (`tests.kit.process_state`) from `Config()` defaults (file exporter, 1 % of steps
   sampled as spans, agreement every 16th step), with its export threads running;
 - the inputs: torch tensors with SGLang's shapes and dtypes on the chosen device, SGLang's
   own `ForwardMode` enum, fresh accept-count lists of Python ints as the scheduler hands over.
@@ -431,57 +433,6 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
                     problems.append(f"{cls}.{m}: {'vLLM' if vllm else 'SGLang'} {theirs} "
                                     f"vs stand-in {ours}")
     return problems
-
-
-# -- the process recorder ------------------------------------------------------------------
-def ensure_recorder(output_dir: str, **config):
-    """Set spectrace's process state as `instrument()` does in a worker (without SGLang's
-    import hooks) and create the Recorder with its exporters: `Config()` defaults unless
-    overridden."""
-    from spectrace import process
-    from spectrace.config import Config
-    st = process.STATE
-    if st.recorder is None:
-        st.config = Config(output_dir=output_dir, **config)
-        st.active = True
-    return process.recorder()
-
-
-class own_recorder:
-    """Context manager: a fresh Recorder (Config() defaults unless overridden) for the
-    duration, spectrace's previous process state put back afterwards."""
-
-    FIELDS = ("config", "recorder", "telemetry", "active")
-
-    def __init__(self, output_dir: str, **config) -> None:
-        self.output_dir, self.config = output_dir, config
-
-    def __enter__(self):
-        from spectrace import process
-        st = process.STATE
-        self.saved = {f: getattr(st, f) for f in self.FIELDS}
-        st.recorder = st.telemetry = None
-        from spectrace.config import Config
-        st.config = Config(output_dir=self.output_dir, **self.config)
-        st.active = True
-        return process.recorder()
-
-    def __exit__(self, *exc) -> None:
-        from spectrace import process
-        st = process.STATE
-        if st.telemetry is not None:
-            st.telemetry.shutdown()
-        for f, v in self.saved.items():
-            setattr(st, f, v)
-
-
-def shutdown_recorder() -> None:
-    from spectrace import process
-    st = process.STATE
-    if st.telemetry is not None:
-        st.telemetry.shutdown()
-    st.telemetry = st.recorder = st.config = None
-    st.active = False
 
 
 # -- one step -------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""Breakdowns of acceptance declared once (`spectrace.families.breakdowns`): each reaches
+its metrics, the report's views and the dashboards from its declaration; batch size is
+counted from the steps' own accept counts through the real hooks (stand-ins of SGLang's
+and vLLM's classes: the test kit), read back in memory."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spectrace import signals
+from spectrace.detectors.buckets import GapRule, bucket_figures, gap
+from spectrace.families import breakdowns, step_cost
+from spectrace.families.acceptance import AcceptanceTotals, PositionCounts
+
+BATCH = breakdowns.BATCH_SIZE
+
+
+def test_every_breakdown_declares_its_two_metrics_and_signals_exports_them():
+    names = {m.name for m in signals.ALL_METRICS}
+    for b in breakdowns.BREAKDOWNS:
+        assert b.accept_length.name == f"spectrace.spec.accept_length_by_{b.name}"
+        assert b.accepted_tokens.name == f"spectrace.spec.accepted_tokens_by_{b.name}"
+        assert {b.accept_length.name, b.accepted_tokens.name} <= names
+        assert b.attribute in b.accept_length.attributes and b.accept_length.counted_once
+    assert signals.SPEC_ACCEPT_LENGTH_BY_CONTEXT is breakdowns.CONTEXT.accept_length
+
+
+def test_batch_size_is_the_number_of_counts_a_step_hands_over():
+    """Each step's request-steps land in its batch-size bucket (the step-cost buckets), by
+    accept length; vLLM's own per-step counts (`PositionCounts`) the same way."""
+    acc = AcceptanceTotals()
+    acc.add([0, 1, 2], 3)             # batch 3: bucket 2-3
+    acc.add([3], 3)                   # batch 1
+    acc.add([1] * 70, 3)              # batch 70: bucket 64-127
+    acc.add_positions(PositionCounts(4, 12, [3, 2, 1]))  # 4 requests: 1 accepted 0, 1 each 1..3
+    acc.fold()
+    got = acc.by["batch_size"]
+    assert got.lengths == {("2-3", 1): 1, ("2-3", 2): 1, ("2-3", 3): 1, ("1", 4): 1,
+                           ("64-127", 2): 70, ("4-7", 1): 1, ("4-7", 2): 1, ("4-7", 3): 1,
+                           ("4-7", 4): 1}
+    assert got.accepted == {"2-3": 3, "1": 3, "64-127": 70, "4-7": 6}
+    assert sum(got.lengths.values()) == acc.drafts == 3 + 1 + 70 + 4
+    assert sum(got.accepted.values()) == acc.accepted
+
+
+@pytest.mark.torch
+def test_sglang_v2_steps_reach_the_batch_size_metric_in_memory(memory_telemetry):
+    """SGLang v2's real hooks (the test kit's stand-ins of its classes): steps of batch 5
+    and 70 reach `accept_length_by_batch_size` by their own batch size; every request-step
+    lands in exactly one bucket."""
+    from tests.kit import stand_ins as hb
+    for bs, n in ((5, 3), (70, 2)):
+        step = hb.V2Step(bs, "spectrace")
+        try:
+            for _ in range(n):
+                step()
+        finally:
+            step.close()
+    t = memory_telemetry
+    name = BATCH.accept_length.name
+    by_bucket = {}
+    for attrs, v in t.collect()[name]:
+        by_bucket[attrs[BATCH.attribute]] = by_bucket.get(attrs[BATCH.attribute], 0) + v
+        assert attrs[signals.ATTR_COUNTED] == signals.COUNTED_ONCE
+    assert by_bucket == {"4-7": 5 * 3, "64-127": 70 * 2}
+    assert t.total(signals.SPEC_DRAFTS.name) == 5 * 3 + 70 * 2
+    accepted = t.total(BATCH.accepted_tokens.name)
+    assert accepted == t.total(signals.SPEC_ACCEPTED_TOKENS.name) > 0
+
+
+def _figures(**buckets):
+    """Bucket figures from name=(mean accept length, request-steps) (lengths 1 and 2)."""
+    counts = {}
+    for name, (mean, n) in buckets.items():
+        two = round((mean - 1) * n)
+        counts[(name.replace("_", "-"), 2)] = two
+        counts[(name.replace("_", "-"), 1)] = n - two
+    return bucket_figures(counts, 1, BATCH.order)
+
+
+@pytest.mark.parametrize("buckets,fires", [
+    (dict(b1=(2.0, 2000), b64_127=(1.2, 2000)), True),      # 1.0 -> 0.2: fires
+    (dict(b1=(2.0, 2000), b64_127=(1.2, 999)), False),      # under the floor
+    (dict(b1=(2.0, 2000), b2_3=(1.2, 2000)), False),        # next to each other
+    (dict(b1=(2.0, 2000), b64_127=(1.75, 2000)), False),    # 0.75 of it: not at most 0.7
+    (dict(b1=(1.3, 2000), b64_127=(1.1, 2000)), False),     # a third, but only 0.2 fewer
+    (dict(b64_127=(2.0, 2000), b1=(1.2, 2000)), False),     # larger batches better: no
+])
+def test_the_batch_size_rule_and_its_floor(buckets, fires):
+    figs = _figures(**{k.lstrip("b"): v for k, v in buckets.items()})
+    found = gap(figs, BATCH.rule, BATCH.buckets)
+    assert (found is not None) == fires, figs
+    if fires:
+        assert (found.better.bucket, found.worse.bucket) == ("1", "64-127")
+
+
+def test_unordered_rule_compares_best_and_worst():
+    figs = _figures(**{"1": (1.5, 300), "8-15": (2.0, 300), "64-127": (1.9, 300)})
+    rule = GapRule(200, 0.7, 0.3, ordered=False)
+    found = gap(figs, rule, BATCH.buckets)
+    assert (found.better.bucket, found.worse.bucket) == ("8-15", "1")
+
+
+def test_report_shows_batch_size_in_every_view(tmp_path):
+    """A process folder with batch-size counts: `by_batch_size` in --json, its lines in the
+    text (and so --watch), its table in the HTML; the finding when the rule fires."""
+    from spectrace.report import build_report, render_text
+    from spectrace.report.html import render_html
+    from spectrace.file_layout import METRICS_FILE, RESOURCE_FILE
+    proc = tmp_path / "sglang-1"
+    proc.mkdir()
+    (proc / RESOURCE_FILE).write_text(json.dumps({"attributes": {}, "started": 1.0}))
+    points = [{"attributes": {BATCH.attribute: b, signals.ATTR_LENGTH: n}, "value": v}
+              for b, n, v in (("1", 3, 1500), ("1", 1, 500), ("64-127", 1, 1800),
+                              ("64-127", 2, 200))]
+    metrics = {BATCH.accept_length.name: points,
+               signals.SPEC_DRAFTS.name: [{"attributes": {}, "value": 4000}],
+               signals.SPEC_ACCEPTED_TOKENS.name: [{"attributes": {}, "value": 3200}],
+               signals.SPEC_DRAFT_TOKENS.name: [{"attributes": {}, "value": 12000}]}
+    (proc / METRICS_FILE).write_text(json.dumps({"time": 2.0, "metrics": metrics}) + "\n")
+    rep = build_report(str(tmp_path))
+    out = rep.to_json()["processes"][0]
+    assert [(r["batch_size"], r["drafts"], r["mean_acceptance_length"])
+            for r in out["by_batch_size"]] == [("1", 2000, 2.5), ("64-127", 2000, 1.1)]
+    text = render_text(rep)
+    assert "acceptance by batch size (requests verified in the step):" in text
+    assert "64-127: mean accept length 1.10" in text
+    assert signals.LARGE_BATCH in text and rep.verdict.state == "underperforming"
+    html = render_html(rep)
+    assert 'data-key="by_batch_size.1.mean_acceptance_length"' in html
