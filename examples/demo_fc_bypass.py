@@ -24,7 +24,10 @@ sys.path.insert(0, ROOT)
 from harness.server import start_server  # noqa: E402
 from harness.tiny_models import make_tiny_models  # noqa: E402
 
-PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8]]
+PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3], [2, 8, 6]]
+# 5 prompts x 48 new tokens: about 120 request-steps verified at 2 tokens a step, past the
+# 100 the report's verdict needs before it judges acceptance (report/verdict.py)
+NEW_TOKENS = 48
 
 
 def run(name: str, mode: str, out: str) -> str:
@@ -41,7 +44,7 @@ def run(name: str, mode: str, out: str) -> str:
         "SPECTRACE_METRIC_INTERVAL": "0.5"})
     try:
         for ids in PROMPTS:
-            r = server.generate(ids, 24)
+            r = server.generate(ids, NEW_TOKENS)
             print(f"  prompt {ids} -> {r['text'][:40]!r}... SGLang spec_accept_length "
                   f"{r['meta_info']['spec_accept_length']:.2f}")
             time.sleep(1)  # a few export intervals apart: points on the report's time axis

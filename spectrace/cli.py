@@ -1,5 +1,9 @@
-"""The `spectrace` command: `report` (what the file exporter wrote) and `doctor` (static
-checks of a draft checkpoint). Exit status 2 means unusable input, with a one-line message."""
+"""spectrace: what speculative decoding really does in SGLang and vLLM. `spectrace report`
+summarises what the instrumented processes wrote (text, --json, --html, --watch);
+`spectrace doctor` checks an EAGLE-3 draft checkpoint against the runtime that will serve
+it, before it is deployed.
+
+Exit status 2 means unusable input, with a one-line message."""
 from __future__ import annotations
 
 import argparse
@@ -43,9 +47,14 @@ def _interval(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="spectrace", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="spectrace", description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n")[1])
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("report", help="summarize what instrumented processes wrote")
+    r = sub.add_parser("report", help="summarize what instrumented processes wrote",
+                       description="Summarise what spectrace wrote in a server's processes: "
+                       "a verdict (healthy, broken with its cause and fix, or "
+                       "underperforming and where), then the figures of each process and "
+                       "of all together.")
     r.add_argument("directory", nargs="?", default=None,
                    help="output folder (default: SPECTRACE_OUTPUT_DIR or ./spectrace-data)")
     r.add_argument("--json", action="store_true", help="machine-readable output")
@@ -59,7 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     r.set_defaults(func=_report)
     try:
         from .doctor import cli as doctor_cli
-        d = sub.add_parser("doctor", help="check an EAGLE-3 draft checkpoint before deploying")
+        d = sub.add_parser("doctor", help="check an EAGLE-3 draft checkpoint before deploying",
+                           description="Check an EAGLE-3 draft checkpoint against the loader "
+                           "of the runtime (and version) that will serve it and against its "
+                           "target: weights it would drop, widths, aux layers, vocabulary "
+                           "map, positions, dtype, quantization, tokenizer. --fix writes a "
+                           "corrected copy.")
         doctor_cli.add_arguments(d)
         d.set_defaults(func=doctor_cli.run)
     except ImportError:

@@ -398,3 +398,15 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
         assert list(view["timeline"]) == names(TimelineFigures)
         assert list(view["hidden_state_passes"][0]) == names(HiddenStatePass)
         assert list(view["findings"][0]) == names(FindingSummary)   # with its metric count
+
+
+def test_help_texts_are_whole():
+    """`spectrace --help` and each command's help describe it in whole sentences (the
+    description once ended mid-sentence: the docstring's first line)."""
+    for argv in (["--help"], ["report", "--help"], ["doctor", "--help"]):
+        out = subprocess.run([sys.executable, "-m", "spectrace.cli", *argv],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout.split("positional arguments")[0]
+        prose = " ".join(text.split("\n\n", 1)[1].split())  # after the usage lines
+        assert prose.endswith("."), (argv, prose)
