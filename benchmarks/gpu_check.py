@@ -481,7 +481,7 @@ def part_capture_while_polling(table: Table, torch, tmp: str) -> None:
     from tests.kit import stand_ins as hb
     from tests.kit import process_state
     from benchmarks import tiny_eagle3 as tiny
-    from spectrace.detectors.tokens import to_host
+    from spectrace.rules.tokens import to_host
     if table.no_cuda:
         table.skip("5 capture", CAPTURE_WHILE_POLLING)
         return

@@ -73,7 +73,7 @@ def probe(case: dict) -> dict:
     import torch
     from spectrace.adapters.load_observer import LoadObserver
     from spectrace.adapters.sglang_eagle3 import DRAFT_CLASSES
-    from spectrace.detectors.weights import missing_parameters
+    from spectrace.rules.weights import missing_parameters
     module, model = build(case["draft"], case["config"])
     params = {n: list(p.shape) for n, p in model.named_parameters()}
     deferred = DRAFT_CLASSES["kimi_k25_eagle3" if case["draft"] == "mla" else

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, NamedTuple
 
-from .detectors.requests import REQUEST_LABELS
+from .rules.requests import REQUEST_LABELS
 
 EXPORTERS = ("file", "otlp", "prometheus", "console")
 _TRUE = ("1", "true", "yes", "on")

@@ -27,7 +27,7 @@ class Message:
         return f"{text} {fix}" if text else fix
 
 
-# -- hidden-state widths at run time (detectors.widths) ----------------------------------------
+# -- hidden-state widths at run time (rules.widths) ----------------------------------------
 FC_BYPASS = Message(
     signals.FC_BYPASS,
     "fc bypass: a target-fed draft pass received hidden states {width} wide, the draft's own "
@@ -45,7 +45,7 @@ WIDTH_MISMATCH = Message(
     "the layers in eagle_config.eagle_aux_hidden_state_layer_ids (no duplicates dropped) and "
     "that transfer buffers are sized for {fc_in}.")
 
-# -- acceptance the runtime fakes (detectors.synthetic) -----------------------------------
+# -- acceptance the runtime fakes (rules.synthetic) -----------------------------------
 SYNTHETIC_ACCEPTANCE = Message(
     signals.ACCEPTANCE_SYNTHETIC,
     "the acceptance figures are synthetic: {runtime} accepts draft tokens by a synthetic "
@@ -61,7 +61,7 @@ SYNTHETIC_FIX = {
                           "--speculative-config and restart; it is a benchmarking switch.",
 }
 
-# -- numbers the draft computes (detectors.finite) ----------------------------------------------
+# -- numbers the draft computes (rules.finite) ----------------------------------------------
 NON_FINITE = Message(
     signals.DRAFT_NON_FINITE,
     "non-finite values (inf or nan) in the draft's {where}, found by {bad} of {checks} "
@@ -76,7 +76,7 @@ NON_FINITE_FIX = (
     "check the draft checkpoint for inf/nan weights and that it is served in the dtype it "
     "was trained in (torch_dtype in its config.json).")
 
-# -- the target's aux capture at run time (detectors.aux) ---------------------------------------
+# -- the target's aux capture at run time (rules.aux) ---------------------------------------
 CAPTURE_OFF_IN_TARGET = Message(
     signals.AUX_CAPTURE_DISABLED,
     "aux hidden-state capture is off in the target ({family}), but the EAGLE-3 draft's fc "
@@ -105,7 +105,7 @@ TARGET_IDS = Message(
     "trained on. Check which layer ids the serving stack passes to {capture_method}.")
 ASKED_IDS = "eagle_aux_hidden_state_layer_ids {ids}"
 ASKED_DEFAULT = "no eagle_aux_hidden_state_layer_ids (the defaults {defaults})"
-# SGLang's DFlash / DSpark drafts (detectors.aux.audit_block_draft_capture)
+# SGLang's DFlash / DSpark drafts (rules.aux.audit_block_draft_capture)
 BLOCK_DRAFT_CAPTURE_OFF = Message(
     signals.AUX_CAPTURE_DISABLED,
     "aux hidden-state capture is off in the target ({family}), but the {algorithm} draft's fc "
@@ -125,7 +125,7 @@ ASKED_BLOCK_DEPTH = ("no target_layer_ids but num_target_layers {trained} (SGLan
                      "selection for {trained} layers: {ids}; this target has {num_layers}, "
                      "so SGLang selected for {num_layers})")
 
-# -- the vocabulary map (detectors.vocab; checkpoint) -------------------------------------------
+# -- the vocabulary map (rules.vocab; checkpoint) -------------------------------------------
 D2T_MISSING = Message(
     signals.VOCAB_D2T_MISSING,
     "the draft vocabulary ({draft_vocab} tokens) is smaller than the target's "
@@ -166,7 +166,7 @@ D2T_DTYPE = Message(
     "result, which fails (or rounds ids) unless it holds integers.",
     "save d2t as int64 (d2t[i] = target_id - i).")
 
-# -- weights (detectors.weights; checkpoint) ------------------------------------------------------
+# -- weights (rules.weights; checkpoint) ------------------------------------------------------
 UNUSED_KEYS = Message(
     signals.WEIGHTS_UNUSED_KEYS,
     "{subject} {count}{of} draft checkpoint key(s) that match no parameter, {dropped} "
@@ -560,7 +560,7 @@ IDS_DEFAULT_FIX_NORMAL = ("nothing, if the draft was trained on those layers; ot
 IDS_DEFAULT_RULE = {"vllm": "vLLM's default, models/llama.py get_eagle3_aux_hidden_state_layers",
                     "sglang": "SGLang's default, models/llama.py set_eagle3_layers_to_capture"}
 
-# -- acceptance by context length (detectors.context; judged by `spectrace report`) -------------
+# -- acceptance by context length (rules.context; judged by `spectrace report`) -------------
 LONG_CONTEXT = Message(
     signals.LONG_CONTEXT,
     "acceptance falls with context length: mean accept length {long_length} in contexts "

@@ -65,9 +65,9 @@ ATTR_MODEL = "model"                # served model name / path basename
 ATTR_COUNTED = "counted"            # COUNTED_ONCE | COUNTED_COPY, on `counted_once` metrics
 COUNTED_ONCE = "once"               # the rank whose request-steps totals add
 COUNTED_COPY = "copy"               # another rank's request-steps: per rank, never added
-ATTR_CONTEXT = "context"            # context-length bucket of a request-step (detectors.context)
-ATTR_SAMPLING = "sampling"          # a request's sampling bucket (detectors.requests)
-ATTR_REQUEST_LENGTH = "mean_accept_length"  # a finished request's bucket (detectors.requests)
+ATTR_CONTEXT = "context"            # context-length bucket of a request-step (rules.context)
+ATTR_SAMPLING = "sampling"          # a request's sampling bucket (rules.requests)
+ATTR_REQUEST_LENGTH = "mean_accept_length"  # a finished request's bucket (rules.requests)
 ATTR_REQUEST_LABEL = "request_label"  # SPECTRACE_REQUEST_LABEL's value of a request (capped)
 ATTR_REQUEST_LABEL_KEY = "request_label_key"  # which request field SPECTRACE_REQUEST_LABEL names
 ATTR_KIND = "kind"                  # expected width: fc_in | draft_hidden | target_hidden | num_aux
@@ -172,7 +172,7 @@ RUNTIME_FINDINGS = {
     ACCEPTANCE_SYNTHETIC: "error", DRAFT_NON_FINITE: "error",
 }
 # Findings `spectrace report` judges from the totals (no run-time event): the long-context
-# one from request-steps by context length (a floor of request-steps, detectors.context);
+# one from request-steps by context length (a floor of request-steps, rules.context);
 # the speculation ones from measured step costs (spectrace.advisor).
 LONG_CONTEXT = "acceptance.long_context"
 SPEC_SLOWER = "speculation.slower"            # estimated speed-up below 1.0

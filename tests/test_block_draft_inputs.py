@@ -72,7 +72,7 @@ def test_no_ids_but_the_trained_depth(results):
 
 
 def test_every_family_with_the_method_has_a_rule_and_is_judged_right(results):
-    from spectrace.detectors.aux import SGLANG_BLOCK_DRAFT_TARGETS
+    from spectrace.rules.aux import SGLANG_BLOCK_DRAFT_TARGETS
     judged = {n: r for n, r in results["families"].items() if r.get("has_method")}
     assert len(judged) >= 15, judged  # 0.5.23: 15 of the harness's families
     for name, row in judged.items():

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from spectrace import signals
-from spectrace.detectors.buckets import GapRule, bucket_figures, gap
+from spectrace.rules.buckets import GapRule, bucket_figures, gap
 from spectrace.families import breakdowns, step_cost
 from spectrace.families.acceptance import AcceptanceTotals, PositionCounts
 

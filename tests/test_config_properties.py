@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from spectrace import config
 from spectrace.config import SETTINGS, ConfigError
-from spectrace.detectors.requests import REQUEST_LABELS
+from spectrace.rules.requests import REQUEST_LABELS
 
 VARS = [var for var, _p, _d in SETTINGS.values()] + list(config.OTLP_PROTOCOL_VARS)
 env_text = st.text(st.characters(blacklist_characters="\x00"), max_size=60)

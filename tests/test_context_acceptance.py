@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 from spectrace import signals
-from spectrace.detectors import context as ctx
+from spectrace.rules import context as ctx
 from spectrace.file_layout import METRICS_FILE, RESOURCE_FILE
 from spectrace.families.acceptance import AcceptanceTotals
 from spectrace.report import build_report, render_text

@@ -174,9 +174,9 @@ def test_alert_rules_cover_the_issue():
 
 def test_long_context_rule_tests_agree_with_the_detector():
     """The promtool cases of SpectraceLongContextAcceptance fire exactly where
-    `spectrace report`'s detector (detectors.context) raises acceptance.long_context on
+    `spectrace report`'s detector (rules.context) raises acceptance.long_context on
     the same hour's counts: the rule is the detector's, not a look-alike."""
-    from spectrace.detectors import context as C
+    from spectrace.rules import context as C
     with open(os.path.join(GRAFANA, "alerts", "spectrace-rules.test.yml")) as fh:
         tests = yaml.safe_load(fh)["tests"]
     [case] = [t for t in tests if any(a["alertname"] == "SpectraceLongContextAcceptance"

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from spectrace import signals
-from spectrace.detectors import aux
-from spectrace.detectors.aux import CaptureState, audit_aux_capture
-from spectrace.detectors.widths import ExpectedWidths, check_width, pass_kind
+from spectrace.rules import aux
+from spectrace.rules.aux import CaptureState, audit_aux_capture
+from spectrace.rules.widths import ExpectedWidths, check_width, pass_kind
 
 EXP = ExpectedWidths(fc_in=384, draft_hidden=128, target_hidden=128, num_aux=3)
 
@@ -38,7 +38,7 @@ def test_target_fed_pass_at_draft_width_is_fc_bypass():
 
 def test_messages_name_the_runtime_that_ran():
     from spectrace.runtimes import VLLM
-    from spectrace.detectors.vocab import check_vocab_map
+    from spectrace.rules.vocab import check_vocab_map
     f = check_width("target_fed", 128, EXP, VLLM)
     assert "vLLM skipped fc" in f.message and "set_aux_hidden_state_layers" in f.message
     [v] = check_vocab_map(None, 256, 512, runtime=VLLM)

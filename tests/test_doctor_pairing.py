@@ -243,7 +243,7 @@ def test_special_ids_and_tokens_are_read_from_every_level():
 
 # -- the corrected weights.missing_params words (shared with the run-time hook) ------------------
 def test_missing_norms_are_not_called_noise_at_run_time_either():
-    from spectrace.detectors.weights import missing_params_finding
+    from spectrace.rules.weights import missing_params_finding
     f = missing_params_finding(["model.layers.1.hidden_norm.weight"], "SGLang 0.5.23's load")
     assert "whose weight starts at ones" in f.message and "proposes noise" not in f.message
     f = missing_params_finding(["model.layers.1.hidden_norm.weight",

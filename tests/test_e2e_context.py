@@ -23,7 +23,7 @@ import pytest
 
 from harness.tiny_models import walk
 from spectrace import signals
-from spectrace.detectors import context as ctx
+from spectrace.rules import context as ctx
 from spectrace.file_layout import SPANS_FILE
 from spectrace.report.reader import iter_jsonl
 from spectrace.report.summary import request_record

@@ -15,7 +15,7 @@ What is a stand-in: the bodies of SGLang's and vLLM's methods (see tests/kit/sta
 Asserted, for a v2 step (sampled, agreement compared), a v1 step and a vLLM engine step:
 - no `aten._local_scalar_dense` / `aten.is_nonzero` / data-dependent-shape op;
 - no op that moves data from the device to the host, except the one copy of the
-  agreement counts (`detectors.tokens.to_host`): non-blocking, into a pinned buffer
+  agreement counts (`rules.tokens.to_host`): non-blocking, into a pinned buffer
   allocated for it;
 - no `torch.cuda.synchronize`, no `Event.synchronize` / `Event.wait`;
 - the draft-width hook (`LlamaModel.forward`) issues no aten op at all: shapes only;
@@ -388,7 +388,7 @@ def test_agreement_fold_never_waits_for_the_copy(recorder_every_step):
 def test_tree_top1_path_agreement_stays_on_the_device(fake_cuda):
     """The tree (top-k > 1) comparison: `steps` gathers along first children, on the device,
     then one non-blocking copy into pinned memory, like the chain's."""
-    from spectrace.detectors.tokens import compare_tree_top1_path
+    from spectrace.rules.tokens import compare_tree_top1_path
     mode, calls = fake_cuda
     n, steps = 6, 3
     with mode:
@@ -464,7 +464,7 @@ def test_unsampled_draft_passes_issue_no_aten_op(fake_cuda, tmp_path):
 def test_non_finite_checks_are_read_only_once_their_copy_is_done():
     """`FiniteChecks.poll` reads a check only after its event completes, raises the
     finding at the first non-finite one (the floor: 1), and never again."""
-    from spectrace.detectors.finite import FiniteChecks
+    from spectrace.rules.finite import FiniteChecks
 
     class Event:
         def __init__(self) -> None:
@@ -495,7 +495,7 @@ def test_a_float16_overflow_is_found():
     """The real failure: bfloat16 weights above float16's range, cast to float16, give
     inf in the draft's hidden states (torch float16 on this CPU), and the check says so;
     the same computation in bfloat16 is finite."""
-    from spectrace.detectors.finite import FiniteChecks, finite_flags
+    from spectrace.rules.finite import FiniteChecks, finite_flags
     w = torch.full((8, 8), 9000.0, dtype=torch.bfloat16)  # fine in bfloat16
     x = torch.full((2, 8), 2.0, dtype=torch.bfloat16)
     for dtype, finite in ((torch.bfloat16, True), (torch.float16, False)):

@@ -20,7 +20,7 @@ import pytest
 from spectrace import config as config_mod
 from spectrace import process as process_mod
 from spectrace import signals as S
-from spectrace.detectors.requests import LABEL_OVERFLOW, LabelCap, label_text
+from spectrace.rules.requests import LABEL_OVERFLOW, LabelCap, label_text
 from spectrace.export.providers import setup
 from spectrace.file_layout import METRICS_FILE, SPANS_FILE
 from spectrace.families.requests import FinishedRequest

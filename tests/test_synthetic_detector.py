@@ -1,4 +1,4 @@
-"""`detectors.synthetic`: which values of each runtime's synthetic-acceptance switch mean
+"""`rules.synthetic`: which values of each runtime's synthetic-acceptance switch mean
 "the figures are fiction", and the words (the servers that prove it end to end are in
 tests/test_e2e_runtime_causes.py)."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spectrace import signals
-from spectrace.detectors.synthetic import sglang_simulated, vllm_synthetic
+from spectrace.rules.synthetic import sglang_simulated, vllm_synthetic
 
 
 @pytest.mark.parametrize("value", [-1, -1.0, 0, 0.0, None, "", "nonsense"])

@@ -51,7 +51,7 @@ def results() -> dict:
 def test_every_family_built_here_has_a_row_in_the_shared_table(results):
     """The run-time audit and the doctor read the same table: each family's architecture
     is in it."""
-    from spectrace.detectors.aux import SGLANG_TARGETS
+    from spectrace.rules.aux import SGLANG_TARGETS
     assert not set(results) - {n for n in results if fams.ARCHITECTURES[n] in SGLANG_TARGETS}
 
 
@@ -79,7 +79,7 @@ def test_rules_that_differ_from_plus_one_are_exercised(results):
     """DeepSeek-V3, Kimi-K2.5 (through its DeepSeek-V3 text model) and GLM-4-MoE-Lite keep
     the draft's [0, 1, 2] as given; Llama adds 1: both healthy, as checked above. The table
     names the rule the real method follows."""
-    from spectrace.detectors import aux
+    from spectrace.rules import aux
     targets = aux.SGLANG_TARGETS
     assert targets["DeepseekV3ForCausalLM"].rule == aux.KEPT_UNLESS_FIRST_IS_ONE
     assert targets["KimiK25ForConditionalGeneration"].rule == aux.KEPT_UNLESS_FIRST_IS_ONE

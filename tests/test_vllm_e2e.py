@@ -184,7 +184,7 @@ def test_each_requests_acceptance_is_vllms_own(partial):
     """Every finished request's record (its span, by vLLM's own request id) holds vLLM's
     own per-request counts, the ones the response carries; the distribution counts each
     request once, and greedy and sampled requests are counted apart."""
-    from spectrace.detectors.requests import request_bucket
+    from spectrace.rules.requests import request_bucket
     run, greedy, sampled = partial.run, partial.responses, partial.sampled
     engine = run.process("engine_core", partial.final_report)
     assert_matches_vllm(engine, partial.final_metrics)

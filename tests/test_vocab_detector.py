@@ -6,7 +6,7 @@ import random
 import time
 from array import array
 
-from spectrace.detectors.vocab import check_vocab_map, looks_absolute
+from spectrace.rules.vocab import check_vocab_map, looks_absolute
 
 
 def codes(findings) -> list[str]:

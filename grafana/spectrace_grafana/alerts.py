@@ -9,7 +9,7 @@ map, internal errors) fire per process that has the problem."""
 from __future__ import annotations
 
 from spectrace import signals as S
-from spectrace.detectors import context as CTX
+from spectrace.rules import context as CTX
 from spectrace.families.breakdowns import BATCH_SIZE, BREAKDOWNS, Breakdown
 
 from . import promql as Q

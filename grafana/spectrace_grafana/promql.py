@@ -175,7 +175,7 @@ def bucket_order(b: Breakdown) -> str:
 
 
 def gap_acceptance(b: Breakdown, window: str, by=(), flt="") -> str:
-    """The rule of an ordered breakdown `b` (`detectors.buckets.gap`, `b.rule`) over
+    """The rule of an ordered breakdown `b` (`rules.buckets.gap`, `b.rule`) over
     `window`: of the buckets with at least `floor` request-steps, the first and the last
     in order, at least `min_apart` apart; the last one's accepted tokens per request-step
     divided by the first one's, kept only where they are at least `drop` fewer (compare it
@@ -206,6 +206,6 @@ def accepted_per_request_step_by_context(window: str, by=(), flt="", copies=Fals
 
 
 def long_context_acceptance(window: str, by=(), flt="") -> str:
-    """The long-context rule of `spectrace report` (detectors.context): `gap_acceptance` of
+    """The long-context rule of `spectrace report` (rules.context): `gap_acceptance` of
     the context-length breakdown."""
     return gap_acceptance(CONTEXT, window, by, flt)

@@ -4,7 +4,7 @@
   only counted (`DraftState` on the draft model holds what was already found healthy);
 - a sampled draft pass (every Nth, `SPECTRACE_FINITE_EVERY`) has its hidden states (and,
   where the adapter has them, logits) checked for inf/nan on the device
-  (`detectors.finite`): the unsampled passes only bump a count;
+  (`rules.finite`): the unsampled passes only bump a count;
 - an observed `load_weights` (see `load_observer`) becomes the dropped-keys and
   unloaded-parameters findings, plus the vocabulary-map findings the adapter computed.
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Callable, Hashable
 
 from .. import signals
-from ..detectors.finite import FiniteChecks, dtype_name, finite_flags
-from ..detectors.weights import missing_parameters, missing_params_finding, unused_keys_finding
-from ..detectors.widths import ExpectedWidths, check_width
+from ..rules.finite import FiniteChecks, dtype_name, finite_flags
+from ..rules.weights import missing_parameters, missing_params_finding, unused_keys_finding
+from ..rules.widths import ExpectedWidths, check_width
 from ..findings import Finding
 from ..objstate import peek, state_of
 from ..process import STATE

@@ -23,7 +23,7 @@ import functools
 from typing import NamedTuple
 
 from .. import signals
-from ..detectors.tokens import compare_chain_tokens
+from ..rules.tokens import compare_chain_tokens
 from ..patching import WrapPoint
 from ..objstate import peek
 from ..process import recorder

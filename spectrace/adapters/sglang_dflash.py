@@ -15,7 +15,7 @@ EAGLE-3 they read the target's aux hidden states, concatenated, through `fc`
   `dflash_config.target_layer_ids` (DSPARK: `dspark_target_layer_ids` first), each a layer
   *output*; with none, its selection for the *runtime* target's depth, even when the draft
   says it was trained on another (`num_target_layers`: SGLang only logs a warning). The
-  target stores them by its family's rule (`detectors.aux.SGLANG_BLOCK_DRAFT_TARGETS`: + 1
+  target stores them by its family's rule (`rules.aux.SGLANG_BLOCK_DRAFT_TARGETS`: + 1
   for every family there).
 
 The trained ids are read as the draft model itself reads them: its own parse of the config
@@ -24,10 +24,10 @@ The trained ids are read as the draft model itself reads them: its own parse of 
 from __future__ import annotations
 
 from .. import messages
-from ..detectors.aux import (
+from ..rules.aux import (
     SGLANG_BLOCK_DRAFT_TARGETS, TrainedIds, audit_block_draft_capture,
 )
-from ..detectors.widths import ExpectedWidths
+from ..rules.widths import ExpectedWidths
 from ..findings import Finding
 from ..patching import WrapPoint
 from ..process import recorder

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .. import signals
-from ..detectors.vocab import check_vocab_map
-from ..detectors.weights import idle_parameters
-from ..detectors.widths import ExpectedWidths, pass_kind
+from ..rules.vocab import check_vocab_map
+from ..rules.weights import idle_parameters
+from ..rules.widths import ExpectedWidths, pass_kind
 from ..patching import WrapPoint
 from ..objstate import ATTR
 from ..process import recorder

@@ -1,7 +1,7 @@
 """The target side of an SGLang EAGLE-3 pair: where the target model keeps its aux
 hidden-state capture state, and which rule turns the draft's layer ids into it.
 
-The rules are data (`detectors.aux.SGLANG_TARGETS`, by registered architecture name, shared
+The rules are data (`rules.aux.SGLANG_TARGETS`, by registered architecture name, shared
 with `spectrace doctor`). Wrappers that delegate to a text model (Kimi-K2.5, Gemma-3 and
 Llama-4 multimodal) are followed through `language_model`; pipeline-parallel ranks other
 than the last capture nothing by design and are not audited. An architecture without a
@@ -10,7 +10,7 @@ false alarm on a rule we do not know).
 """
 from __future__ import annotations
 
-from ..detectors.aux import SGLANG_TARGETS, CaptureState, audit_aux_capture
+from ..rules.aux import SGLANG_TARGETS, CaptureState, audit_aux_capture
 from ..detectors.loaders import parse_version
 from ..findings import Finding
 from ..runtimes import runtime_version
@@ -63,7 +63,7 @@ def capture_state(target, sglang_version: str | None = None,
                   families: dict = SGLANG_TARGETS) -> CaptureState | None:
     """The target's capture state, or None on a pipeline rank that captures nothing by
     design; `families`: the id rules of the algorithm (EAGLE-3's, or DFlash's:
-    `detectors.aux.SGLANG_BLOCK_DRAFT_TARGETS`)."""
+    `rules.aux.SGLANG_BLOCK_DRAFT_TARGETS`)."""
     holder = _capture_holder(target)
     if not is_last_pp_rank(holder):
         return None

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import signals
-from ..detectors.tokens import compare_chain_tokens, compare_tree_top1_path
+from ..rules.tokens import compare_chain_tokens, compare_tree_top1_path
 from ..families import step_cost
 from ..families.requests import FinishedRequest
 from ..patching import WrapPoint

@@ -11,7 +11,7 @@ import sys
 from typing import NamedTuple
 
 from .. import counting, signals
-from ..detectors.synthetic import sglang_simulated
+from ..rules.synthetic import sglang_simulated
 from ..families import step_cost
 from ..families.steps import StepSpan
 from ..objstate import peek, state_of
@@ -19,7 +19,7 @@ from ..patching import WrapPoint
 from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
 from . import sglang_identity
-from ..detectors.context import trained_context
+from ..rules.context import trained_context
 from .sglang_target import audit_pair
 
 class WorkerState:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import sys
 
 from .. import signals
-from ..detectors.vocab import check_vocab_map
-from ..detectors.weights import idle_parameters
-from ..detectors.widths import ExpectedWidths
+from ..rules.vocab import check_vocab_map
+from ..rules.weights import idle_parameters
+from ..rules.widths import ExpectedWidths
 from ..patching import WrapPoint
 from ..runtimes import VLLM, runtime_version
 from . import draft_checks

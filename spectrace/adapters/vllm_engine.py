@@ -36,7 +36,7 @@ import logging
 import time
 
 from .. import signals
-from ..detectors.synthetic import vllm_synthetic
+from ..rules.synthetic import vllm_synthetic
 from ..families.acceptance import PositionCounts
 from ..families.requests import FinishedRequest
 from ..patching import WrapPoint

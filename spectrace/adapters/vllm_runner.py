@@ -10,7 +10,7 @@ audit once both models are loaded, and draft/target token agreement.
   (`SPECTRACE_AGREEMENT_EVERY`) the target's own prediction at each draft position
   (argmax of its logits there) is compared with the draft token, on the device, before
   vLLM's rejection sampler runs; a few counts come back without blocking
-  (`detectors.tokens`). Unlike the accepted tokens, this sees past the first rejection.
+  (`rules.tokens`). Unlike the accepted tokens, this sees past the first rejection.
   The drafts are the real ones here even with async scheduling (vLLM reads them from the
   device input ids), where the scheduler only has placeholders.
 - Step cost (`step_cost`, every `SPECTRACE_STEP_COST_EVERY`th speculative step) on the V1
@@ -31,7 +31,7 @@ audit once both models are loaded, and draft/target token agreement.
 """
 from __future__ import annotations
 
-from ..detectors.tokens import compare_positions
+from ..rules.tokens import compare_positions
 from ..families import step_cost
 from ..objstate import state_of
 from ..patching import WrapPoint

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..detectors import aux
-from ..detectors.aux import CaptureState, audit_aux_capture
+from ..rules import aux
+from ..rules.aux import CaptureState, audit_aux_capture
 from ..findings import Finding
 from ..runtimes import VLLM
 from .vllm_dflash import is_dflash_draft

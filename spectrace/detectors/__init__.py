@@ -1,4 +1,5 @@
-"""Pure checks shared by `spectrace doctor` (static) and the run-time instrumentation: no
-runtime imports, only shapes, counts, small lists and configs. Their messages use the
-words of the runtime that ran them (`spectrace.runtimes.Runtime`: its label, the target
-method that sets which layers are captured)."""
+"""The doctor's checkpoint pipeline (`spectrace doctor`): pure functions over a checkpoint's
+config, tensor names, shapes and small maps (no file access, no runtime imports): which
+trainer wrote it, what each runtime's loader makes of it, and the findings. The files are
+read in `spectrace.doctor`; the run-time rules it reuses (aux, vocabulary map, weights)
+are in `spectrace.rules`."""

@@ -27,8 +27,8 @@ from .positions import check_positions
 from .runtime_view import runtime_view
 from .trained_settings import settings
 from .translation import suggest_renames, translate_config, upper_norm_rename
-from .vocab import check_vocab_map
-from .weights import MAX_NAMES, is_network_weight, missing_params_finding, unused_keys_finding
+from ..rules.vocab import check_vocab_map
+from ..rules.weights import MAX_NAMES, is_network_weight, missing_params_finding, unused_keys_finding
 
 INT_DTYPES = ("I64", "I32")
 

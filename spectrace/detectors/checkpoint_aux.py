@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from .. import messages, signals
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..runtimes import VLLM
-from . import aux
+from ..rules import aux
 from .formats import Format, FormatName
 from .inputs import Target
 from .layer_ids import capturable, captured_inputs, id_inputs, keeps_ids, misread_ids, \

@@ -17,8 +17,8 @@ from .runtime_view import runtime_view
 from .trained_settings import settings
 from .translation import (Change, ChangeKind, Plan, fc_shape, plan_sglang_ids, suggest_renames,
                           translate_config)
-from .vocab import absolute_to_offsets, t2d_reading
-from .weights import is_network_weight
+from ..rules.vocab import absolute_to_offsets, t2d_reading
+from ..rules.weights import is_network_weight
 
 
 def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> tuple[

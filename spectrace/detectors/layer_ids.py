@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..runtimes import SGLANG, VLLM
-from . import aux
+from ..rules import aux
 from .formats import Format
 from .inputs import Target
 from .loaders import SGLANG_NEWEST, AuxIds, Loader, eagle_config, parse_version

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from ..runtimes import SGLANG, VLLM, Runtime, Word
-from .weights import idle_parameters, missing_parameters
+from ..rules.weights import idle_parameters, missing_parameters
 
 
 class DraftClass(Word):

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from opentelemetry.metrics import Observation
 
 from .. import signals
-from ..detectors.context import UNKNOWN
+from ..rules.context import UNKNOWN
 from ..safety import INTERNAL_ERRORS
 from ..signals import COUNTER, MetricSpec
 from . import breakdowns, step_cost
@@ -207,7 +207,7 @@ def _fold_lengths(by: BucketCounts, items: list) -> None:
     thread holds the interpreter lock the decode loop needs). A step whose lengths do
     not match its counts goes to `unknown`."""
     import numpy
-    from ..detectors.context import BUCKETS, bucket_index
+    from ..rules.context import BUCKETS, bucket_index
     nb = len(BUCKETS) + 1  # the last index: unknown
     groups: dict[int, tuple[list, list, list]] = {}  # counts, their lengths; unknown
     for counts, steps, lengths in items:

@@ -1,5 +1,5 @@
 """Draft/target token agreement per position: small count tensors computed on the device
-(`detectors.tokens`) and copied without blocking, read only once their copy has completed.
+(`rules.tokens`) and copied without blocking, read only once their copy has completed.
 Unlike the accepted tokens, agreement sees past the first rejection."""
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import messages, signals
-from ..detectors import context as ctx
-from ..detectors import requests as req
-from ..detectors.buckets import GapRule
+from ..rules import context as ctx
+from ..rules import requests as req
+from ..rules.buckets import GapRule
 from ..signals import COUNTER, MetricSpec
 from . import step_cost
 
@@ -40,7 +40,7 @@ class Breakdown:
     `FinishedRequest`): where the value comes from; `buckets`: the fixed buckets in
     order (empty for open values, which `capped` bounds); `reading`: what a difference
     between its buckets means; `where`: which runtimes count it; `rule`, `finding`: the
-    comparison of its buckets and the code it raises (with `detectors.buckets.gap`), and
+    comparison of its buckets and the code it raises (with `rules.buckets.gap`), and
     `alert`, the Prometheus alert rule that restates it; `enabled`: whether a process with
     these settings counts it."""
     name: str

@@ -1,7 +1,7 @@
 """The draft's passes and widths: how many draft passes received hidden states of each width
 (by pass kind), the widths the draft expects, fc-bypass and width-mismatch passes, the
 checkpoint keys a load dropped and the parameters none filled, the draft's top-k and what
-its config says about its context. What a width means is `detectors.widths`'; the
+its config says about its context. What a width means is `rules.widths`'; the
 adapters' draft hooks (`adapters.draft_checks`) report here."""
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class DraftPasses:
         self.findings = findings
         self.counts: dict[tuple[str, int], int] = {}  # (pass kind, width) -> passes
         self.expected: dict[str, int] = {}
-        self.context: dict[str, float] = {}  # detectors.context.trained_context
+        self.context: dict[str, float] = {}  # rules.context.trained_context
         self._fc_bypass = self._width_mismatch = self._unused = self._unloaded = None
 
     def register(self, meter, scope: dict) -> None:

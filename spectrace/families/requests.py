@@ -17,7 +17,7 @@ from typing import NamedTuple
 from opentelemetry.metrics import Observation
 
 from .. import signals
-from ..detectors.requests import LabelCap, label_text, request_bucket, sampling_bucket
+from ..rules.requests import LabelCap, label_text, request_bucket, sampling_bucket
 from ..safety import DROPPED, INTERNAL_ERRORS
 from ..signals import COUNTER, MetricSpec
 from . import breakdowns

@@ -1,9 +1,9 @@
 """The report's figures of every declared breakdown (`families.breakdowns`): its rows, from
 the counts of request-steps by (bucket, accept length) a snapshot holds, and the findings
-its rule raises on them (`detectors.buckets.gap`)."""
+its rule raises on them (`rules.buckets.gap`)."""
 from __future__ import annotations
 
-from ..detectors.buckets import BucketFigures, bucket_figures, gap
+from ..rules.buckets import BucketFigures, bucket_figures, gap
 from ..families.breakdowns import BREAKDOWNS, Breakdown
 from ..findings import WARNING, Finding
 from .records import BreakdownFigures, BucketRow

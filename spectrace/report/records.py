@@ -144,7 +144,7 @@ class BreakdownFigures:
     name: str
     title: str
     rows: tuple[BucketRow, ...]
-    buckets: tuple = ()  # the same as `detectors.buckets.BucketFigures`, for the rules
+    buckets: tuple = ()  # the same as `rules.buckets.BucketFigures`, for the rules
 
     def to_json(self) -> list[dict[str, Any]]:
         return [r.to_json(self.name) for r in self.rows]

@@ -18,8 +18,8 @@ from typing import Any
 
 from .. import advisor, signals
 from ..counting import counts_once
-from ..detectors import requests as req_rule
-from ..detectors.widths import ExpectedWidths, check_width, expected_width
+from ..rules import requests as req_rule
+from ..rules.widths import ExpectedWidths, check_width, expected_width
 from ..families.breakdowns import BREAKDOWNS
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
 from .breakdown_figures import breakdown_figures, breakdown_findings
@@ -282,7 +282,7 @@ def _speculation(raw: RawTotals):
 def _judged_passes(passes: tuple[PassCount, ...], expected: dict
                    ) -> tuple[HiddenStatePass, ...]:
     """Each (pass kind, width) with the width expected for its kind and the finding code it
-    raises (`detectors.widths`), when the draft's expected widths are known."""
+    raises (`rules.widths`), when the draft's expected widths are known."""
     try:
         exp = ExpectedWidths(*(int(expected[k]) for k in (
             "fc_in", "draft_hidden", "target_hidden", "num_aux")))

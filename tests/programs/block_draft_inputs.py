@@ -53,7 +53,7 @@ from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2  # noqa: E402
 from sglang.srt.speculative.dspark_components.dspark_worker_v2 import DSparkWorkerV2  # noqa: E402
 
 from spectrace.adapters import sglang_dflash  # noqa: E402
-from spectrace.detectors.aux import SGLANG_BLOCK_DRAFT_TARGETS  # noqa: E402
+from spectrace.rules.aux import SGLANG_BLOCK_DRAFT_TARGETS  # noqa: E402
 
 result = {"missing": patcher.missing, "families": {}, "workers": {}}
 DSPARK = dict(markov_rank=8, markov_head_type="vanilla")

@@ -13,7 +13,7 @@ import time
 
 from harness import vllm_families as vf
 from spectrace.adapters import vllm_target
-from spectrace.detectors.aux import audit_aux_capture
+from spectrace.rules.aux import audit_aux_capture
 
 IDS = json.loads(sys.argv[1])
 ONLY = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
