@@ -1,5 +1,6 @@
-"""Write (or check) the generated files: the Grafana dashboards, the Prometheus alert
-rules and docs/metrics.md, all built from `spectrace.signals`.
+"""Write (or check) the repository's generated files: the Grafana dashboards, the
+Prometheus alert rules and docs/metrics.md, built by `spectrace.grafana` from
+`spectrace.signals`.
 
     python grafana/build_dashboards.py           # rewrite the files
     python grafana/build_dashboards.py --check   # exit 1 if a committed file is stale
@@ -13,13 +14,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for p in (HERE, ROOT):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 import yaml  # noqa: E402
 
-from spectrace_grafana import alerts, metrics_doc, overview  # noqa: E402
+from spectrace.grafana import alerts, metrics_doc, overview  # noqa: E402
 
 DASHBOARDS = {"spectrace-overview.json": overview.dashboard}
 ALERTS_FILE = os.path.join(HERE, "alerts", "spectrace-rules.yml")

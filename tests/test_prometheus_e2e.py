@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -33,10 +32,9 @@ from harness.server import free_port, start_server
 from spectrace import signals as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "grafana"))
-from spectrace_grafana import alerts, metrics_doc  # noqa: E402
-from spectrace_grafana import promql as Q  # noqa: E402
-from spectrace_grafana.overview import SGLANG_ONLY, VLLM_PER_REQUEST  # noqa: E402
+from spectrace.grafana import alerts, metrics_doc
+from spectrace.grafana import promql as Q
+from spectrace.grafana.overview import SGLANG_ONLY, VLLM_PER_REQUEST
 
 DASHBOARD_DIR = os.path.join(ROOT, "grafana", "dashboards")
 RULES = os.path.join(ROOT, "grafana", "alerts", "spectrace-rules.yml")

@@ -1,7 +1,7 @@
 """docs/metrics.md, generated from `spectrace.signals` so the table cannot drift."""
 from __future__ import annotations
 
-from spectrace import signals as S
+from .. import signals as S
 
 from . import promql as Q
 from . import overview

@@ -13,8 +13,8 @@ without the label, count as before) unless it asks for `copies=True`, the per-ra
 """
 from __future__ import annotations
 
-from spectrace import signals as S
-from spectrace.detectors import context as CTX
+from .. import signals as S
+from ..detectors import context as CTX
 
 # The labels every scraped series carries (added by Prometheus, or by the Collector).
 SCRAPE_LABELS = ("job", "instance")

@@ -5,7 +5,7 @@ mean acceptance length red below 1.2, amber 1.2-2.0; position-0 acceptance red b
 """
 from __future__ import annotations
 
-from spectrace import signals as S
+from .. import signals as S
 
 from . import promql as Q
 

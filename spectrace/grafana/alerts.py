@@ -8,8 +8,8 @@ tensor-parallel rank); rules on what each process loads or raises (weights, voca
 map, internal errors) fire per process that has the problem."""
 from __future__ import annotations
 
-from spectrace import signals as S
-from spectrace.detectors import context as CTX
+from .. import signals as S
+from ..detectors import context as CTX
 
 from . import promql as Q
 
