@@ -62,7 +62,7 @@ def all_exprs() -> list[tuple[str, str]]:
     out += [(f"rule {r['alert']}", r["expr"]) for r in _rules()]
     out += [(f"docs: {t}", e) for t, e, _ in metrics_doc.derived_queries()]
     out += [(f"variable {v['name']}", re.match(r"label_values\((.*),\s*\w+\)$",
-                                                v["definition"]).group(1))
+                                                v["query"]["query"]).group(1))
             for d in _dashboards().values() for v in d["templating"]["list"]
             if v["type"] == "query"]
     return out

@@ -171,7 +171,7 @@ def panel_descriptions() -> dict[str, str]:
 
 
 def variable_queries() -> list[tuple[str, str, str]]:
-    return [(v["name"], *LABEL_VALUES.match(v["definition"]).groups())
+    return [(v["name"], *LABEL_VALUES.match(v["query"]["query"]).groups())
             for d in _dashboards() for v in d["templating"]["list"] if v["type"] == "query"]
 
 
