@@ -84,6 +84,13 @@ def test_selectors_reach_every_series_of_every_query_and_rule():
     assert seen > 60
 
 
+def test_options_give_back_their_arguments():
+    opts = files.Options(selectors=tuple(SELECTORS), datasource="P", scrape_interval="1m")
+    assert opts.arguments() == ["--selector", SELECTORS[0], "--selector", SELECTORS[1],
+                                "--datasource", "P", "--scrape-interval", "1m"]
+    assert files.Options().arguments() == []
+
+
 def test_datasource_options_reach_the_dashboard_and_the_provisioning():
     texts = files.files(files.Options(datasource="Prom main", datasource_uid="prom-1",
                                       prometheus_url="http://10.1.2.3:9090/prom",
@@ -124,9 +131,12 @@ def test_check_passes_on_the_repository_and_on_what_out_wrote(tmp_path):
     assert out.returncode == 0 and "as spectrace" in out.stdout, out.stdout + out.stderr
     assert grafana("--out", tmp_path, "--selector", SELECTORS[0]).returncode == 0
     assert grafana("--check", tmp_path, "--selector", SELECTORS[0]).returncode == 0
-    # the options are part of what is compared
+    # the options are part of what is compared, and the rule file says which were used
     out = grafana("--check", tmp_path)
     assert out.returncode == 1 and "rule SpectraceFcBypass differs" in out.stdout
+    assert out.stdout.startswith(f"note: {tmp_path} was written with `spectrace grafana --out "
+                                 f"{tmp_path} --selector 'namespace=\"prod\"'`: give --check")
+    assert "note:" not in grafana("--check", GRAFANA).stdout
 
 
 def test_check_names_the_panels_and_rules_a_planted_edit_changed(tmp_path):

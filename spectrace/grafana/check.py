@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 
-from .files import DASHBOARD, RULES
+from .files import DASHBOARD, RULES, WRITTEN_WITH
 
 _RULE_START = re.compile(r"\s*- alert: *(.+?)\s*$")
 
@@ -69,6 +70,23 @@ def _rules(path: str, have: str, want: str) -> list[str]:
             out.append(f"{path}: rule {name} differs")
     out += [f"{path}: rule {name} is not in this version" for name in old if name not in new]
     return out
+
+
+def written_with(folder: str) -> list[str] | None:
+    """The options the folder's rule file says it was written with ([]: the defaults;
+    None: no readable rule file)."""
+    try:
+        with open(os.path.join(folder, RULES), encoding="utf-8") as fh:
+            head = _rule_blocks(fh.read())[0]
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in head.splitlines():
+        if line.startswith("# " + WRITTEN_WITH):
+            try:
+                return shlex.split(line[len("# " + WRITTEN_WITH):])
+            except ValueError:
+                return None
+    return []
 
 
 def differences(folder: str, expected: dict[str, str]) -> list[str]:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
 from .. import __version__
-from .check import differences
+from .check import differences, written_with
 from .files import RULES, Options, OptionError, files
 
 EXIT_OK, EXIT_DIFFERS, EXIT_UNUSABLE = 0, 1, 2
@@ -67,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
         if not os.path.isdir(folder):
             print(f"spectrace grafana: --check {folder}: not a folder", file=sys.stderr)
             return EXIT_UNUSABLE
+        recorded = written_with(folder)
+        if recorded is not None and recorded != opts.arguments():
+            print(f"note: {folder} was written with `spectrace grafana --out {folder}"
+                  f"{''.join(' ' + shlex.quote(a) for a in recorded)}`: give --check the same "
+                  "options to see only what this version changes")
         found = differences(folder, texts)
         for line in found:
             print(line)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, fields
 
 from . import alerts, overview, yamltext
 from . import promql as Q
@@ -20,6 +21,7 @@ DATASOURCE = "provisioning/datasources/spectrace.yml"
 MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\\n]|\\.)*")\s*')
 DURATION = re.compile(r"([0-9]+(ms|s|m|h|d|w|y))+")
 UID = re.compile(r"[a-zA-Z0-9_-]{1,40}")
+WRITTEN_WITH = "Written with: "  # the rule file's record of the options (none: the defaults)
 
 
 class OptionError(ValueError):
@@ -66,15 +68,27 @@ class Options:
     def matchers(self) -> str:
         return Q.matchers(*(m.strip() for m in self.selectors))
 
+    def arguments(self) -> list[str]:
+        """The `spectrace grafana` options that give these (defaults left out)."""
+        out = [a for m in self.selectors for a in ("--selector", m)]
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.name != "selectors" and value != field.default:
+                out += ["--" + field.name.replace("_", "-"), value]
+        return out
+
 
 def _header(*lines: str) -> str:
     return "".join(f"# {line}\n" if line else "#\n" for line in lines)
 
 
 def _rules(opts: Options) -> str:
+    args = opts.arguments()
     return _header("Prometheus alert rules for spectrace, written by `spectrace grafana`; do not "
                    "edit by hand", "(`spectrace grafana --check DIR` names the rules a newer "
-                   "version changes).") + yamltext.dump(alerts.rules(opts.matchers))
+                   "version changes).",
+                   *([WRITTEN_WITH + shlex.join(args)] if args else [])
+                   ) + yamltext.dump(alerts.rules(opts.matchers))
 
 
 def _dashboard_provider(opts: Options) -> str:
