@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 source scripts/steps.sh
 bash scripts/setup-env.sh
 # Debian packages the tests use (installing needs root): the Prometheus server the export
-# tests scrape with, the headless browser that renders `spectrace report --html`, and the
-# terminal that runs `spectrace report --watch`.
+# tests scrape with, the headless browser that renders `spectrace report --html`, the
+# terminal that runs `spectrace report --watch`, and node and npm, which check the
+# dashboards against Grafana's published schema (tests/test_grafana_schema.py).
 steps_log test-setup
 echo "checking the Debian packages and the release sources (details: $STEPS_LOG)"
 apt_install() {  # apt_install PACKAGE
@@ -31,6 +32,16 @@ need() {  # need COMMAND PACKAGE WHAT
 need prometheus prometheus "the export tests"
 need chromium chromium "the HTML report tests"
 need tmux tmux "the --watch test"
+need node nodejs "the Grafana schema tests"
+need npm npm "the Grafana schema tests"
+# Grafana's dashboard schema (@grafana/schema, pinned in tests/grafana_schema/package.json)
+# and the TypeScript compiler that checks the dashboards against it.
+if [ tests/grafana_schema/node_modules/.package-lock.json -nt tests/grafana_schema/package-lock.json ]; then
+  note "Grafana's schema packages: already installed"
+else
+  step "installing Grafana's schema packages (npm ci --prefix tests/grafana_schema)" \
+    npm ci --prefix tests/grafana_schema --no-audit --no-fund
+fi
 # The released SGLang / vLLM sources the wrap-point tests read (about 0.3 GB, once).
 step "fetching the released runtime sources (tests marked 'sources')" \
   .venv/bin/python scripts/fetch_release_sources.py

@@ -1,7 +1,8 @@
 """spectrace: what speculative decoding really does in SGLang and vLLM. `spectrace report`
 summarises what the instrumented processes wrote (text, --json, --html, --watch);
 `spectrace doctor` checks an EAGLE-3 draft checkpoint against the runtime that will serve
-it, before it is deployed.
+it, before it is deployed; `spectrace grafana` writes this version's dashboards and alert
+rules.
 
 Exit status 2 means unusable input, with a one-line message."""
 from __future__ import annotations
@@ -66,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--interval", type=_interval, default=None, metavar="SECONDS",
                    help="--watch refresh period (default: SPECTRACE_METRIC_INTERVAL or 2)")
     r.set_defaults(func=_report)
+    from .grafana import cli as grafana_cli
+    g = sub.add_parser("grafana", help="write (or --check) the Grafana dashboard, the "
+                       "Prometheus alert rules and Grafana provisioning files")
+    grafana_cli.add_arguments(g)
+    g.set_defaults(func=grafana_cli.run)
     try:
         from .doctor import cli as doctor_cli
         d = sub.add_parser("doctor", help="check an EAGLE-3 draft checkpoint before deploying",

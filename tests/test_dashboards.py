@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRAFANA = os.path.join(ROOT, "grafana")
 sys.path.insert(0, GRAFANA)
 import build_dashboards  # noqa: E402
-from spectrace_grafana import metrics_doc  # noqa: E402
+from spectrace.grafana import metrics_doc  # noqa: E402
 
 DASHBOARD_DIR = os.path.join(GRAFANA, "dashboards")
 RULES = os.path.join(GRAFANA, "alerts", "spectrace-rules.yml")
@@ -62,7 +62,7 @@ def all_exprs() -> list[tuple[str, str]]:
     out += [(f"rule {r['alert']}", r["expr"]) for r in _rules()]
     out += [(f"docs: {t}", e) for t, e, _ in metrics_doc.derived_queries()]
     out += [(f"variable {v['name']}", re.match(r"label_values\((.*),\s*\w+\)$",
-                                                v["definition"]).group(1))
+                                                v["query"]["query"]).group(1))
             for d in _dashboards().values() for v in d["templating"]["list"]
             if v["type"] == "query"]
     return out
@@ -229,7 +229,7 @@ def test_metrics_doc_lists_every_metric():
 
 
 def test_metrics_doc_lists_every_span_and_span_attribute():
-    from spectrace_grafana import metrics_doc
+    from spectrace.grafana import metrics_doc
     names = {v for k, v in vars(S).items() if k.startswith("SPAN_") and isinstance(v, str)}
     assert names == {name for name, _doc in metrics_doc.SPANS + metrics_doc.SPAN_ATTRIBUTES}
     with open(os.path.join(ROOT, "docs", "metrics.md")) as fh:

@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -33,10 +32,9 @@ from harness.server import free_port, start_server
 from spectrace import signals as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "grafana"))
-from spectrace_grafana import alerts, metrics_doc  # noqa: E402
-from spectrace_grafana import promql as Q  # noqa: E402
-from spectrace_grafana.overview import SGLANG_ONLY, VLLM_PER_REQUEST  # noqa: E402
+from spectrace.grafana import alerts, metrics_doc
+from spectrace.grafana import promql as Q
+from spectrace.families.breakdowns import SGLANG_ONLY, VLLM_PER_REQUEST
 
 DASHBOARD_DIR = os.path.join(ROOT, "grafana", "dashboards")
 RULES = os.path.join(ROOT, "grafana", "alerts", "spectrace-rules.yml")
@@ -173,7 +171,7 @@ def panel_descriptions() -> dict[str, str]:
 
 
 def variable_queries() -> list[tuple[str, str, str]]:
-    return [(v["name"], *LABEL_VALUES.match(v["definition"]).groups())
+    return [(v["name"], *LABEL_VALUES.match(v["query"]["query"]).groups())
             for d in _dashboards() for v in d["templating"]["list"] if v["type"] == "query"]
 
 
@@ -196,7 +194,7 @@ def rule_part_queries() -> list[tuple[str, str]]:
     only with two context buckets far apart past the floor of 200 request-steps each, which
     these runs never reach (a few dozen request-steps, all under 512 tokens): the parts
     prove instead that what it selects arrives."""
-    w, by = alerts.LONG_CONTEXT_WINDOW, alerts.BY
+    w, by = alerts.GAP_WINDOW, alerts.BY
     return [("request-steps", Q.context_request_steps(w, by)),
             ("accepted per request-step", Q.accepted_per_request_step_by_context(w, by))]
 
@@ -292,7 +290,7 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         server, generate, ports = _start(runtime, models, workdir, {
             "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
             "SPECTRACE_PROMETHEUS_PORT": str(sport), "SPECTRACE_AGREEMENT_EVERY": "1",
-            "SPECTRACE_OUTPUT_DIR": data_dir}, tp)
+            "SPECTRACE_OUTPUT_DIR": data_dir, "SPECTRACE_REQUEST_LABEL": "routing_key"}, tp)
         drafts = S.SPEC_DRAFTS.prometheus_name
         position = S.SPEC_ACCEPTED_PER_POSITION.prometheus_name
         prom.wait(lambda: len(prom.query(f'up{{job="spectrace"}} == 1')) == len(ports), 30,

@@ -30,6 +30,8 @@ TIERS = {
     "browser": "Chromium",
     "prometheus": "the Prometheus server or promtool",
     "tmux": "tmux",
+    "grafana_schema": "node and Grafana's schema packages (npm ci --prefix tests/grafana_schema)",
+    "wheel": "PyPI or pip's cache, to build and install spectrace's wheel",
     "slow": "time: it waits out real timeouts",
 }
 # packages the fast tier never imports -> the marker a test importing one needs

@@ -31,6 +31,12 @@ REQUEST = "request"
 STEP_SIZE = "step_size"  # STEP: the number of request-steps in the step
 SEQ_LENS = "seq_lens"    # STEP: each request's sequence length
 
+# which runtimes count a breakdown (`where`), in the words the dashboards' panels use
+SGLANG_ONLY = ("SGLang only: vLLM exports no such figure (docs/metrics.md, \"What vLLM does "
+               "not export\").")
+VLLM_PER_REQUEST = ("vLLM: only when started with --per-request-spec-decode-metrics "
+                    "(its per-request accept counts); otherwise No data here.")
+
 
 @dataclass(frozen=True)
 class Breakdown:
@@ -89,8 +95,7 @@ CONTEXT = Breakdown(
     "length fell in the `context` bucket (<512, 512-1k, ... >=128k; `unknown` where the "
     "runtime held no lengths on the CPU) and whose accept length equals `length`.",
     reading="a fall in the long buckets is a draft trained on shorter sequences",
-    where="SGLang only: vLLM exports no such figure (docs/metrics.md, \"What vLLM does "
-          "not export\").",
+    where=SGLANG_ONLY,
     reads=SEQ_LENS, rule=ctx.RULE, finding=signals.LONG_CONTEXT,
     alert="SpectraceLongContextAcceptance",
     judge=ctx.long_context_finding)
@@ -121,7 +126,7 @@ SAMPLING = Breakdown(
     "counted when the request finishes.",
     reading="drafts propose greedily, so sampled requests usually accept less and a mixed "
             "workload averages the two",
-    where="vLLM: only when started with --per-request-spec-decode-metrics summary.",
+    where=VLLM_PER_REQUEST,
     of_request=lambda r: req.sampling_bucket(r.temperature, r.top_k))
 
 REQUEST_LABEL = Breakdown(
@@ -135,8 +140,7 @@ REQUEST_LABEL = Breakdown(
     "later values `other`) and accept `length`; counted when the request finishes.",
     reading="a label whose requests accept less marks traffic the draft was not trained "
             "for (a domain, a LoRA adapter, a tenant)",
-    where="Only with SPECTRACE_REQUEST_LABEL set; vLLM: only when started with "
-          "--per-request-spec-decode-metrics summary.",
+    where="Only with SPECTRACE_REQUEST_LABEL set. " + VLLM_PER_REQUEST,
     of_request=lambda r: req.label_text(r.label), capped=True,
     enabled=lambda cfg: bool(cfg.request_label))
 

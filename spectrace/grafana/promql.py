@@ -13,13 +13,19 @@ without the label, count as before) unless it asks for `copies=True`, the per-ra
 """
 from __future__ import annotations
 
-from spectrace import signals as S
-from spectrace.families.breakdowns import CONTEXT, Breakdown
+from .. import signals as S
+from ..families.breakdowns import CONTEXT, Breakdown
 
 # The labels every scraped series carries (added by Prometheus, or by the Collector).
 SCRAPE_LABELS = ("job", "instance")
 # Matchers the dashboards apply to every series (filled by template variables).
 DASHBOARD_FILTER = 'job=~"$job", instance=~"$instance"'
+
+
+def matchers(*groups: str) -> str:
+    """Label matchers joined (`job=~"$job"`, `namespace="prod"` -> one list), empty ones
+    left out."""
+    return ", ".join(g for g in groups if g)
 
 
 def name(spec: S.MetricSpec) -> str:
@@ -32,9 +38,8 @@ ONCE = f'{S.ATTR_COUNTED}!="{S.COUNTED_COPY}"'
 def sel(spec: S.MetricSpec, flt: str = "", extra: str = "", copies: bool = False) -> str:
     """A series selector: `name{flt, extra}` (braces only when there are matchers), with
     `ONCE` for a `counted_once` metric unless `copies` (the per-rank view)."""
-    once = ONCE if spec.counted_once and not copies else ""
-    matchers = ", ".join(m for m in (flt, extra, once) if m)
-    return f"{name(spec)}{{{matchers}}}" if matchers else name(spec)
+    listed = matchers(flt, extra, ONCE if spec.counted_once and not copies else "")
+    return f"{name(spec)}{{{listed}}}" if listed else name(spec)
 
 
 def _sum(by: tuple[str, ...], inner: str) -> str:

@@ -1,8 +1,8 @@
 """docs/metrics.md, generated from `spectrace.signals` so the table cannot drift."""
 from __future__ import annotations
 
-from spectrace import signals as S
-from spectrace.families.breakdowns import BREAKDOWNS
+from .. import signals as S
+from ..families.breakdowns import BREAKDOWNS
 
 from . import promql as Q
 from . import overview

@@ -8,9 +8,9 @@ tensor-parallel rank); rules on what each process loads or raises (weights, voca
 map, internal errors) fire per process that has the problem."""
 from __future__ import annotations
 
-from spectrace import signals as S
-from spectrace.rules import context as CTX
-from spectrace.families.breakdowns import BATCH_SIZE, BREAKDOWNS, Breakdown
+from .. import signals as S
+from ..families.breakdowns import BATCH_SIZE, BREAKDOWNS, Breakdown
+from ..rules import context as CTX
 
 from . import promql as Q
 
@@ -24,80 +24,84 @@ def _rule(name, query, op, threshold, for_, severity, summary, description) -> d
             "annotations": {"summary": summary, "description": description}}
 
 
-def rules() -> dict:
+def _on_finding(name, code_matcher, flt, summary, description, by=BY) -> dict:
+    """Fires at the first finding whose `code` matches (counted since process start)."""
+    return _rule(name, Q.stotal(S.FINDINGS, by, flt, extra=f"{S.ATTR_CODE}{code_matcher}"),
+                 ">", 0, "0m", "critical", summary, description)
+
+
+def rules(flt: str = "") -> dict:
+    """The rule group; `flt`: label matchers every series must also match (a deployment's
+    job, namespace, ...)."""
     collapse = _rule(
-        "SpectraceAcceptanceCollapse", Q.mean_acceptance_length("5m", BY), "<", S.ACCEPT_LENGTH_RED_BELOW, "10m",
+        "SpectraceAcceptanceCollapse", Q.mean_acceptance_length("5m", BY, flt), "<",
+        S.ACCEPT_LENGTH_RED_BELOW, "10m",
         "critical", "Speculative decoding gains nothing on {{ $labels.instance }}",
         "Mean acceptance length is {{ $value | printf \"%.2f\" }} (1.0 = no gain; healthy "
         "EAGLE-3 chains give 2-3.5). Check fc bypass, aux layer ids, d2t and dropped "
         "weights on the overview dashboard.")
     position0 = _rule(
         "SpectracePositionZeroCollapse",
-        Q.per_position_acceptance("5m", BY, extra=f'{S.ATTR_POSITION}="0"'), "<",
+        Q.per_position_acceptance("5m", BY, flt, extra=f'{S.ATTR_POSITION}="0"'), "<",
         S.POSITION0_RED_BELOW,
         "10m", "warning", "First draft token rarely accepted on {{ $labels.instance }}",
         "Position-0 acceptance is {{ $value | printf \"%.2f\" }}; broken drafts show under "
         "0.15 (e.g. d2t never loaded).")
     bypass = _rule(
-        "SpectraceFcBypass", Q.stotal(S.EAGLE3_FC_BYPASS, BY), ">", 0, "0m", "critical",
+        "SpectraceFcBypass", Q.stotal(S.EAGLE3_FC_BYPASS, BY, flt), ">", 0, "0m", "critical",
         "EAGLE-3 draft skipped fc on {{ $labels.instance }}",
         "{{ $value }} target-fed draft passes had the draft's hidden width: the target sent "
         "one hidden layer instead of the concatenated aux layers, so fc was skipped and "
         "acceptance collapses without any error (finding eagle3.fc_bypass).")
     width = _rule(
-        "SpectraceWidthMismatch", Q.stotal(S.EAGLE3_WIDTH_MISMATCH, BY), ">", 0, "0m",
+        "SpectraceWidthMismatch", Q.stotal(S.EAGLE3_WIDTH_MISMATCH, BY, flt), ">", 0, "0m",
         "critical", "EAGLE-3 draft input has the wrong width on {{ $labels.instance }}",
         "{{ $value }} target-fed draft passes matched neither fc's input width nor the draft "
         "hidden size (e.g. 2 of 3 aux layers captured).")
     weights = _rule(
-        "SpectraceDroppedWeights", Q.dropped_weights(BY), ">", 0, "0m", "critical",
+        "SpectraceDroppedWeights", Q.dropped_weights(BY, flt), ">", 0, "0m", "critical",
         "Draft checkpoint weights were dropped on {{ $labels.instance }}",
         "{{ $value }} checkpoint keys matched no parameter or parameters were never loaded "
         "(e.g. `layers.0.*` instead of `midlayer.*`). Run `spectrace doctor` on the draft.")
-    vocab = _rule(
-        "SpectraceVocabularyMapError",
-        Q.stotal(S.FINDINGS, BY + (S.ATTR_CODE,), extra=f'{S.ATTR_CODE}=~"vocab\\\\..*"'),
-        ">", 0, "0m", "critical",
+    vocab = _on_finding(
+        "SpectraceVocabularyMapError", '=~"vocab\\\\..*"', flt,
         "Draft vocabulary map (d2t) problem on {{ $labels.instance }}: {{ $labels.code }}",
         "The draft-to-target vocabulary map is missing, absolute or out of range, so draft "
-        "ids map to wrong target tokens. Run `spectrace doctor` on the draft checkpoint.")
-    synthetic = _rule(
-        "SpectraceSyntheticAcceptance",
-        Q.stotal(S.FINDINGS, BY, extra=f'{S.ATTR_CODE}="{S.ACCEPTANCE_SYNTHETIC}"'),
-        ">", 0, "0m", "critical",
+        "ids map to wrong target tokens. Run `spectrace doctor` on the draft checkpoint.",
+        by=BY + (S.ATTR_CODE,))
+    synthetic = _on_finding(
+        "SpectraceSyntheticAcceptance", f'="{S.ACCEPTANCE_SYNTHETIC}"', flt,
         "Acceptance figures are synthetic on {{ $labels.instance }}",
         "The runtime accepts draft tokens by a synthetic rule (SGLang: SGLANG_SIMULATE_ACC_LEN; "
         "vLLM: rejection_sample_method \"synthetic\"), so every acceptance figure is fiction "
         "and the output is not the target's. Unset it and restart (finding "
         "acceptance.synthetic).")
-    non_finite = _rule(
-        "SpectraceDraftNonFinite",
-        Q.stotal(S.FINDINGS, BY, extra=f'{S.ATTR_CODE}="{S.DRAFT_NON_FINITE}"'),
-        ">", 0, "0m", "critical",
+    non_finite = _on_finding(
+        "SpectraceDraftNonFinite", f'="{S.DRAFT_NON_FINITE}"', flt,
         "EAGLE-3 draft computes inf/nan on {{ $labels.instance }}",
         "Sampled on-device checks found inf or nan in the draft's hidden states or logits "
         "(e.g. a bfloat16 draft served in float16 overflows): its proposals are garbage and "
         "acceptance falls to about 1.0. The finding draft.non_finite names the dtype.")
     internal = _rule(
-        "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY),
+        "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY, flt),
         ">", 0, "0m", "warning", "spectrace hooks raised errors on {{ $labels.instance }}",
         "spectrace caught {{ $value }} exceptions in its hooks since the process started "
         "(the runtime ran normally, but some signals may be missing). The log names the "
         "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
-                        "rules": [collapse, position0, *gap_rules(), bypass, width,
+                        "rules": [collapse, position0, *gap_rules(flt), bypass, width,
                                   weights, vocab, synthetic, non_finite, internal]}]}
 
 
-def gap_rules() -> list[dict]:
+def gap_rules(flt: str = "") -> list[dict]:
     """One rule per breakdown whose buckets have an order its rule follows (`b.alert`)."""
-    return [_gap_rule(b) for b in BREAKDOWNS if b.alert and b.rule and b.rule.ordered]
+    return [_gap_rule(b, flt) for b in BREAKDOWNS if b.alert and b.rule and b.rule.ordered]
 
 
-def _gap_rule(b: Breakdown) -> dict:
+def _gap_rule(b: Breakdown, flt: str = "") -> dict:
     r, attr = b.rule, b.attribute
     return _rule(
-        b.alert, Q.gap_acceptance(b, GAP_WINDOW, BY), "<=", r.ratio, "15m", "warning",
+        b.alert, Q.gap_acceptance(b, GAP_WINDOW, BY, flt), "<=", r.ratio, "15m", "warning",
         f"Draft acceptance falls with {b.title.split(' (')[0]} on {{{{ $labels.instance }}}} "
         f"({{{{ $labels.{attr} }}}})",
         f"Over the last hour, draft tokens accepted per request-step in the "
