@@ -26,7 +26,7 @@ from spectrace import signals
 from spectrace.rules import context as ctx
 from spectrace.file_layout import SPANS_FILE
 from spectrace.report.reader import iter_jsonl
-from spectrace.report.summary import request_record
+from spectrace.report.snapshot import request_record
 from tests.e2e import codes, settle, sglang_totals
 
 pytestmark = pytest.mark.sglang

@@ -253,7 +253,7 @@ def test_timeline_gives_each_interval_its_own_figures(tmp_path):
 
 
 def test_a_long_uncompacted_file_is_thinned_for_the_timeline(tmp_path):
-    from spectrace.report.summary import MAX_POINTS
+    from spectrace.report.snapshot import MAX_POINTS
     d = process(tmp_path, metrics=lines(*(timed(float(k), k, k) for k in range(5 * MAX_POINTS))))
     p = summarize_process(d)
     tl = p.figures.timeline

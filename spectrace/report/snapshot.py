@@ -1,0 +1,211 @@
+"""What one process folder's files hold, read without trusting them: its resource
+(`resource.json`), its findings' events (`events.jsonl`), a finished request's span, and
+the totals of one metrics snapshot by figure (`RawTotals`, the sums processes are added up
+by). Malformed points, values and attributes are left out."""
+from __future__ import annotations
+
+import json
+import math
+
+from .. import signals
+from ..families.breakdowns import BREAKDOWNS
+from .reader import iter_jsonl
+from .records import PassCount, RawTotals, RequestRecord
+
+
+MAX_POINTS = 500  # timeline points, events' times and request records kept per process
+MAX_RESOURCE_BYTES = 1 << 20  # resource.json is a few hundred bytes; more is not ours
+
+
+def num(v) -> float | int | None:
+    """A finite number, or None (bools, strings, nested values and nan do not count)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def key_of(v):
+    """A usable attribute value (str or number), or None."""
+    if isinstance(v, str):
+        return v
+    n = num(v)
+    return n
+
+
+def sort_key(k):
+    """Numbers (and numeric strings) first in numeric order, then other strings."""
+    if isinstance(k, str):
+        try:
+            return (0, int(k), "")
+        except ValueError:
+            return (1, 0, k)
+    return (0, k, "")
+
+
+def text_of(v, limit: int = 2000) -> str | None:
+    return v[:limit] if isinstance(v, str) else None
+
+
+def points(metrics: dict, spec: signals.MetricSpec) -> list[dict]:
+    """The data points of one metric; malformed ones are left out."""
+    raw = metrics.get(spec.name)
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for p in raw:
+        if not isinstance(p, dict) or num(p.get("value")) is None:
+            continue
+        attrs = p.get("attributes")
+        out.append({"attributes": attrs if isinstance(attrs, dict) else {},
+                    "value": p["value"]})
+    return out
+
+
+def total(metrics: dict, spec: signals.MetricSpec) -> float:
+    return sum(p["value"] for p in points(metrics, spec))
+
+
+def by_attr(metrics: dict, spec: signals.MetricSpec, attr) -> dict:
+    """Values summed by one attribute, or by a tuple of attributes (keys: tuples)."""
+    out: dict = {}
+    for p in points(metrics, spec):
+        if isinstance(attr, tuple):
+            key = tuple(key_of(p["attributes"].get(a)) for a in attr)
+            key = None if None in key else key
+        else:
+            key = key_of(p["attributes"].get(attr))
+        if key is not None:
+            out[key] = out.get(key, 0) + p["value"]
+    return out
+
+
+def read_resource(path: str) -> tuple[dict, float | None]:
+    """The resource attributes (scalars only) and the time the process started."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_RESOURCE_BYTES + 1)
+    except OSError:
+        return {}, None
+    if len(data) > MAX_RESOURCE_BYTES:
+        return {}, None
+    try:
+        loaded = json.loads(data)
+    except (ValueError, RecursionError):
+        return {}, None
+    if not isinstance(loaded, dict):
+        return {}, None
+    attrs = loaded.get("attributes")
+    if not isinstance(attrs, dict):
+        return {}, num(loaded.get("started"))
+    return ({k: v for k, v in attrs.items() if isinstance(v, (str, int, float))
+             and not isinstance(v, bool)}, num(loaded.get("started")))
+
+
+def finite_sum(values) -> float:
+    total = sum(values)
+    return total if math.isfinite(total) else 0
+
+
+def read_events(path: str, stats: dict) -> dict[str, dict]:
+    """Each finding code's working entry (`_finding_summaries` makes them records)."""
+    findings: dict[str, dict] = {}
+    for e in iter_jsonl(path, stats):
+        code = e.get("code")
+        if not isinstance(code, str):
+            stats["skipped"] += 1
+            continue
+        details = e.get("details")
+        f = findings.setdefault(code, {"code": code, "severity": text_of(e.get("severity"), 40),
+                                       "message": text_of(e.get("message")),
+                                       "details": details if isinstance(details, dict) else None,
+                                       "events": 0, "times": []})
+        f["events"] += 1
+        t = num(e.get("time"))
+        if t is not None and len(f["times"]) < MAX_POINTS:
+            f["times"].append(t)
+    return findings
+
+
+# The `RawTotals` figures: field -> (metric, the attribute it is kept by, or None for
+# one number). `combine` adds a `counted_once` metric's figures over the processes that
+# count once only (`spectrace.counting`), the others over every process.
+SUMMED = {
+    "steps": (signals.SPEC_STEPS, None),
+    "drafts": (signals.SPEC_DRAFTS, None),
+    "draft_tokens": (signals.SPEC_DRAFT_TOKENS, None),
+    "accepted_tokens": (signals.SPEC_ACCEPTED_TOKENS, None),
+    "per_position": (signals.SPEC_ACCEPTED_PER_POSITION, signals.ATTR_POSITION),
+    "agreement_drafts": (signals.SPEC_AGREEMENT_DRAFTS, None),
+    "agreement_positions": (signals.SPEC_AGREEMENT_PER_POSITION, signals.ATTR_POSITION),
+    "lengths": (signals.SPEC_ACCEPT_LENGTH, signals.ATTR_LENGTH),
+    "finding_counts": (signals.FINDINGS, signals.ATTR_CODE),
+    "fc_bypass": (signals.EAGLE3_FC_BYPASS, None),
+    "width_mismatch": (signals.EAGLE3_WIDTH_MISMATCH, None),
+    "internal_errors": (signals.INTERNAL_ERRORS, None),
+    "telemetry_dropped": (signals.TELEMETRY_DROPPED, None),
+    "requests": (signals.SPEC_REQUESTS, signals.ATTR_REQUEST_LENGTH),
+    "requests_by_label": (signals.SPEC_REQUESTS,
+                          (signals.ATTR_REQUEST_LABEL, signals.ATTR_REQUEST_LENGTH)),
+    "request_label_overflow": (signals.SPEC_REQUEST_LABEL_OVERFLOW,
+                               signals.ATTR_REQUEST_LABEL_KEY),
+}
+
+
+PASSES_COUNTED_ONCE = signals.EAGLE3_PASSES.counted_once
+
+
+def raw_totals(metrics: dict) -> RawTotals:
+    """What one snapshot holds, by figure: the sums that processes can be added up by."""
+    return RawTotals(
+        **{key: total(metrics, spec) if attr is None else by_attr(metrics, spec, attr)
+           for key, (spec, attr) in SUMMED.items()},
+        passes=tuple(PassCount(key_of(p["attributes"].get(signals.ATTR_PASS_KIND)),
+                               key_of(p["attributes"].get(signals.ATTR_WIDTH)), p["value"])
+                     for p in points(metrics, signals.EAGLE3_PASSES)
+                     if p["attributes"].get(signals.ATTR_PASS_KIND) is not None
+                     or p["attributes"].get(signals.ATTR_WIDTH) is not None),
+        breakdowns={b.name: by_attr(metrics, b.accept_length, (b.attribute, signals.ATTR_LENGTH))
+                    for b in BREAKDOWNS},
+        expected_widths={str(k): v for k, v in by_attr(
+            metrics, signals.EAGLE3_EXPECTED_WIDTH, "kind").items()},
+        draft_context={str(k): v for k, v in by_attr(
+            metrics, signals.EAGLE3_DRAFT_CONTEXT, signals.ATTR_KIND).items()},
+        phase_costs=phase_costs(metrics),
+        drafted_per_position=by_attr(metrics, signals.SPEC_DRAFTS_PER_POSITION,
+                                      signals.ATTR_POSITION),
+        topk=next(iter(by_attr(metrics, signals.SPEC_TOPK, signals.ATTR_WORKER).values()),
+                  None))
+
+
+PHASE_FIELDS = (signals.SPEC_PHASE_TIME, signals.SPEC_PHASE_TIME_SQUARES,
+                signals.SPEC_PHASE_SAMPLES)
+
+
+def phase_costs(metrics: dict) -> dict:
+    """(phase, bucket, K) -> [seconds, squared seconds, samples]."""
+    out: dict = {}
+    for i, spec in enumerate(PHASE_FIELDS):
+        for p in points(metrics, spec):
+            a = p["attributes"]
+            key = (key_of(a.get(signals.ATTR_PHASE)), key_of(a.get(signals.ATTR_BATCH_BUCKET)),
+                   key_of(a.get(signals.ATTR_NUM_STEPS)))
+            if None in key:
+                continue
+            out.setdefault(key, [0, 0, 0])[i] += p["value"]
+    return out
+
+
+def request_record(span: dict) -> RequestRecord | None:
+    """A finished request's record from its span line, or None (another span, or bad)."""
+    if span.get("name") != signals.SPAN_REQUEST or not isinstance(span.get("attributes"), dict):
+        return None
+    a = span["attributes"]
+    steps, accepted = num(a.get(signals.SPAN_ATTR_REQUEST_STEPS)), num(
+        a.get(signals.SPAN_ATTR_REQUEST_ACCEPTED))
+    rid = a.get(signals.SPAN_ATTR_REQUEST_ID)
+    if not isinstance(rid, str) or not steps or steps <= 0 or accepted is None:
+        return None
+    return RequestRecord(rid[:200], steps, accepted, 1 + accepted / steps,
+                         text_of(a.get(signals.SPAN_ATTR_REQUEST_SAMPLING), 40))
