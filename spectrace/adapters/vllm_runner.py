@@ -6,7 +6,7 @@ audit once both models are loaded, and draft/target token agreement.
   (`runner.model`) and the draft (`runner.drafter.model`, MRV2 `runner.speculator.model`)
   are loaded and the target's aux layers set, so the pair is audited there, once.
 - `_sample(logits, spec_decode_metadata)` of the V1 runner (GPU and CPU; MRV2 samples
-  elsewhere and has no agreement here): on every Nth speculative step
+  elsewhere: its agreement and step cost are `vllm_mrv2`'s): on every Nth speculative step
   (`SPECTRACE_AGREEMENT_EVERY`) the target's own prediction at each draft position
   (argmax of its logits there) is compared with the draft token, on the device, before
   vLLM's rejection sampler runs; a few counts come back without blocking
@@ -107,9 +107,16 @@ def _before_sample(runner, logits, meta):
 
 # -- step cost -------------------------------------------------------------------------------
 def _before_execute(runner, scheduler_output):
+    """Start of a step (V1 runner: K is its `num_spec_tokens`)."""
+    return start_step(runner, scheduler_output, "num_spec_tokens")
+
+
+def start_step(runner, scheduler_output, k_attr: str):
     """Start of a step: count it towards the next measured one (steps with drafts to verify
     only) and start its `step` and `verify` phases when it is measured (one clock start
-    for both). Returns the verify phase in flight, or None."""
+    for both; K: the runner's attribute `k_attr`, read on a measured step only). Returns
+    the verify phase in flight, or None. Both model runners' `execute_model` (the V2
+    runner's: `vllm_mrv2`)."""
     rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
     if not scheduler_output.scheduled_spec_decode_tokens:
         rec.last_step_end = None  # no speculative step: no between-steps interval
@@ -120,7 +127,7 @@ def _before_execute(runner, scheduler_output):
         rec.cost_step = None  # a measured step that never ended (it raised) ends here
         return None
     st = runner_state(runner)
-    st.speculative_num_steps = runner.num_spec_tokens
+    st.speculative_num_steps = getattr(runner, k_attr)
     cost = rec.start_cost(st, len(scheduler_output.num_scheduled_tokens),
                           runner.device.type == "cuda")
     return step_cost.PhaseCost(None, cost.started, step_cost.slot(
@@ -184,4 +191,3 @@ GPU_RUNNER = (
 CPU_RUNNER = (
     WrapPoint("CPUModelRunner.load_model", "vllm.runner.load_model", after=_after_load_model),
 )
-GPU_RUNNER_V2 = (_LOAD,)
