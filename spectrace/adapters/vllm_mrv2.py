@@ -36,7 +36,7 @@ from ..process import STATE
 from .draft_checks import capturing
 from .vllm_runner import (
     _LOAD, _after_execute, _after_phase, _after_sample_tokens, _before_phase,
-    _before_sample_tokens, runner_state, start_step,
+    _before_sample_tokens, agreement_due, start_step,
 )
 
 
@@ -56,15 +56,10 @@ def _before_rejection_sample(sampler, logits, input_batch):
     """Agreement of this step's drafts with the target's argmax, every Nth step that
     verifies drafts (the counter is kept on the sampler)."""
     rec = _reported_to()
-    if rec is None:
+    if rec is None or not agreement_due(rec, sampler):
         return None
-    every = rec.cfg.agreement_every
-    st = runner_state(sampler)
-    step = st.spec_steps
-    st.spec_steps = step + 1
-    if not every or step % every:
-        return None
-    per_request = input_batch.num_draft_tokens_per_req  # numpy, on the host; None: none
+    # numpy, on the host (0.22+); None: no drafts
+    per_request = getattr(input_batch, "num_draft_tokens_per_req", None)
     bs = input_batch.num_reqs
     if per_request is None or not bs:
         return None

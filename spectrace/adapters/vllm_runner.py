@@ -83,15 +83,21 @@ def _after_load_model(ctx, runner, result) -> None:
         rec.finding(f)
 
 
+def agreement_due(rec, owner) -> bool:
+    """Count a step with drafts to verify on `owner` (a runner; MRV2's rejection sampler);
+    True on every Nth (`SPECTRACE_AGREEMENT_EVERY`), when its drafts are compared."""
+    every = rec.cfg.agreement_every
+    st = runner_state(owner)
+    step = st.spec_steps
+    st.spec_steps = step + 1
+    return bool(every) and not step % every
+
+
 def _before_sample(runner, logits, meta):
     if meta is None:
         return None  # no drafts in this step
     rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
-    every = rec.cfg.agreement_every
-    st = runner_state(runner)
-    step = st.spec_steps
-    st.spec_steps = step + 1
-    if not every or step % every:
+    if not agreement_due(rec, runner):
         return None
     per_request = meta.num_draft_tokens
     k, bs = per_request[0], len(per_request)
