@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import pytest
@@ -145,6 +146,30 @@ def test_partial_agreement_on_mrv2_is_vllms_acceptance(partial):
     # widths and the audit as on the V1 runner (MRV2's speculator calls combine_hidden_states)
     assert {(p["pass_kind"], p["width"]) for p in worker["hidden_state_passes"]} == {
         ("target_fed", 384)}
+
+
+def test_partial_concurrent_requests_on_mrv2(partial):
+    """Then four requests at once (batches of up to four, steps that mix a prefill with
+    decodes): every speculative step is still measured, in its batch-size bucket; the
+    agreement compares the steps whose requests all verify 3 drafts (never more drafts
+    than vLLM verified), where still only position 0 agrees."""
+    run = partial.run
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda p: run.server.complete(p, 24), PROMPTS))
+    metrics = run.server.metrics()
+    report = run.settle(metrics[DRAFTS])
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    n = assert_engine_is_vllms(engine, metrics)
+    assert engine["accepted_per_position"] == [n, 0, 0]
+    samples = {b["batch_size_bucket"]: b["phase_samples"]
+               for b in report["combined"]["speculation"]["buckets"]}
+    assert set(samples) - {"1"}, samples  # batches of more than one request
+    assert all(s["step"] == s["verify"] == s["draft"] for s in samples.values()), samples
+    assert sum(s["step"] for s in samples.values()) == engine["steps"]
+    before = run.process("worker", partial.report)["agreement_drafts"]
+    assert before < worker["agreement_drafts"] <= n
+    assert worker["agreement_per_position"] == [1.0, 0.0, 0.0]
+    assert worker["internal_errors"] == 0
 
 
 def test_full_agreement_on_mrv2_everywhere(tiny_models, vllm_server, tmp_path):
