@@ -1,9 +1,10 @@
 """Adapter for vLLM's V2 model runner ("MRV2", `vllm/v1/worker/gpu/`, in the worker
 process): step cost and draft/target token agreement, plus the aux audit its `load_model`
-shares with the V1 runner (`vllm_runner`). MRV2 is the GPU default for every target from
-0.30 (dense targets 0.26 - 0.28; `VLLM_USE_V2_MODEL_RUNNER=1|0` forces it either way);
-vLLM's CPU build runs it too (its `v1/worker/cpu/model_runner.py` `CPUModelRunner`
-subclasses it and overrides none of the methods below).
+shares with the V1 runner (`vllm_runner`). MRV2 is vLLM's GPU default for dense targets
+from 0.26 and for every target from 0.29 (`VLLM_USE_V2_MODEL_RUNNER=1|0` forces it either
+way); vLLM's CPU build runs it too (its `v1/worker/cpu/model_runner.py` `CPUModelRunner`
+subclasses it and overrides none of the methods below). docs/vllm-versions.md has it
+release by release.
 
 - Step cost. A step is the two calls the worker makes in turn, as on the V1 runner (the
   same hooks, `vllm_runner.start_step`): `execute_model(scheduler_output)` prepares the
@@ -12,8 +13,9 @@ subclasses it and overrides none of the methods below).
   computes the logits and samples (`self.sample`: the rejection sampler), then drafts
   inline, `self.speculator.propose(...)`, then does the bookkeeping. So a measured step is
   `step` (`execute_model`'s start to `sample_tokens`' end), `verify` (`execute_model`),
-  `draft` (the speculator's `propose`, wrapped on each speculator class that defines it:
-  `SPECULATORS`), and on the CPU `between_steps`. K: the runner's `num_speculative_steps`.
+  `draft` (the speculator's `propose`, wrapped on each speculator class that defines it,
+  one table per module below), and on the CPU `between_steps`. K: the runner's
+  `num_speculative_steps`.
   vLLM's own step timing (`async_utils.StepTimingCollector`, 0.28+) records CUDA events
   only inside `collect()`, which vLLM opens once, while it captures CUDA graphs for
   adaptive verification, and closes with a synchronize of its own: there are no samples
