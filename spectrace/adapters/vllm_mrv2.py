@@ -67,12 +67,14 @@ def _before_rejection_sample(sampler, logits, input_batch):
         return None
     k = int(per_request[0])
     n = k + 1
+    rows = input_batch.logits_indices
     # one bonus row each and the same K everywhere; adaptive verification compacts rows
-    if not k or input_batch.num_draft_tokens != bs * k or logits.shape[0] != bs * n:
+    if (not k or input_batch.num_draft_tokens != bs * k or logits.shape[0] != bs * n
+            or rows.shape[0] != bs * n):
         return None
     if logits.is_cuda and capturing():
         return None
-    drafts = input_batch.input_ids[input_batch.logits_indices]
+    drafts = input_batch.input_ids[rows]
     counts, event = compare_chain_tokens(drafts, logits.argmax(dim=-1), bs, n)
     rec.agreement.add(counts, event, bs)
     return None
