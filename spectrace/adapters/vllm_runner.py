@@ -6,7 +6,7 @@ audit once both models are loaded, and draft/target token agreement.
   (`runner.model`) and the draft (`runner.drafter.model`, MRV2 `runner.speculator.model`)
   are loaded and the target's aux layers set, so the pair is audited there, once.
 - `_sample(logits, spec_decode_metadata)` of the V1 runner (GPU and CPU; MRV2 samples
-  elsewhere and has no agreement here): on every Nth speculative step
+  elsewhere: its agreement and step cost are `vllm_mrv2`'s): on every Nth speculative step
   (`SPECTRACE_AGREEMENT_EVERY`) the target's own prediction at each draft position
   (argmax of its logits there) is compared with the draft token, on the device, before
   vLLM's rejection sampler runs; a few counts come back without blocking
@@ -79,15 +79,21 @@ def _after_load_model(ctx, runner, result) -> None:
         rec.finding(f)
 
 
+def agreement_due(rec, owner) -> bool:
+    """Count a step with drafts to verify on `owner` (a runner; MRV2's rejection sampler);
+    True on every Nth (`SPECTRACE_AGREEMENT_EVERY`), when its drafts are compared."""
+    every = rec.cfg.agreement_every
+    st = runner_state(owner)
+    step = st.spec_steps
+    st.spec_steps = step + 1
+    return bool(every) and not step % every
+
+
 def _before_sample(runner, logits, meta):
     if meta is None:
         return None  # no drafts in this step
     rec = worker_recorder(getattr(runner, "vllm_config", None))
-    every = rec.cfg.agreement_every
-    st = runner_state(runner)
-    step = st.spec_steps
-    st.spec_steps = step + 1
-    if not every or step % every:
+    if not agreement_due(rec, runner):
         return None
     per_request = meta.num_draft_tokens
     k, bs = per_request[0], len(per_request)
@@ -103,9 +109,16 @@ def _before_sample(runner, logits, meta):
 
 # -- step cost -------------------------------------------------------------------------------
 def _before_execute(runner, scheduler_output):
+    """Start of a step (V1 runner: K is its `num_spec_tokens`)."""
+    return start_step(runner, scheduler_output, "num_spec_tokens")
+
+
+def start_step(runner, scheduler_output, k_attr: str):
     """Start of a step: count it towards the next measured one (steps with drafts to verify
     only) and start its `step` and `verify` phases when it is measured (one clock start
-    for both). Returns the verify phase in flight, or None."""
+    for both; K: the runner's attribute `k_attr`, read on a measured step only). Returns
+    the verify phase in flight, or None. Both model runners' `execute_model` (the V2
+    runner's: `vllm_mrv2`)."""
     costs = worker_recorder(getattr(runner, "vllm_config", None)).cost
     speculative = bool(scheduler_output.scheduled_spec_decode_tokens)
     costs.step_starts(speculative)  # not speculative: no between-steps interval
@@ -115,7 +128,7 @@ def _before_execute(runner, scheduler_output):
         costs.abandon()  # a measured step that never ended (it raised) ends here
         return None
     st = runner_state(runner)
-    st.speculative_num_steps = runner.num_spec_tokens
+    st.speculative_num_steps = getattr(runner, k_attr)
     cost = costs.start(st, len(scheduler_output.num_scheduled_tokens),
                        runner.device.type == "cuda")
     return step_cost.PhaseCost(None, cost.started, step_cost.slot(
@@ -178,4 +191,3 @@ GPU_RUNNER = (
 CPU_RUNNER = (
     WrapPoint("CPUModelRunner.load_model", "vllm.runner.load_model", after=_after_load_model),
 )
-GPU_RUNNER_V2 = (_LOAD,)

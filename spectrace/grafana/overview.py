@@ -192,7 +192,7 @@ def rows(flt: str = F) -> list[list[dict]]:
                   "step costs at most a verify step. Below 1.0 speculation is slower; "
                   "`spectrace report` gives the per-bucket figures and the best number of draft "
                   "tokens (docs/advisor.md). vLLM: the accept length from the EngineCore, the "
-                  "step costs from the worker (the V1 runner; MRV2 shows No data). " + ONCE,
+                  "step costs from the worker (the V1 runner and MRV2). " + ONCE,
                   Q.estimated_speedup(RANGE, flt),
                   (6, 8), decimals=2,
                   steps=[{"color": "red", "value": None}, {"color": "orange", "value": 1.0},
@@ -200,9 +200,9 @@ def rows(flt: str = F) -> list[list[dict]]:
             _series("Step cost per phase and batch size", "Mean measured time of the whole "
                     "step, its draft, verify and draft-extend phases, and the time outside the "
                     "worker between steps, by batch-size bucket (wall time on the CPU, CUDA "
-                    "events on a GPU). vLLM (the V1 runner's worker; MRV2 shows No data): "
-                    "verify is execute_model, draft propose_draft_token_ids, no draft-extend "
-                    "(inside draft). " + ONCE,
+                    "events on a GPU). vLLM (the worker): verify is execute_model, draft "
+                    "propose_draft_token_ids (V1 runner) or the speculator's propose (MRV2), "
+                    "no draft-extend (inside draft). " + ONCE,
                     [_target(Q.phase_seconds(RATE, (), flt),
                              "{{phase}} batch {{batch_size_bucket}}")], (18, 8), unit="s"),
         ],
