@@ -120,9 +120,9 @@ class AcceptanceTotals:
                 if isinstance(counts, PositionCounts):
                     self._fold_positions(counts)
                     continue
+                step, other = bytearray(), ()
                 try:
-                    step = bytearray(counts)  # all or nothing: a bad value raises
-                    other = ()
+                    step.extend(counts)  # all or nothing: a bad value raises
                 except (TypeError, ValueError):
                     try:
                         step, other = bytearray(), [int(c) for c in counts]
