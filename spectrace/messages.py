@@ -196,6 +196,14 @@ NOT_BUILT_NO_MODULE = "the config sets `{field}` but {loader} does not build tha
 NOT_BUILT_NOT_SET = "the config does not switch it on (`{field}: true`)"
 NOT_BUILT_TAIL_SET = "."
 NOT_BUILT_TAIL_NOT_SET = ", or set it in config.json if the runtime has it."
+UNUSED_TIED = (
+    "`tie_word_embeddings: true` in config.json makes {loader}'s draft class tie lm_head to "
+    "the embedding (`self.lm_head = self.model.embed_tokens`), which it then shares with the "
+    "target: the trained head is dropped and the draft scores its tokens with the target's "
+    "embedding matrix, so its proposals are mostly wrong and acceptance collapses")
+UNUSED_TIED_FIX = (
+    "Set \"tie_word_embeddings\": false in the draft's config.json (`--fix` does): the trained "
+    "head then loads (vLLM never reads the flag and loads it either way).")
 UNUSED_NO_PARAMETER = (
     "{loader}'s {arch} has no parameter for them: the draft was trained as a different "
     "network, and `--fix` cannot add what the runtime does not build.")

@@ -51,6 +51,7 @@ MR = ("sglang/srt/model_executor/model_runner.py",
       "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py")
 VE3 = "vllm/model_executor/models/llama_eagle3.py"
 VD3 = "vllm/model_executor/models/deepseek_eagle3.py"
+VQ3 = "vllm/model_executor/models/qwen3_eagle3.py"
 ALGOS = "vllm/transformers_utils/configs/speculators/algos.py"
 Q = "[\"']"  # either quote
 
@@ -68,6 +69,10 @@ FACTS = {
                                   r"layers_to_capture = \[val \+ 1 for val in layer_ids\]", SG, ()),
     "sglang.default_ids": ("sglang", ("sglang/srt/models/llama.py",),
                            r"\[2, num_layers // 2, num_layers - 3\]", SG, ()),
+    # tie_word_embeddings: SGLang's draft classes make lm_head the embedding (the trained
+    # lm_head.weight then matches nothing); vLLM's build their own and never read the flag
+    "sglang.tied_lm_head": ("sglang", (E3, K25), r"if (?:self\.)?config\.tie_word_embeddings:"
+                            r"\s*\n\s*self\.lm_head = self\.model\.embed_tokens", SG, ()),
     "sglang.midlayer_decoder": ("sglang", (E3,), r"self\.midlayer = ", until(SG, "0.5.8"),
                                 since(SG, "0.5.12")),
     "sglang.layers_decoder": ("sglang", (E3,), r"self\.layers = nn\.ModuleList",
@@ -103,6 +108,9 @@ FACTS = {
                                             rf"get\(\s*{Q}norm_before_residual{Q}, True\s*\)", VL, ()),
     "vllm.unknown_keys_raise": ("vllm", ("vllm/model_executor/models/utils.py",),
                                 r"There is no module or parameter named", VL, ()),
+    "vllm.own_lm_head": ("vllm", (VE3,), r"self\.lm_head = ParallelLMHead\(\s*"
+                                         r"self\.config\.draft_vocab_size", VL, ()),
+    "vllm.no_tied_lm_head": ("vllm", (VE3, VD3, VQ3), r"tie_word_embeddings", (), VL),
     "vllm.default_ids_only": ("vllm", ("vllm/v1/worker/gpu_model_runner.py",),
                               r"eagle_aux_hidden_state_layer_ids", (), ("0.11.0",)),
     "vllm.top_ids": ("vllm", ("vllm/v1/worker/gpu_model_runner.py",),

@@ -22,13 +22,15 @@ from .formats import Format, FormatName
 from .inputs import CheckpointView, Target
 from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKeys,
                       checkpoint_keys, eagle_config, expected_params, geometry, route_key,
-                      shard_shape, shared_from_target, simulate_load, unused_params)
+                      shard_shape, shared_from_target, simulate_load, ties_lm_head,
+                      unused_params)
 from .positions import check_positions
 from .runtime_view import runtime_view
 from .trained_settings import settings
 from .translation import suggest_renames, translate_config, upper_norm_rename
 from .vocab import check_vocab_map
-from .weights import MAX_NAMES, is_network_weight, missing_params_finding, unused_keys_finding
+from .weights import (MAX_NAMES, is_network_weight, missing_params_finding, tied_head_cause,
+                      unused_keys_finding)
 
 INT_DTYPES = ("I64", "I32")
 
@@ -116,6 +118,7 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
     if renames:
         facts["renames"] = dict(list(renames.items())[:MAX_NAMES])
     hint = None
+    tied = tied_head_cause(ties_lm_head(cfg, loader), unused, loader.name)
     if renames:
         shown = ", ".join(f"`{a}` -> `{b}`" for a, b in list(renames.items())[:3])
         hint = messages.UNUSED_RENAMED.format(loader=loader.name, shown=shown,
@@ -123,7 +126,7 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
         if loader.decoder == Decoder.MIDLAYER and loader.draft == DraftClass.LLAMA and any(
                 k.startswith(("layers.", "model.layers.")) for k in unused):
             hint = messages.UNUSED_MIDLAYER.format(loader=loader.name)
-    elif unused and all(is_network_weight(k) for k in unused):
+    elif unused and not tied and all(is_network_weight(k) for k in unused):
         hint = _not_built_hint(fmt, cfg, unused, loader)
     out = []
     if unused:
@@ -132,8 +135,10 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
             loader.unknown_keys if loader.unknown_keys != UnknownKeys.RAISES else \
             UnknownKeys.SILENT
         out.append(unused_keys_finding(unused, f"{loader.name} would drop", bool(missing), hint,
-                                       details={**facts, "expected_keys": expected[:MAX_NAMES]},
-                                       drop=drop))
+                                       details={**facts, "expected_keys": expected[:MAX_NAMES],
+                                                **({"cause": "tie_word_embeddings"} if tied
+                                                   else {})},
+                                       drop=drop, cause=tied))
     if missing:
         renamed = {k: n for k in shapes if (n := upper_norm_rename(k, fmt, loader)) in expected}
         out.append(missing_params_finding(missing, loader.name, expected, details=facts,

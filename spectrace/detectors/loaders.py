@@ -115,7 +115,7 @@ SGLANG_LEGACY_RENAMES = (("midlayer", "layers.0"), ("aux_norm_low", "fc_norm.0")
                          ("aux_norm_mid", "fc_norm.1"), ("aux_norm_high", "fc_norm.2"))
 SGLANG_FACTS = ("sglang.no_norm_before_residual", "sglang.no_speculators",
                 "sglang.d2t_offsets", "sglang.eagle_config_ids_only",
-                "sglang.llama_ids_plus_one")
+                "sglang.llama_ids_plus_one", "sglang.tied_lm_head")
 SGLANG_LAYERS_FACTS = SGLANG_FACTS + ("sglang.layers_decoder", "sglang.legacy_renames",
                                       "sglang.upper_hidden_norm", "sglang.fc_norm")
 SGLANG_MLA_FACTS = SGLANG_FACTS + ("sglang.mla_class", "sglang.mla_renames", "sglang.mla_warns")
@@ -160,7 +160,8 @@ SGLANG_NEWEST = "0.5.23"
 
 # -- vLLM -----------------------------------------------------------------------------------
 VLLM_FACTS = ("vllm.midlayer_mapper", "vllm.d2t_rename", "vllm.norm_before_residual",
-              "vllm.spec_norm_before_residual_true", "vllm.unknown_keys_raise")
+              "vllm.spec_norm_before_residual_true", "vllm.unknown_keys_raise",
+              "vllm.own_lm_head", "vllm.no_tied_lm_head")
 SPECULATORS_IDS = ("eagle_aux_hidden_state_layer_ids",)
 SPECULATORS_IDS_INPUT_NORM = SPECULATORS_IDS + ("norm_before_fc",)
 SPECULATORS_IDS_NORMS = SPECULATORS_IDS_INPUT_NORM + ("fc_norm", "norm_output")
@@ -395,11 +396,18 @@ def expected_params(cfg: Mapping[str, Any], loader: Loader) -> dict[str, tuple[i
         for norm in ("input_layernorm", "post_attention_layernorm", "hidden_norm"):
             p[pre + norm + ".weight"] = (g.hidden,)
     p["model.norm.weight"] = (g.hidden,)
-    if not cfg.get("tie_word_embeddings"):  # tied: lm_head *is* embed_tokens
+    if not ties_lm_head(cfg, loader):
         p["lm_head.weight"] = (g.lm_rows, g.hidden)
     if loader.runtime == VLLM and not (loader.d2t_only_if_pruned and g.lm_rows == g.vocab):
         p["draft_id_to_target_id"] = (g.lm_rows,)
     return p
+
+
+def ties_lm_head(cfg: Mapping[str, Any], loader: Loader) -> bool:
+    """SGLang's draft classes make `lm_head` the embedding when `tie_word_embeddings` is true
+    (so a checkpoint's `lm_head.weight` matches nothing); vLLM's always build their own
+    `lm_head` (draft_vocab_size rows) and never read the flag."""
+    return loader.runtime == SGLANG and bool(cfg.get("tie_word_embeddings"))
 
 
 def _mla_attention(cfg: Mapping[str, Any], loader: Loader, qkv_in: int, g: Geometry

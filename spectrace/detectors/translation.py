@@ -141,7 +141,27 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
             change("fc_norm: true (vLLM does not read SGLang's legacy use_aux_norm)",
                    signals.WEIGHTS_UNUSED_KEYS)
     _fill_from_shapes(plan, target.config, shapes)
+    if runtime == SGLANG:
+        _untie_trained_head(plan, shapes)
     return plan
+
+
+def _untie_trained_head(plan: Plan, shapes: Mapping[str, tuple]) -> None:
+    """SGLang ties lm_head to the embedding when `tie_word_embeddings` is true and drops a
+    trained `lm_head.weight`: the copy says false (and names `draft_vocab_size`, without
+    which SGLang replaces the head with the target's)."""
+    new = plan.config
+    lm = next((s for k, s in shapes.items() if k.endswith("lm_head.weight")), None)
+    if not new.get("tie_word_embeddings") or not lm or len(lm) != 2:
+        return
+    new["tie_word_embeddings"] = False
+    text = ("tie_word_embeddings: true -> false (SGLang ties lm_head to the embedding and "
+            "drops the trained lm_head.weight)")
+    if new.get("draft_vocab_size") is None:
+        new["draft_vocab_size"] = int(lm[0])
+        text += (f"; draft_vocab_size: {lm[0]} (the rows of lm_head.weight; without it SGLang "
+                 f"takes lm_head from the target)")
+    plan.changes.append(Change(ChangeKind.CONFIG, text, signals.WEIGHTS_UNUSED_KEYS))
 
 
 def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str, tuple]) -> None:
