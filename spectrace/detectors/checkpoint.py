@@ -27,7 +27,7 @@ from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKey
 from .positions import check_positions
 from .runtime_view import runtime_view
 from .trained_settings import settings
-from .translation import suggest_renames, translate_config, upper_norm_rename
+from .translation import q_lora_rows, suggest_renames, translate_config, upper_norm_rename
 from .vocab import check_vocab_map
 from .weights import (MAX_NAMES, is_network_weight, missing_params_finding, tied_head_cause,
                       unused_keys_finding)
@@ -85,10 +85,22 @@ def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Jud
 def check_loaded(fmt: Format, cfg: dict, ck: CheckpointView, target: Target,
                  loader: Loader) -> list[Finding]:
     """Every check of a config the runtime can read, against its loader."""
-    if loader.draft == DraftClass.MLA and loader.runtime == SGLANG and not cfg.get("q_lora_rank"):
-        return [Finding(signals.CONFIG_UNSUPPORTED, ERROR, messages.CONFIG_NO_Q_LORA.render(
-            loader=loader.name),
-            {"field": "q_lora_rank", "runtime": loader.runtime, "version": loader.version})]
+    q_a = q_lora_rows(ck.shapes)
+    if loader.draft == DraftClass.MLA and not cfg.get("q_lora_rank") and (
+            loader.runtime == SGLANG or q_a):
+        does = messages.NO_Q_LORA_SGLANG if loader.runtime == SGLANG else messages.NO_Q_LORA_VLLM
+        first = Finding(signals.CONFIG_UNSUPPORTED, ERROR, messages.CONFIG_NO_Q_LORA.render(
+            loader=loader.name, does=does, rank=f": {q_a}" if q_a else "",
+            fixed=" (`--fix` does)" if q_a else ""),
+            {"field": "q_lora_rank", "runtime": loader.runtime, "version": loader.version})
+        # the rest is judged as the copy --fix writes (q_lora_rank from q_a_proj's rows)
+        return [first] + (check_loaded(fmt, {**cfg, "q_lora_rank": q_a}, ck, target, loader)
+                          if q_a else [])
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu" and loader.draft == DraftClass.LLAMA:
+        return [Finding(signals.CONFIG_UNSUPPORTED, ERROR, messages.UNSUPPORTED_ACTIVATION.render(
+            act=act, loader=loader.name),
+            {"field": "hidden_act", "runtime": loader.runtime, "version": loader.version})]
     params = expected_params(cfg, loader)
     out = check_weights(fmt, cfg, ck.shapes, params, loader)
     out += check_shapes(cfg, ck.shapes, params, target, loader)

@@ -16,6 +16,7 @@ from .inputs import Target
 from .layer_ids import sglang_ids_for
 from .loaders import (DRAFT_ARCHS, Decoder, DraftClass, Loader, RouteKind, resolve_loader,
                       route_key)
+from .runtime_view import MTP_TYPES
 
 # Structural key renames, tried in order on a key the loader would not load, until the
 # key loads. The same table gives the doctor's hints and `--fix`'s renames.
@@ -136,6 +137,11 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
                                     else "LlamaForCausalLMEagle3"]
             change(f"architectures {archs} -> {new['architectures']} (the {fmt.draft} EAGLE-3 "
                    f"draft class {label} registers)", signals.CONFIG_UNSUPPORTED)
+        if runtime == VLLM and fmt.draft == DraftClass.MLA and new.get("model_type") in MTP_TYPES:
+            change(f"model_type {new['model_type']!r} -> 'deepseek_v2' (vLLM serves a "
+                   f"{new['model_type']} draft as DeepSeek's MTP module)",
+                   signals.CONFIG_UNSUPPORTED)
+            new["model_type"] = "deepseek_v2"
         if runtime == VLLM and new.get("use_aux_norm") and not new.get("fc_norm"):
             new["fc_norm"] = True
             change("fc_norm: true (vLLM does not read SGLang's legacy use_aux_norm)",
@@ -173,6 +179,11 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
         new["draft_vocab_size"] = int(lm[0])
         plan.changes.append(Change(ChangeKind.CONFIG, f"draft_vocab_size: {lm[0]} (the rows of "
                                              f"lm_head.weight)", signals.SHAPE_MISMATCH))
+    q = q_lora_rows(shapes)
+    if new.get("kv_lora_rank") and not new.get("q_lora_rank") and q:
+        new["q_lora_rank"] = q
+        plan.changes.append(Change(ChangeKind.CONFIG, f"q_lora_rank: {q} (the rows of "
+                                                      f"q_a_proj.weight)", signals.CONFIG_UNSUPPORTED))
     fc = fc_shape(shapes)
     ht = target.get("hidden_size")
     hidden_in = new.get("target_hidden_size") or new.get("hidden_size")
@@ -183,6 +194,12 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
                                              f"{fc[1]} = {fc[1] // int(ht)} x {ht} inputs, the "
                                              f"target's hidden size)",
                                    signals.FC_CONFIG_WIDTH_MISMATCH))
+
+
+def q_lora_rows(shapes: Mapping[str, tuple]) -> int | None:
+    """The rank of an MLA draft's low-rank query (the rows of its `q_a_proj.weight`)."""
+    s = next((s for k, s in shapes.items() if k.endswith("q_a_proj.weight")), None)
+    return int(s[0]) if s and len(s) == 2 else None
 
 
 def fc_shape(shapes: Mapping[str, tuple]) -> tuple | None:
