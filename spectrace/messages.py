@@ -207,6 +207,15 @@ UNUSED_TIED_FIX = (
 UNUSED_NO_PARAMETER = (
     "{loader}'s {arch} has no parameter for them: the draft was trained as a different "
     "network, and `--fix` cannot add what the runtime does not build.")
+MISSING_HEAD = Message(
+    signals.WEIGHTS_MISSING_PARAMS,
+    "the checkpoint has no `lm_head.weight` and config.json declares draft_vocab_size = "
+    "vocab_size ({vocab}), so {loader} builds the draft its own lm_head and leaves it "
+    "uninitialised (it takes the target's head only when draft_vocab_size is absent: "
+    "load_lm_head_from_target): the server starts and the draft proposes noise, acceptance "
+    "length 1.0 (SGLang issue 27829).",
+    "remove draft_vocab_size from config.json (`--fix` does): SGLang then takes the target's "
+    "lm_head, as vLLM does for a draft without one.")
 MISSING_PARAMS = Message(
     signals.WEIGHTS_MISSING_PARAMS,
     "{count} draft parameter(s) get no weight from the checkpoint under {subject} ({names}). "

@@ -27,7 +27,8 @@ from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKey
 from .positions import check_positions
 from .runtime_view import runtime_view
 from .trained_settings import settings
-from .translation import q_lora_rows, suggest_renames, translate_config, upper_norm_rename
+from .translation import (borrows_target_head, q_lora_rows, suggest_renames, translate_config,
+                          upper_norm_rename)
 from .vocab import check_vocab_map
 from .weights import (MAX_NAMES, is_network_weight, missing_params_finding, tied_head_cause,
                       unused_keys_finding)
@@ -151,7 +152,11 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
                                                 **({"cause": "tie_word_embeddings"} if tied
                                                    else {})},
                                        drop=drop, cause=tied))
-    if missing:
+    if missing == ["lm_head.weight"] and borrows_target_head(cfg, shapes, loader.runtime):
+        out.append(Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, messages.MISSING_HEAD.render(
+            vocab=cfg.get("vocab_size"), loader=loader.name),
+            {"count": 1, "params": missing, **facts, "cause": "draft_vocab_size"}))
+    elif missing:
         renamed = {k: n for k in shapes if (n := upper_norm_rename(k, fmt, loader)) in expected}
         out.append(missing_params_finding(missing, loader.name, expected, details=facts,
                                           renamed=renamed))

@@ -147,18 +147,36 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
             change("fc_norm: true (vLLM does not read SGLang's legacy use_aux_norm)",
                    signals.WEIGHTS_UNUSED_KEYS)
     _fill_from_shapes(plan, target.config, shapes)
-    if runtime == SGLANG:
-        _untie_trained_head(plan, shapes)
     return plan
 
 
-def _untie_trained_head(plan: Plan, shapes: Mapping[str, tuple]) -> None:
+def borrows_target_head(cfg: Mapping[str, Any], shapes: Mapping[str, tuple],
+                        runtime: str) -> bool:
+    """A draft without `lm_head.weight` that names draft_vocab_size = vocab_size: SGLang
+    builds (and leaves empty) its own head unless draft_vocab_size is absent, when it takes
+    the target's (vLLM takes the target's either way)."""
+    dv, vocab = cfg.get("draft_vocab_size"), cfg.get("vocab_size")
+    return (runtime == SGLANG and dv is not None and dv == vocab
+            and not cfg.get("tie_word_embeddings")
+            and not any(k.endswith("lm_head.weight") for k in shapes))
+
+
+def borrow_target_head(plan: Plan, runtime: str, shapes: Mapping[str, tuple]) -> None:
+    if borrows_target_head(plan.config, shapes, runtime):
+        del plan.config["draft_vocab_size"]
+        plan.changes.append(Change(ChangeKind.CONFIG, "draft_vocab_size removed (the "
+                                   "checkpoint has no lm_head: SGLang then takes the target's)",
+                                   signals.WEIGHTS_MISSING_PARAMS))
+
+
+def untie_trained_head(plan: Plan, runtime: str, shapes: Mapping[str, tuple]) -> None:
     """SGLang ties lm_head to the embedding when `tie_word_embeddings` is true and drops a
     trained `lm_head.weight`: the copy says false (and names `draft_vocab_size`, without
-    which SGLang replaces the head with the target's)."""
+    which SGLang replaces the head with the target's). A fix, not a translation: the
+    doctor reports the tied original (`weights.unused_keys`)."""
     new = plan.config
     lm = next((s for k, s in shapes.items() if k.endswith("lm_head.weight")), None)
-    if not new.get("tie_word_embeddings") or not lm or len(lm) != 2:
+    if runtime != SGLANG or not new.get("tie_word_embeddings") or not lm or len(lm) != 2:
         return
     new["tie_word_embeddings"] = False
     text = ("tie_word_embeddings: true -> false (SGLang ties lm_head to the embedding and "
