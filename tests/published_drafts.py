@@ -21,7 +21,8 @@ SPECFORGE = "https://github.com/sgl-project/SpecForge/blob"
 EAGLE = "https://github.com/SafeAILab/EAGLE/blob/cb7e0841fe0c206c6ed74a197ad5e2a1f13f5a2b"
 ANGELSLIM = ("https://github.com/Tencent/AngelSlim/blob/67394ce55f6b6cfae702575fbc3c7a05c13fdd74/"
              "angelslim/compressor/speculative/train")
-TORCHSPEC = "https://github.com/lightseekorg/TorchSpec/blob/6f21829cd0e333c3b54d9d2706a0b0c8dc10de9d"
+TORCHSPEC = ("https://github.com/lightseekorg/TorchSpec/blob/"
+             "6f21829cd0e333c3b54d9d2706a0b0c8dc10de9d")
 HF = "https://huggingface.co"
 
 
@@ -114,7 +115,8 @@ SPECFORGE_LAYOUT = (f"{SPECFORGE}/a6b6b0230009d15ec2a97a57384e6f53f0f96946/specf
                     "specforge/export/to_sglang.py leaves the embedding out)")
 
 # -- the drafts ------------------------------------------------------------------------------------
-EAGLE_LLAMA31 = {  # SafeAILab/EAGLE eagle/traineagle3/config.json, which the published draft carries
+# SafeAILab/EAGLE eagle/traineagle3/config.json, which the published draft carries
+EAGLE_LLAMA31 = {
     "architectures": ["LlamaForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001,
     "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
     "intermediate_size": 14336, "max_position_embeddings": 2048, "model_type": "llama",

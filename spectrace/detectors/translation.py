@@ -201,7 +201,7 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
     if new.get("kv_lora_rank") and not new.get("q_lora_rank") and q:
         new["q_lora_rank"] = q
         plan.changes.append(Change(ChangeKind.CONFIG, f"q_lora_rank: {q} (the rows of "
-                                                      f"q_a_proj.weight)", signals.CONFIG_UNSUPPORTED))
+                                   f"q_a_proj.weight)", signals.CONFIG_UNSUPPORTED))
     fc = fc_shape(shapes)
     ht = target.get("hidden_size")
     hidden_in = new.get("target_hidden_size") or new.get("hidden_size")
