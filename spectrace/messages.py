@@ -196,9 +196,26 @@ NOT_BUILT_NO_MODULE = "the config sets `{field}` but {loader} does not build tha
 NOT_BUILT_NOT_SET = "the config does not switch it on (`{field}: true`)"
 NOT_BUILT_TAIL_SET = "."
 NOT_BUILT_TAIL_NOT_SET = ", or set it in config.json if the runtime has it."
+UNUSED_TIED = (
+    "`tie_word_embeddings: true` in config.json makes {loader}'s draft class tie lm_head to "
+    "the embedding (`self.lm_head = self.model.embed_tokens`), which it then shares with the "
+    "target: the trained head is dropped and the draft scores its tokens with the target's "
+    "embedding matrix, so its proposals are mostly wrong and acceptance collapses")
+UNUSED_TIED_FIX = (
+    "Set \"tie_word_embeddings\": false in the draft's config.json (`--fix` does): the trained "
+    "head then loads (vLLM never reads the flag and loads it either way).")
 UNUSED_NO_PARAMETER = (
     "{loader}'s {arch} has no parameter for them: the draft was trained as a different "
     "network, and `--fix` cannot add what the runtime does not build.")
+MISSING_HEAD = Message(
+    signals.WEIGHTS_MISSING_PARAMS,
+    "the checkpoint has no `lm_head.weight` and config.json declares draft_vocab_size = "
+    "vocab_size ({vocab}), so {loader} builds the draft its own lm_head and leaves it "
+    "uninitialised (it takes the target's head only when draft_vocab_size is absent: "
+    "load_lm_head_from_target): the server starts and the draft proposes noise, acceptance "
+    "length 1.0 (SGLang issue 27829).",
+    "remove draft_vocab_size from config.json (`--fix` does): SGLang then takes the target's "
+    "lm_head, as vLLM does for a draft without one.")
 MISSING_PARAMS = Message(
     signals.WEIGHTS_MISSING_PARAMS,
     "{count} draft parameter(s) get no weight from the checkpoint under {subject} ({names}). "
@@ -234,9 +251,13 @@ CONFIG_UNTRANSLATABLE = Message(
 CONFIG_NO_DRAFT_CLASS = "deploy it on a runtime version that has its draft class"
 CONFIG_NO_Q_LORA = Message(
     signals.CONFIG_UNSUPPORTED,
-    "the MLA draft's config has no q_lora_rank, and {loader} raises 'Eagle3 MLA layer requires "
-    "q_lora_rank in the draft config' when it builds the draft.",
-    "set q_lora_rank to the rank the draft was trained with (the rows of q_a_proj.weight).")
+    "the MLA draft's config has no q_lora_rank, and {loader} {does}.",
+    "set q_lora_rank to the rank the draft was trained with (the rows of q_a_proj.weight{rank})"
+    "{fixed}.")
+NO_Q_LORA_SGLANG = ("raises 'Eagle3 MLA layer requires q_lora_rank in the draft config' when "
+                    "it builds the draft")
+NO_Q_LORA_VLLM = ("builds a plain q_proj instead of the low-rank q_a/q_b pair the checkpoint "
+                  "holds, so those keys match nothing and the server does not start")
 LAYERS_ONE_ONLY = Message(
     signals.CONFIG_LAYERS_UNSUPPORTED,
     "the draft has num_hidden_layers = {layers}, but {loader} builds a single `midlayer` and "
@@ -375,6 +396,19 @@ SPECULATORS_NO_LAYER_CONFIG = ("the speculators config has no transformer_layer_
                                "which vLLM takes as the draft's model config")
 SPECULATORS_MODEL_TYPE = "vLLM {version} raises 'Unsupported model_type {model_type} for " \
                          "Eagle3 speculator'"
+VLLM_MLA_AS_MTP = (
+    "vLLM {version} turns a draft config whose model_type is {model_type} into DeepSeek's MTP "
+    "module (`SpeculativeConfig.hf_config_override`: model_type deepseek_mtp), so "
+    "`--speculative-config` with method eagle3 fails at start-up ('Eagle3DeepSeekMTPModel ... "
+    "not supported'); the same draft with model_type deepseek_v2 (the fields are the same) "
+    "builds Eagle3DeepseekV2ForCausalLM")
+UNSUPPORTED_ACTIVATION = Message(
+    signals.CONFIG_UNSUPPORTED,
+    "the draft's hidden_act is {act!r}, and {loader}'s draft MLP raises 'Unsupported "
+    "activation: {act}. Only silu is supported for now.' when it builds the draft: the server "
+    "does not start.",
+    "the runtimes serve EAGLE-3 drafts with silu only: retrain with hidden_act silu (no config "
+    "change makes the trained weights compute silu).")
 
 # -- settings trained with vs read (detectors.trained_settings; the {why} above) ------------------
 NBR_UNSAID_VLLM = (

@@ -188,7 +188,9 @@ FAULTS = [
     ("mla-half-fused-projection", "mla", mla_half_fused, "kimi", SG,
      {"weights.unused_keys", "weights.missing_params"}, False),
     ("mla-on-0.5.8", "mla", None, "kimi", SG8, {"config.unsupported"}, False),
-    ("mla-no-q-lora-rank", "mla", no_q_lora, "kimi", SG, {"config.unsupported"}, False),
+    ("mla-no-q-lora-rank", "mla", no_q_lora, "kimi", SG, {"config.unsupported"}, True),
+    ("mla-no-q-lora-rank-on-vllm", "mla", no_q_lora, "kimi", VL,
+     {"config.unsupported", "aux.layer_ids_misread"}, True),
     ("mla-sglang-ids-on-vllm", "mla", None, "kimi", VL, {"aux.layer_ids_misread"}, True),
 ]
 

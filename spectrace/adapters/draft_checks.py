@@ -95,7 +95,7 @@ def check_pass(rec, st: DraftState, key: Hashable, kind: str, width: int, runtim
 
 
 def report_load(rec, obs, subject: str, shared: set[str], vocab: list[Finding],
-                hint: str | None = None) -> None:
+                hint: str | None = None, cause: str | None = None) -> None:
     """Findings for one observed `load_weights`, to the process's Recorder `rec`: keys that
     reached no parameter, draft parameters no key filled (except those the runtime fills
     from the target, `shared`), and the vocabulary-map findings. `subject` names the
@@ -105,7 +105,8 @@ def report_load(rec, obs, subject: str, shared: set[str], vocab: list[Finding],
     rec.draft.loaded(len(obs.unused), len(missing))
     if obs.unused:
         rec.finding(unused_keys_finding(obs.unused, f"{subject}'s load_weights dropped",
-                                        bool(missing), hint=hint, seen=obs.seen))
+                                        bool(missing), hint=hint, seen=obs.seen,
+                                        cause=cause))
     if missing:
         rec.finding(missing_params_finding(missing, subject))
     for f in vocab:

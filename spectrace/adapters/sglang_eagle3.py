@@ -20,7 +20,7 @@ from typing import Callable
 
 from .. import signals
 from ..rules.vocab import check_vocab_map
-from ..rules.weights import idle_parameters
+from ..rules.weights import idle_parameters, tied_head_cause
 from ..rules.widths import ExpectedWidths, pass_kind
 from ..patching import WrapPoint
 from ..objstate import ATTR
@@ -121,7 +121,12 @@ def shared_from_target(model) -> set[str]:
 
 def _report_load(draft: DraftClass, model, obs) -> None:
     skip = shared_from_target(model) | idle_parameters(obs.names.values(), draft.upper_norm)
-    report_load(recorder(), obs, f"SGLang {runtime_version('sglang')}", skip, vocab_findings(model))
+    subject = f"SGLang {runtime_version('sglang')}"
+    # a trained lm_head dropped because the config ties it to the embedding: say so
+    tied = getattr(model, "lm_head", None) is getattr(getattr(model, "model", None),
+                                                       "embed_tokens", False)
+    report_load(recorder(), obs, subject, skip, vocab_findings(model),
+                cause=tied_head_cause(tied, obs.unused, subject))
 
 
 def vocab_findings(model) -> list:

@@ -115,7 +115,7 @@ SGLANG_LEGACY_RENAMES = (("midlayer", "layers.0"), ("aux_norm_low", "fc_norm.0")
                          ("aux_norm_mid", "fc_norm.1"), ("aux_norm_high", "fc_norm.2"))
 SGLANG_FACTS = ("sglang.no_norm_before_residual", "sglang.no_speculators",
                 "sglang.d2t_offsets", "sglang.eagle_config_ids_only",
-                "sglang.llama_ids_plus_one")
+                "sglang.llama_ids_plus_one", "sglang.tied_lm_head")
 SGLANG_LAYERS_FACTS = SGLANG_FACTS + ("sglang.layers_decoder", "sglang.legacy_renames",
                                       "sglang.upper_hidden_norm", "sglang.fc_norm")
 SGLANG_MLA_FACTS = SGLANG_FACTS + ("sglang.mla_class", "sglang.mla_renames", "sglang.mla_warns")
@@ -160,7 +160,10 @@ SGLANG_NEWEST = "0.5.23"
 
 # -- vLLM -----------------------------------------------------------------------------------
 VLLM_FACTS = ("vllm.midlayer_mapper", "vllm.d2t_rename", "vllm.norm_before_residual",
-              "vllm.spec_norm_before_residual_true", "vllm.unknown_keys_raise")
+              "vllm.spec_norm_before_residual_true", "vllm.unknown_keys_raise",
+              "vllm.own_lm_head", "vllm.no_tied_lm_head")
+# a P-EAGLE `mask_hidden` key is skipped with a log warning unless parallel drafting is on
+MASK_HIDDEN_SKIPPED = "vllm.mask_hidden_skipped"
 SPECULATORS_IDS = ("eagle_aux_hidden_state_layer_ids",)
 SPECULATORS_IDS_INPUT_NORM = SPECULATORS_IDS + ("norm_before_fc",)
 SPECULATORS_IDS_NORMS = SPECULATORS_IDS_INPUT_NORM + ("fc_norm", "norm_output")
@@ -188,35 +191,37 @@ VLLM_ROWS = (
         VLLM_LLAMA_TOP_IDS, facts=VLLM_FACTS + ("vllm.top_ids", "vllm.use_aux_flag"))),
     LoaderRow((0, 20, 0), (0, 21, 99), replace(
         VLLM_LLAMA_TOP_IDS, input_norm=True, speculators_fields=SPECULATORS_IDS_INPUT_NORM,
-        facts=VLLM_FACTS + ("vllm.top_ids", "vllm.use_aux_flag", "vllm.input_norm"))),
+        facts=VLLM_FACTS + ("vllm.top_ids", "vllm.use_aux_flag", "vllm.input_norm",
+                            MASK_HIDDEN_SKIPPED))),
     LoaderRow((0, 22, 0), (0, 24, 99), replace(
         VLLM_LLAMA_FC_FROM_CONFIG, facts=VLLM_FACTS + (
             "vllm.top_ids", "vllm.use_aux_flag", "vllm.input_norm", "vllm.fc_norm",
-            "vllm.aux_count_config"))),
+            "vllm.aux_count_config", MASK_HIDDEN_SKIPPED))),
     LoaderRow((0, 25, 0), (0, 30, 99), replace(
         VLLM_LLAMA_FC_FROM_CONFIG, speculators_fields=SPECULATORS_IDS_NORMS,
         speculators_qwen3=True, facts=VLLM_FACTS + (
             "vllm.top_ids", "vllm.fc_norm", "vllm.aux_count_config", "vllm.spec_fc_norm",
-            "vllm.qwen3"))),
+            "vllm.qwen3", MASK_HIDDEN_SKIPPED))),
     LoaderRow((0, 31, 0), (0, 99, 99), replace(
         VLLM_LLAMA_FC_FROM_CONFIG, speculators_fields=SPECULATORS_IDS_NORMS,
         speculators_qwen3=True, d2t_only_if_pruned=True, facts=VLLM_FACTS + (
             "vllm.top_ids", "vllm.fc_norm", "vllm.aux_count_config", "vllm.spec_fc_norm",
-            "vllm.qwen3", "vllm.d2t_only_if_pruned"))),
+            "vllm.qwen3", "vllm.d2t_only_if_pruned", MASK_HIDDEN_SKIPPED))),
 )
 # The MLA draft (vllm deepseek_eagle3.py) from 0.20: fc from 3 aux layers and no fc_norm
 # until 0.22; no `norm_before_fc` at all; use_aux_hidden_state not read.
 VLLM_MLA = replace(
     VLLM_LLAMA_FIRST_LAYER, draft=DraftClass.MLA, arch="Eagle3DeepseekV2ForCausalLM",
     layers=Layers.MANY, norm_output=True, aux_ids=AuxIds.TOP_OR_V1)
+VLLM_MLA_FACTS = VLLM_FACTS + ("vllm.mla_class", "vllm.mla_model_type_mtp")
 VLLM_MLA_ROWS = (
-    LoaderRow((0, 20, 0), (0, 21, 99), replace(VLLM_MLA, facts=VLLM_FACTS + ("vllm.mla_class",))),
+    LoaderRow((0, 20, 0), (0, 21, 99), replace(VLLM_MLA, facts=VLLM_MLA_FACTS)),
     LoaderRow((0, 22, 0), (0, 30, 99), replace(
         VLLM_MLA, aux_count=AuxCount.CONFIG, fc_norm=True,
-        facts=VLLM_FACTS + ("vllm.mla_class", "vllm.mla_fc_norm"))),
+        facts=VLLM_MLA_FACTS + ("vllm.mla_fc_norm",))),
     LoaderRow((0, 31, 0), (0, 99, 99), replace(
         VLLM_MLA, aux_count=AuxCount.CONFIG, fc_norm=True, d2t_only_if_pruned=True,
-        facts=VLLM_FACTS + ("vllm.mla_class", "vllm.mla_fc_norm", "vllm.d2t_only_if_pruned"))),
+        facts=VLLM_MLA_FACTS + ("vllm.mla_fc_norm", "vllm.d2t_only_if_pruned"))),
 )
 VLLM_READ = frozenset({"0.11.0", "0.13.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0"})
 VLLM_NEWEST = "0.33.0"
@@ -383,7 +388,10 @@ def expected_params(cfg: Mapping[str, Any], loader: Loader) -> dict[str, tuple[i
             p[pre + "self_attn.qkv_proj.weight"] = ((g.heads + 2 * g.kv_heads) * g.head_dim,
                                                     qkv_in)
             p[pre + "self_attn.o_proj.weight"] = (g.hidden, g.heads * g.head_dim)
-            if loader.runtime == SGLANG and (cfg.get("attention_bias") or cfg.get("bias")):
+            # o_proj's bias comes from the Llama layer the draft layer builds on (its qkv_proj
+            # is rebuilt: without a bias on SGLang, with attention_bias's on vLLM)
+            if loader.draft == DraftClass.LLAMA and (cfg.get("attention_bias")
+                                                     or cfg.get("bias")):
                 p[pre + "self_attn.o_proj.bias"] = (g.hidden,)
             if loader.runtime == VLLM and cfg.get("attention_bias"):
                 p[pre + "self_attn.qkv_proj.bias"] = ((g.heads + 2 * g.kv_heads) * g.head_dim,)
@@ -392,14 +400,24 @@ def expected_params(cfg: Mapping[str, Any], loader: Loader) -> dict[str, tuple[i
                 p[pre + "self_attn.k_norm.weight"] = (g.head_dim,)
         p[pre + "mlp.gate_up_proj.weight"] = (2 * g.inter, g.hidden)
         p[pre + "mlp.down_proj.weight"] = (g.hidden, g.inter)
+        if loader.runtime == VLLM and loader.draft == DraftClass.LLAMA and cfg.get("mlp_bias"):
+            p[pre + "mlp.gate_up_proj.bias"] = (2 * g.inter,)
+            p[pre + "mlp.down_proj.bias"] = (g.hidden,)
         for norm in ("input_layernorm", "post_attention_layernorm", "hidden_norm"):
             p[pre + norm + ".weight"] = (g.hidden,)
     p["model.norm.weight"] = (g.hidden,)
-    if not cfg.get("tie_word_embeddings"):  # tied: lm_head *is* embed_tokens
+    if not ties_lm_head(cfg, loader):
         p["lm_head.weight"] = (g.lm_rows, g.hidden)
     if loader.runtime == VLLM and not (loader.d2t_only_if_pruned and g.lm_rows == g.vocab):
         p["draft_id_to_target_id"] = (g.lm_rows,)
     return p
+
+
+def ties_lm_head(cfg: Mapping[str, Any], loader: Loader) -> bool:
+    """SGLang's draft classes make `lm_head` the embedding when `tie_word_embeddings` is true
+    (so a checkpoint's `lm_head.weight` matches nothing); vLLM's always build their own
+    `lm_head` (draft_vocab_size rows) and never read the flag."""
+    return loader.runtime == SGLANG and bool(cfg.get("tie_word_embeddings"))
 
 
 def _mla_attention(cfg: Mapping[str, Any], loader: Loader, qkv_in: int, g: Geometry
@@ -409,11 +427,14 @@ def _mla_attention(cfg: Mapping[str, Any], loader: Loader, qkv_in: int, g: Geome
                         int(cfg["v_head_dim"]))
     fused = ("self_attn.fused_qkv_a_proj_with_mqa.weight" if loader.runtime == SGLANG
              else "self_attn.fused_qkv_a_proj.weight")
+    common = {"self_attn.kv_a_layernorm.weight": (kv,),
+              "self_attn.kv_b_proj.weight": (g.heads * (nope + vdim), kv),
+              "self_attn.o_proj.weight": (g.hidden, g.heads * vdim)}
+    if not q:  # vLLM without q_lora_rank: a plain q_proj (SGLang refuses such a config)
+        return {"self_attn.q_proj.weight": (g.heads * (nope + rope), qkv_in),
+                "self_attn.kv_a_proj_with_mqa.weight": (kv + rope, qkv_in), **common}
     return {fused: (q + kv + rope, qkv_in), "self_attn.q_a_layernorm.weight": (q,),
-            "self_attn.q_b_proj.weight": (g.heads * (nope + rope), q),
-            "self_attn.kv_a_layernorm.weight": (kv,),
-            "self_attn.kv_b_proj.weight": (g.heads * (nope + vdim), kv),
-            "self_attn.o_proj.weight": (g.hidden, g.heads * vdim)}
+            "self_attn.q_b_proj.weight": (g.heads * (nope + rope), q), **common}
 
 
 def unused_params(params: Mapping[str, Any], loader: Loader) -> set[str]:
@@ -527,6 +548,8 @@ def _route_vllm(key: str, params: Mapping[str, Any], loader: Loader,
     fc./input_norm. skipped when that module is off; anything else unknown raises."""
     if "t2d" in key:
         return Route(RouteKind.T2D)
+    if "mask_hidden" in key and MASK_HIDDEN_SKIPPED in loader.facts:
+        return Route(RouteKind.IGNORED)
     if "d2t" in key:
         name = key.replace("d2t", "draft_id_to_target_id")
         return Route(RouteKind.D2T, name) if name in params else Route(RouteKind.DROPPED)

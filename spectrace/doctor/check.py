@@ -22,12 +22,15 @@ from ..detectors.inputs import CheckpointView, Target
 from ..detectors.loaders import NEWEST, parse_version
 from ..findings import ERROR, Finding
 from ..runtimes import RUNTIMES, SGLANG, Runtime, installed_version
+from . import pickled
 from .errors import UnusableInput
 from .pairing import check_pairing
 from .safetensors_header import INT_FORMATS, SafetensorsHeader, TensorInfo, parse_header, \
     read_int_tensor, read_marked_ids
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+# what both runtimes leave out of `*.bin` (`filter_files_not_needed_for_inference`)
+NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
 DRAFT_INT_KEYS = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 TARGET_INT_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size")
 
@@ -40,6 +43,13 @@ class Checkpoint:
     view: CheckpointView
     files: list[str]
     where: dict[str, tuple[SafetensorsHeader, TensorInfo]] = field(default_factory=dict)
+    # pickled weights (`*.bin`), read with torch.load(weights_only=True): name -> (file,
+    # tensor); `where` is empty then
+    tensors: dict[str, tuple[str, Any]] = field(default_factory=dict)
+
+    @property
+    def pickled(self) -> bool:
+        return bool(self.tensors) or any(f.endswith(".bin") for f in self.files)
 
 
 @dataclass
@@ -150,6 +160,7 @@ def judge_checkpoint(ck: Checkpoint, tgt: tuple[Target, Path], runtime: str, ver
         draft={"path": str(ck.path), "format": j.format.name,
                "architecture": (ck.view.config.get("architectures") or [None])[0],
                "weight_files": [os.path.basename(f) for f in ck.files],
+               **({"weights_read_with": pickled.READER} if ck.pickled else {}),
                "num_tensors": len(ck.view.shapes),
                "draft_vocab_size": cfg.get("draft_vocab_size"),
                "hidden_size": cfg.get("hidden_size")},
@@ -168,6 +179,8 @@ def read_checkpoint(draft_dir: str | os.PathLike) -> Checkpoint:
     cfg = read_json(draft_path / "config.json", "draft config")
     _check_draft_config(cfg, draft_path / "config.json")
     files = weight_files(draft_path)
+    if files[0].endswith(".bin"):
+        return _read_pickled(draft_path, cfg, files)
     where: dict[str, tuple[SafetensorsHeader, TensorInfo]] = {}
     for h in (parse_header(f) for f in files):  # a later file wins, as in the loaders
         for name, info in h.tensors.items():
@@ -180,6 +193,25 @@ def read_checkpoint(draft_dir: str | os.PathLike) -> Checkpoint:
         elif "t2d" in name and info.dtype in ("BOOL", "U8") and len(info.shape) == 1:
             view.t2d_hot = read_marked_ids(h, name)
     return Checkpoint(draft_path, view, files, where)
+
+
+def _read_pickled(draft_path: Path, cfg: dict, files: list[str]) -> Checkpoint:
+    """The same view from pickled weights, read with PyTorch's restricted loader only; each
+    file's names in sorted order, as a safetensors header holds them (so the findings are
+    word for word those of its safetensors twin)."""
+    tensors: dict[str, tuple[str, Any]] = {}
+    for f in files:  # a later file wins, as in the loaders
+        state = pickled.read_state_dict(f)
+        tensors.update({k: (f, state[k]) for k in sorted(state)})
+    view = CheckpointView(cfg, {k: tuple(t.shape) for k, (_, t) in tensors.items()},
+                          {k: pickled.dtype_name(t) for k, (_, t) in tensors.items()})
+    for name, (_, t) in tensors.items():
+        dtype = view.dtypes[name]
+        if "d2t" in name and dtype in INT_FORMATS and t.dim() == 1:
+            view.d2t[name] = [int(x) for x in t.tolist()]
+        elif "t2d" in name and dtype in ("BOOL", "U8") and t.dim() == 1:
+            view.t2d_hot = [int(i) for i in t.nonzero().flatten().tolist()]
+    return Checkpoint(draft_path, view, files, tensors=tensors)
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -267,29 +299,34 @@ def read_target(target: str | os.PathLike, context_length: int | None = None
 
 
 def weight_files(draft_dir: Path) -> list[str]:
-    """The safetensors files the runtime would read (the index's, if there is one). A
-    directory with only pickles is unusable: unpickling can run arbitrary code, so we
-    never do it."""
-    index = sorted(draft_dir.glob("*.safetensors.index.json"))
-    if index:
-        wm = read_json(index[0], "safetensors index").get("weight_map")
-        if not isinstance(wm, dict):
-            raise UnusableInput(f"{index[0]}: no weight_map object")
-        files = [str(draft_dir / f) for f in sorted(set(map(str, wm.values())))]
-        for f in files:
-            if not os.path.isfile(f):
-                raise UnusableInput(f"{index[0]} lists {os.path.basename(f)}, which is missing")
-        return files
-    files = sorted(str(p) for p in draft_dir.glob("*.safetensors") if p.is_file())
-    if files:
-        return files
+    """The weight files the runtime would read, as both runtimes pick them: safetensors
+    (the index's, if there is one), else PyTorch's `*.bin` (`pytorch_model.bin.index.json`'s,
+    if there is one), which only PyTorch's restricted loader reads (`pickled`). Other
+    pickles (`.pt`, `.pth`, ...) are training states the runtimes do not load."""
+    for suffix in (".safetensors", ".bin"):
+        index = sorted(draft_dir.glob(f"*{suffix}.index.json"))
+        if index:
+            return _indexed(draft_dir, index[0], suffix)
+        files = sorted(str(p) for p in draft_dir.glob(f"*{suffix}")
+                       if p.is_file() and p.name not in NOT_WEIGHTS)
+        if files:
+            return files
     pickles = sorted(p.name for p in draft_dir.iterdir() if p.suffix in PICKLE_SUFFIXES)
     if pickles:
         raise UnusableInput(
-            f"{draft_dir} has only pickled weights ({', '.join(pickles)}); the doctor never "
-            f"unpickles (it can run arbitrary code) and the runtimes prefer safetensors anyway. "
-            f"Convert in a trusted environment: python -c \"import torch; from safetensors.torch "
-            f"import save_file; sd = torch.load('{draft_dir / pickles[0]}', weights_only=True); "
-            f"save_file({{k: v.contiguous() for k, v in sd.items()}}, "
-            f"'{draft_dir / 'model.safetensors'}')\"")
-    raise UnusableInput(f"{draft_dir} has no *.safetensors weight files")
+            f"{draft_dir} has no weights a runtime loads (*.safetensors or pytorch_model*.bin), "
+            f"only {', '.join(pickles)}: a training state, not a draft checkpoint. Export the "
+            f"draft with its trainer (its weights as safetensors or a state dict in "
+            f"pytorch_model.bin)")
+    raise UnusableInput(f"{draft_dir} has no *.safetensors or pytorch_model*.bin weight files")
+
+
+def _indexed(draft_dir: Path, index: Path, suffix: str) -> list[str]:
+    wm = read_json(index, f"{suffix.lstrip('.')} index").get("weight_map")
+    if not isinstance(wm, dict):
+        raise UnusableInput(f"{index}: no weight_map object")
+    files = [str(draft_dir / f) for f in sorted(set(map(str, wm.values())))]
+    for f in files:
+        if not os.path.isfile(f):
+            raise UnusableInput(f"{index} lists {os.path.basename(f)}, which is missing")
+    return files

@@ -72,12 +72,16 @@ def is_network_weight(key: str) -> bool:
 
 def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
                         hint: str | None = None, seen: int | None = None,
-                        details: dict | None = None, drop: str = "silent") -> Finding:
+                        details: dict | None = None, drop: str = "silent",
+                        cause: str | None = None) -> Finding:
     """`subject` says who drops them and when, e.g. "SGLang 0.5.23's load_weights dropped"
     (observed) or "SGLang 0.5.23 would drop" (predicted); `drop` is how that loader treats
-    unknown keys (a key of `messages.UNKNOWN_KEY_WORDS`)."""
+    unknown keys (a key of `messages.UNKNOWN_KEY_WORDS`); `cause`: a known cause and its
+    consequence (`tied_head_cause`), which comes with its own fix."""
     network = [k for k in unused if is_network_weight(k)]
-    if drop == "raises":
+    if cause is not None:
+        consequence, hint = cause, messages.UNUSED_TIED_FIX
+    elif drop == "raises":
         consequence = messages.UNUSED_RAISES
     elif missing_any:
         consequence = messages.UNUSED_LEAVE_EMPTY
@@ -93,6 +97,15 @@ def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
     return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, message,
                    {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES],
                     "network_keys": sorted(network)[:MAX_NAMES], **(details or {})})
+
+
+def tied_head_cause(tied: bool, unused: Iterable[str], subject: str) -> str | None:
+    """What dropping a trained `lm_head` means when the config ties it to the embedding
+    (`tie_word_embeddings: true`, which SGLang's draft classes honour); None when that is not
+    the cause. `unused_keys_finding(..., cause=...)` says it with its fix."""
+    if tied and any(k.endswith("lm_head.weight") for k in unused):
+        return messages.UNUSED_TIED.format(loader=subject)
+    return None
 
 
 def is_norm_param(name: str) -> bool:
