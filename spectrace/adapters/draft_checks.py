@@ -37,6 +37,13 @@ class DraftState:
     __slots__ = ("widths_known", "expected", "healthy", "on_cuda", "finite", "finite_passes",
                  "checkpoint_fc_in")
 
+    def finite_due(self, every: int) -> bool:
+        """Count a draft pass; True when it is sampled for a non-finite check (the first
+        pass, then every `every`th; never when `every` is 0)."""
+        n = self.finite_passes
+        self.finite_passes = n + 1
+        return bool(every) and n % every == 0
+
     def __init__(self) -> None:
         self.widths_known = False
         self.expected: ExpectedWidths | None = None
@@ -119,10 +126,7 @@ def finite_due(rec, model) -> bool:
     every = rec.cfg.finite_every
     if not every:
         return False
-    st = peek(model) or state(model)
-    n = st.finite_passes
-    st.finite_passes = n + 1
-    return n % every == 0
+    return (peek(model) or state(model)).finite_due(every)
 
 
 def check_finite(rec, model, names: tuple[str, ...], tensors: tuple) -> None:

@@ -27,8 +27,9 @@ from ..objstate import ATTR
 from ..process import recorder
 from ..runtimes import SGLANG, runtime_version
 from .draft_checks import (
-    capturing, check_finite, check_pass, draft_state, finite_due, report_load,
+    capturing, check_finite, check_pass, draft_state, report_load,
 )
+from . import draft_checks
 from .load_observer import load_weights_wrapper
 
 
@@ -81,20 +82,21 @@ def _before_forward(instance, forward_batch):
     """Check the pass's input width; returns True when its output is due a non-finite
     check (`_after_forward`), else None."""
     rec = recorder()
-    due = finite_due(rec, instance) or None
+    st = instance.__dict__.get(ATTR) or draft_checks.state(instance)
+    due = st.finite_due(rec.cfg.finite_every) or None
     hidden = forward_batch.spec_info.hidden_states
     if hidden is None:
         return due
-    st = instance.__dict__.get(ATTR)
-    if st is None or not st.widths_known:
+    if not st.widths_known:
         st = draft_state(instance, rec, expected_widths, bool(hidden.is_cuda))
     if st.on_cuda and capturing():
         return None  # CUDA-graph capture runs on dummy batches
     mode = forward_batch.forward_mode
     width = hidden.shape[-1]
     seen = st.healthy.get((mode, width))
-    if seen is not None:  # seen before and healthy: only count it (count_if_healthy, inline)
-        rec.draft.count(seen)
+    if seen is not None:  # seen before and healthy: only count it (DraftPasses.count, inline)
+        counts = rec.draft.counts
+        counts[seen] = counts.get(seen, 0) + 1
         return due
     name = getattr(mode, "name", str(mode))
     check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,

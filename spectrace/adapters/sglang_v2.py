@@ -96,18 +96,19 @@ def verify_hook(kind: str, trees: bool = True):
     (multi-layer EAGLE's does not: chains only)."""
     def before(instance, batch) -> VerifyContext | None:
         rec = recorder()
-        timed = rec.cost.measuring() is not None
+        inflight = rec.inflight
+        timed = inflight.cost is not None  # a measured step (`StepCosts.measuring`)
         if timed:
             rec.cost.boundary(step_cost.DRAFT)
         steps = rec.steps
-        span = steps.verify_starts() if steps.sampled else None
+        span = None if inflight.span is None else steps.verify_starts()
         every = rec.cfg.agreement_every
-        if every and steps.count(kind) % every == 0:
+        if every and steps.counts.get(kind, 0) % every == 0:
             if instance.topk == 1:
                 return VerifyContext(span, batch.spec_info.draft_token, False, timed)
             if trees:
-                steps.inflight.due_tree(TreeDue(instance.speculative_num_steps,
-                                                instance.speculative_num_draft_tokens))
+                inflight.due_tree(TreeDue(instance.speculative_num_steps,
+                                          instance.speculative_num_draft_tokens))
                 return VerifyContext(span, None, True, timed)
         if span is None and not timed:
             return None

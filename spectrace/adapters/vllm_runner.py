@@ -119,9 +119,11 @@ def start_step(runner, scheduler_output, k_attr: str):
     for both; K: the runner's attribute `k_attr`, read on a measured step only). Returns
     the verify phase in flight, or None. Both model runners' `execute_model` (the V2
     runner's: `vllm_mrv2`)."""
-    costs = worker_recorder(getattr(runner, "vllm_config", None)).cost
+    rec = worker_recorder(getattr(runner, "vllm_config", None))
+    costs = rec.cost
     speculative = bool(scheduler_output.scheduled_spec_decode_tokens)
-    costs.step_starts(speculative)  # not speculative: no between-steps interval
+    if rec.inflight.last_end is not None:  # a measured CPU step before this one
+        costs.step_starts(speculative)  # not speculative: no between-steps interval
     if not speculative:
         return None
     if not costs.due():
