@@ -24,7 +24,7 @@ from ..rules.weights import idle_parameters, tied_head_cause
 from ..rules.widths import ExpectedWidths, pass_kind
 from ..patching import WrapPoint
 from ..objstate import ATTR
-from ..process import recorder
+from ..process import STATE, recorder
 from ..runtimes import SGLANG, runtime_version
 from .draft_checks import (
     capturing, check_finite, check_pass, draft_state, report_load,
@@ -81,7 +81,7 @@ def expected_widths(model) -> ExpectedWidths:
 def _before_forward(instance, forward_batch):
     """Check the pass's input width; returns True when its output is due a non-finite
     check (`_after_forward`), else None."""
-    rec = recorder()
+    rec = STATE.recorder or recorder()  # per pass: no call when it exists
     st = instance.__dict__.get(ATTR) or draft_checks.state(instance)
     due = st.finite_due(rec.cfg.finite_every) or None
     hidden = forward_batch.spec_info.hidden_states

@@ -83,7 +83,7 @@ def _before_resolve_v2(processor, batch) -> None:
     takes them (SGLang's scheduler resolves one batch at a time, in one thread; 0.5.16 and
     0.5.23 call it from every `_resolve_spec_v2_tokens`, so the next resolve overwrites any
     lengths a failed call left)."""
-    recorder().inflight.keep_seq_lens(getattr(batch, "seq_lens_cpu", None))
+    (STATE.recorder or recorder()).inflight.keep_seq_lens(getattr(batch, "seq_lens_cpu", None))
 
 
 def verify_hook(kind: str, trees: bool = True):
@@ -95,7 +95,7 @@ def verify_hook(kind: str, trees: bool = True):
     `kind`; `trees`: its verify compacts a tree through `_finalize_accept_tree_path`
     (multi-layer EAGLE's does not: chains only)."""
     def before(instance, batch) -> VerifyContext | None:
-        rec = recorder()
+        rec = STATE.recorder or recorder()  # per step: no call when it exists
         inflight = rec.inflight
         timed = inflight.cost is not None  # a measured step (`StepCosts.measuring`)
         if timed:
@@ -156,7 +156,7 @@ def _before_finalize_tree(module, batch, predict, bs):
 
 
 def _before_verify_complete_cpu(instance, counts):
-    rec = recorder()
+    rec = STATE.recorder or recorder()
     rec.acceptance.add(counts, instance.speculative_num_steps, rec.inflight.take_seq_lens())
 
 

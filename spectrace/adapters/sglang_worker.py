@@ -154,7 +154,7 @@ def begin_step(worker_kind: str, worker, batch, audit) -> StepContext | None:
     st = worker.__dict__.get(ATTR)
     if st is None or not st.audited:
         audit(worker)
-    rec = recorder()
+    rec = STATE.recorder or recorder()  # per step: no call when it exists
     speculative = not is_prefill(batch)
     if rec.inflight.last_end is not None:  # a measured CPU step before this one
         rec.cost.step_starts(speculative)  # a prefill in between: no between-steps interval
