@@ -1,5 +1,5 @@
 """What a runtime's real EAGLE-3 draft model, once built from a config, decided from it
-beyond its parameters: the "switches" of `spectrace.detectors.config_fields` (residual,
+beyond its parameters: the "switches" of `spectrace.doctor.judge.config_fields` (residual,
 norm_output, aux capture, head_dim, activation, rotary embedding, sliding window, norm eps,
 tied lm_head, ...), read off the built modules by attribute, the same names for SGLang's
 and vLLM's classes. A switch the class does not have reads None.

@@ -2,7 +2,7 @@
 (`LlamaForCausalLMEagle3`, `Eagle3DeepseekV2ForCausalLM`), built on the CPU from a tiny
 config without a checkpoint: which parameters they have (names, shapes) and, for a list
 of (key, shape, dtype), which keys their own `load_weights` drops and which parameters
-stay empty. The doctor's loader model (`spectrace.detectors.loaders`) is checked against
+stay empty. The doctor's loader model (`spectrace.doctor.judge.loaders`) is checked against
 this in tests/test_doctor_loader_facts.py.
 
 Runs in its own process (it sets up SGLang's world-size-1 process groups):

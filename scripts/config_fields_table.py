@@ -1,4 +1,4 @@
-"""The config-field table of docs/doctor.md, generated from `spectrace.detectors.config_fields`
+"""The config-field table of docs/doctor.md, generated from `spectrace.doctor.judge.config_fields`
 (every row there is checked against the runtimes' real draft classes by
 tests/test_doctor_config_fields.py, and the docs against this output by the same module).
 
@@ -13,8 +13,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from spectrace.detectors import config_fields as cf  # noqa: E402
-from spectrace.detectors.loaders import DraftClass  # noqa: E402
+from spectrace.doctor.judge import config_fields as cf  # noqa: E402
+from spectrace.doctor.judge.loaders import DraftClass  # noqa: E402
 from spectrace.runtimes import SGLANG, VLLM, Runtime  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "doctor.md")

@@ -28,7 +28,7 @@ import torch
 from harness import checkpoint_formats as cf
 from harness.tiny_models import DV, H, L, V, draft_config
 from spectrace.cli import main as spectrace_main
-from spectrace.doctor.safetensors_header import parse_header
+from spectrace.doctor.files.safetensors_header import parse_header
 from tests import test_doctor as td
 from tests import test_doctor_formats as tf
 

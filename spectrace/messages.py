@@ -1,6 +1,6 @@
 """The words of every finding, in one place: for each kind of finding its code, what is
 wrong (and what it does to speculation), and the fix, as `str.format` templates over named
-facts. The detectors fill them for `spectrace doctor` and for the run-time hooks alike,
+facts. The doctor's judging and the run-time rules fill them alike,
 so both say the same thing the same way.
 
 A `Message` renders as "TEXT Fix: FIX" (just TEXT when it has no fix); the smaller
@@ -240,7 +240,7 @@ MISSING_NORMS_RENAMED = (" The trained weights are in the checkpoint under {show
                          "{subject} loads into a norm that layer never computes with; `--fix` "
                          "renames them.")
 
-# -- a checkpoint's config (detectors.checkpoint) -------------------------------------------------
+# -- a checkpoint's config (doctor.judge.checkpoint) -------------------------------------------------
 CONFIG_TRANSLATABLE = Message(
     names.CONFIG_UNSUPPORTED, "{problem}.",
     "`spectrace doctor --fix OUT_DIR` writes the config in the form this runtime reads (the "
@@ -277,7 +277,7 @@ SETTING_IGNORED = Message(
     "deploy on a runtime that has this setting, or retrain without it; `--fix` cannot change "
     "what the weights compute.")
 
-# -- a checkpoint's tensor shapes (detectors.checkpoint) ------------------------------------------
+# -- a checkpoint's tensor shapes (doctor.judge.checkpoint) ------------------------------------------
 SHAPE_MISMATCH = Message(
     names.SHAPE_MISMATCH,
     "tensor `{key}` has shape {shape} but the draft config implies {expected} ({why}). "
@@ -294,7 +294,7 @@ VOCAB_SIZE_MISMATCH = Message(
     "vocabulary disagrees with the tokens it is fed.",
     "set the draft's vocab_size to {target_vocab}.")
 
-# -- a checkpoint's fc width and aux layers (detectors.checkpoint_aux) ----------------------------
+# -- a checkpoint's fc width and aux layers (doctor.judge.checkpoint_aux) ----------------------------
 HIDDEN_IN_MISMATCH = Message(
     names.FC_CONFIG_WIDTH_MISMATCH,
     "the draft config's {field} = {hidden_in} but the target's hidden_size is {target_hidden}: "
@@ -381,7 +381,7 @@ MISREAD_FIX = {
                           "vLLM's convention",
 }
 
-# -- why a runtime cannot read a config (detectors.runtime_view; the {problem} above) ------------
+# -- why a runtime cannot read a config (doctor.judge.runtime_view; the {problem} above) ------------
 SGLANG_READS_NO_SPECULATORS = (
     "{runtime} reads config.json with transformers' AutoConfig, which needs a top-level "
     "model_type, and no SGLang version reads the speculators format (`speculators_config`, "
@@ -410,7 +410,7 @@ UNSUPPORTED_ACTIVATION = Message(
     "the runtimes serve EAGLE-3 drafts with silu only: retrain with hidden_act silu (no config "
     "change makes the trained weights compute silu).")
 
-# -- settings trained with vs read (detectors.trained_settings; the {why} above) ------------------
+# -- settings trained with vs read (doctor.judge.trained_settings; the {why} above) ------------------
 NBR_UNSAID_VLLM = (
     "the speculators config does not say; vLLM reads a missing value as true (residual = "
     "hidden_norm(fc output)), while `speculators convert` and the config class default to "
@@ -428,7 +428,7 @@ NORM_OUTPUT_DROPPED = " (its speculators translation drops the field)"
 MLA_NO_INPUT_NORM = ("the MLA draft of {loader} has no input_norm: the concatenated aux states "
                      "reach fc without the norm the draft was trained with")
 
-# -- dtype (detectors.dtypes; doctor.weight_scan) -------------------------------------------------
+# -- dtype (doctor.judge.dtypes; doctor.files.weight_scan) -------------------------------------------------
 DTYPE_HOW_OPTION = "launched with --dtype {dtype}"
 DTYPE_HOW_SGLANG = ("SGLang resolves --dtype auto from the draft's own config.json, which says "
                     "{dtype}")
@@ -463,7 +463,7 @@ DTYPE_CAST = Message(
     "keeps the values within range; only rounding differs from what was trained, which "
     "barely moves acceptance.")
 
-# -- the target's quantization (detectors.quantization) -------------------------------------------
+# -- the target's quantization (doctor.judge.quantization) -------------------------------------------
 TARGET_QUANTIZED = Message(
     names.TARGET_QUANTIZED,
     "the target is quantized ({method}: {scheme}; from {where}) and {runtime} serves it so. "
@@ -477,7 +477,7 @@ QUANT_EFFECT_LOW_BITS = ("at 4 bits or fewer the features shift visibly, and a d
                          "the unquantized model's hidden states loses noticeably more acceptance "
                          "than at 8 bits.")
 
-# -- the tokenizers (detectors.tokenizer_match) ---------------------------------------------------
+# -- the tokenizers (doctor.judge.tokenizers) ---------------------------------------------------
 TOKENIZER_VOCAB_DIFFERS = Message(
     names.VOCAB_TOKENIZER_MISMATCH,
     "the draft's tokenizer.json has another vocabulary than the target's ({draft_size} vs "
@@ -511,7 +511,7 @@ SPECIAL_IDS_DIFFER = Message(
     "it matters only if the draft was trained with a tokenizer whose ids these are.",
     "write the target's ids into the draft's config.json once you have checked which "
     "tokenizer it was trained with.")
-# -- positions and attention (detectors.positions) ------------------------------------------------
+# -- positions and attention (doctor.judge.positions) ------------------------------------------------
 POSITIONS_BEYOND = Message(
     names.POSITIONS_BEYOND_DRAFT,
     "the draft knows {draft} positions (max_position_embeddings, with its rope scaling) but "
@@ -574,7 +574,7 @@ WINDOW_FIX_UPGRADE = ("use SGLang 0.5.12 or later and launch with "
 WINDOW_FIX_LAYER_TYPES = ("add \"layer_types\": [\"sliding_attention\", ...] (one per draft "
                           "layer) next to sliding_window {size} in config.json.")
 
-# -- no aux layer ids (detectors.checkpoint_aux) ---------------------------------------------------
+# -- no aux layer ids (doctor.judge.checkpoint_aux) ---------------------------------------------------
 IDS_DEFAULT = Message(
     names.AUX_LAYER_IDS_DEFAULT,
     "the draft names no aux layer ids{where}, so {loader} captures its default for this "

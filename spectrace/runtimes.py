@@ -68,3 +68,14 @@ def runtime_version(name: str) -> str:
     """`installed_version`, read once ("unknown" when not installed): `importlib.metadata`
     parses the wheel's METADATA on every call (milliseconds), too slow for a step span."""
     return installed_version(name) or "unknown"
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """The release numbers of a PEP 440 version: `0.5.12`, `v0.5.12.post1` -> (0, 5, 12),
+    `0.5rc2` -> (0, 5, 0); ValueError (`packaging`'s `InvalidVersion`) otherwise."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        release = Version(str(version)).release
+    except InvalidVersion:
+        raise InvalidVersion(f"version {version!r} is not a version like 0.5.8") from None
+    return (release + (0, 0))[:3]

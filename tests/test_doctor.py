@@ -19,10 +19,12 @@ import torch
 from safetensors.torch import save_file  # noqa: E402
 
 from harness.tiny_models import DV, H, L, V, draft_config, draft_state_dict, make_tiny_models  # noqa: E402,E501
-from spectrace.detectors.loaders import (expected_params, parse_version,  # noqa: E402
-                                         resolve_loader, simulate_load)
+from spectrace.doctor.judge.draft_params import expected_params
+from spectrace.doctor.judge.loaders import resolve_loader  # noqa: E402
+from spectrace.runtimes import parse_version  # noqa: E402
+from spectrace.doctor.judge.load_replay import simulate_load
 from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
-from spectrace.doctor.safetensors_header import parse_header, read_int_tensor  # noqa: E402
+from spectrace.doctor.files.safetensors_header import parse_header, read_int_tensor  # noqa: E402
 from spectrace.findings import ERROR, WARNING  # noqa: E402
 
 pytestmark = pytest.mark.torch

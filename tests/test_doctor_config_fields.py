@@ -1,4 +1,4 @@
-"""Every config field the runtimes' EAGLE-3 draft classes read (spectrace/detectors/
+"""Every config field the runtimes' EAGLE-3 draft classes read (spectrace/doctor/judge/
 config_fields.py), checked against the real classes and against the doctor's own model:
 
 1. SGLang 0.5.23's `LlamaForCausalLMEagle3` and `Eagle3DeepseekV2ForCausalLM`
@@ -26,10 +26,10 @@ import pytest
 
 from harness import tiny_mla
 from harness.tiny_models import draft_config
-from spectrace.detectors import config_fields as cf
-from spectrace.detectors.loaders import (DraftClass, expected_params, resolve_loader,
-                                         shared_from_target, ties_lm_head, uses_fc)
-from spectrace.detectors.positions import honours_window
+from spectrace.doctor.judge import config_fields as cf
+from spectrace.doctor.judge.loaders import DraftClass, resolve_loader
+from spectrace.doctor.judge.draft_params import expected_params, shared_from_target, ties_lm_head, uses_fc
+from spectrace.doctor.judge.positions import honours_window
 from spectrace.runtimes import SGLANG, VLLM
 
 ROOT = Path(__file__).resolve().parents[1]

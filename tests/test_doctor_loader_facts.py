@@ -1,8 +1,8 @@
 """The doctor's model of each runtime's EAGLE-3 loader, checked against the runtimes
 themselves:
 
-1. Every fact a `Loader` row (spectrace/detectors/loaders.py) or an aux-id rule
-   (spectrace/detectors/layer_ids.py) relies on is found in the released wheel sources of
+1. Every fact a `Loader` row (spectrace/doctor/judge/loaders.py) or an aux-id rule
+   (spectrace/doctor/judge/layer_ids.py) relies on is found in the released wheel sources of
    the versions it claims, and is absent where the row says it is absent. The release
    sources come from PyPI (tests/release_sources.py: SGLang's wheels, vLLM's source
    distributions), downloaded once: nothing is imported, no GPU needed.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from spectrace.detectors import layer_ids, loaders
+from spectrace.doctor.judge import layer_ids, loaders
 from tests.release_sources import source
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from spectrace.detectors.fix_plan import plan_fix
+from spectrace.doctor.judge.fix_plan import plan_fix
 from spectrace.doctor import check_checkpoint
-from spectrace.doctor.check import read_checkpoint, read_target
+from spectrace.doctor.files.checkpoint_files import read_checkpoint, read_target
 from tests.published_drafts import PUBLISHED, TARGETS, Published
 
 pytestmark = pytest.mark.torch

@@ -113,7 +113,7 @@ def _after_forward(due, instance, result) -> None:
 # -- weights and vocabulary map -----------------------------------------------------------
 def shared_from_target(model) -> set[str]:
     """Parameters the eagle worker fills from the target, so a checkpoint need not carry
-    them (the doctor's `detectors.checkpoint.shared_from_target` reads the same rule from
+    them (the doctor's `doctor.judge.checkpoint.shared_from_target` reads the same rule from
     the config)."""
     shared = {"model.embed_tokens.weight"}
     if getattr(model, "load_lm_head_from_target", False):

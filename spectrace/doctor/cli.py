@@ -12,9 +12,9 @@ import json
 import sys
 
 from ..findings import ERROR, WARNING
-from .check import DoctorReport, judge_checkpoint, read_checkpoint, read_target, \
-    resolve_dtype, resolve_runtime
+from .check import DoctorReport, judge_checkpoint, resolve_dtype, resolve_runtime
 from .errors import UnusableInput
+from .files.checkpoint_files import read_checkpoint, read_target
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         report = judge_checkpoint(ck, tgt, runtime, version, source, dtype)
         result = None
         if args.fix is not None:
-            from .fix import fix_checkpoint
+            from .write_copy import fix_checkpoint
             result = fix_checkpoint(ck, tgt, runtime, version, source, args.fix, dtype=dtype)
     except UnusableInput as e:
         print(f"spectrace doctor: {' '.join(str(e).splitlines())}", file=sys.stderr)

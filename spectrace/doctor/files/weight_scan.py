@@ -16,11 +16,11 @@ from array import array
 
 from typing import TYPE_CHECKING
 
-from ..detectors.dtypes import FLOAT16_MAX, Overflow
-from .errors import UnusableInput
+from ..judge.dtypes import FLOAT16_MAX, Overflow
+from ..errors import UnusableInput
 
 if TYPE_CHECKING:
-    from .check import Checkpoint
+    from .checkpoint_files import Checkpoint
 
 CHUNK = 8 << 20
 # safetensors dtype -> (bytes per value, array typecode of the decoded value)

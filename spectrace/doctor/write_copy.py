@@ -2,7 +2,7 @@
 the layout the chosen runtime reads, then check the copy.
 
 Never in place: OUT_DIR must not be the draft directory or inside it, and must be empty
-(or absent). The plan (`detectors.fix_plan.plan_fix`) comes from the same tables the
+(or absent). The plan (`doctor.judge.fix_plan.plan_fix`) comes from the same tables the
 doctor judges with, so the copy changes exactly what the doctor reports; what it cannot
 fix safely (wrong fc width, weights that do not exist, a setting the runtime lacks) is a
 refusal and nothing is written.
@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..detectors.dtypes import AUTO
-from ..detectors.fix_plan import plan_fix
-from ..detectors.translation import Plan
-from . import pickled
-from .check import PICKLE_SUFFIXES, Checkpoint, DoctorReport, judge_checkpoint, read_checkpoint
+from .check import DoctorReport, judge_checkpoint
 from .errors import UnusableInput
-from .safetensors_header import INT_FORMATS
+from .files import pickled
+from .files.checkpoint_files import PICKLE_SUFFIXES, Checkpoint, read_checkpoint
+from .files.safetensors_header import INT_FORMATS
+from .judge.dtypes import AUTO
+from .judge.fix_plan import plan_fix
+from .judge.translation import Plan
 
 CHUNK = 8 << 20  # bytes per read/write while copying tensor data
 ALIGN = 8        # safetensors pads the header so the data starts 8-byte aligned

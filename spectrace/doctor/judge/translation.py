@@ -9,13 +9,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .. import signals
-from ..runtimes import SGLANG, VLLM, Runtime, Word
+from ... import signals
+from ...runtimes import SGLANG, VLLM, Runtime, Word
 from .formats import Format, FormatName, archs_of
 from .inputs import Target
 from .layer_ids import sglang_ids_for
-from .loaders import (DRAFT_ARCHS, Decoder, DraftClass, Loader, RouteKind, resolve_loader,
-                      route_key)
+from .load_replay import RouteKind, route_key
+from .loaders import DRAFT_ARCHS, Decoder, DraftClass, Loader, resolve_loader
 from .runtime_view import MTP_TYPES
 
 # Structural key renames, tried in order on a key the loader would not load, until the

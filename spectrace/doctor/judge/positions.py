@@ -20,12 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import INFO, WARNING, Finding
-from ..runtimes import SGLANG, VLLM
+from ... import messages, signals
+from ...findings import INFO, WARNING, Finding
+from ...runtimes import SGLANG, VLLM
 from .formats import Format, FormatName
 from .inputs import Target
-from .loaders import DraftClass, Loader, parse_version
+from ...runtimes import parse_version
+from .loaders import DraftClass, Loader
 
 SGLANG_WINDOW_FLAG_FROM = (0, 5, 12)  # --speculative-draft-window-size
 # Model Optimizer's `eagle_export_rope_scaling` default (modelopt/torch/speculative/config.py)

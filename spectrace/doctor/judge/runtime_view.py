@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages
-from ..runtimes import SGLANG, VLLM, Runtime
+from ... import messages
+from ...runtimes import SGLANG, VLLM, Runtime
 from .formats import Format, FormatName, archs_of
 from .loaders import DRAFT_ARCHS, DraftClass, Loader, resolve_loader
 

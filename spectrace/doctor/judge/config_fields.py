@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..runtimes import SGLANG, VLLM, Runtime, Word
+from ...runtimes import SGLANG, VLLM, Runtime, Word
 from .loaders import DraftClass
 
 VERIFIED = {SGLANG: "0.5.23", VLLM: "0.32.0"}  # the real classes the probes build

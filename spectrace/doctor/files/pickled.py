@@ -14,7 +14,7 @@ import warnings
 import zipfile
 from typing import Any
 
-from .errors import UnusableInput
+from ..errors import UnusableInput
 
 READER = "torch.load(weights_only=True)"  # named in the report
 # torch dtype -> the safetensors name the checks use

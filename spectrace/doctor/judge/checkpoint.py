@@ -13,24 +13,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import ERROR, WARNING, Finding
-from ..runtimes import SGLANG, VLLM
+from ... import messages, signals
+from ...findings import ERROR, WARNING, Finding
+from ...runtimes import SGLANG, VLLM
 from . import formats
 from .checkpoint_aux import check_fc_and_aux
 from .formats import Format, FormatName
 from .inputs import CheckpointView, Target
-from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKeys,
-                      checkpoint_keys, eagle_config, expected_params, geometry, route_key,
-                      shard_shape, shared_from_target, simulate_load, ties_lm_head,
-                      unused_params)
+from .draft_params import (
+    eagle_config, expected_params, geometry, shard_shape, shared_from_target, ties_lm_head,
+    unused_params)
+from .load_replay import RouteKind, checkpoint_keys, route_key, simulate_load
+from .loaders import Decoder, DraftClass, Layers, Loader, UnknownKeys
 from .positions import check_positions
 from .runtime_view import runtime_view
 from .trained_settings import settings
 from .translation import (borrows_target_head, q_lora_rows, suggest_renames, translate_config,
                           upper_norm_rename)
-from ..rules.vocab import check_vocab_map
-from ..rules.weights import (MAX_NAMES, is_network_weight, missing_params_finding, tied_head_cause,
+from ...rules.vocab import check_vocab_map
+from ...rules.weights import (MAX_NAMES, is_network_weight, missing_params_finding, tied_head_cause,
                       unused_keys_finding)
 
 INT_DTYPES = ("I64", "I32")
