@@ -8,7 +8,7 @@ config_fields.py), checked against the real classes and against the doctor's own
    the base with each fact's `sets` applied: what differs (parameters added, removed,
    reshaped; the switches of harness/draft_switches.py; a refusal) is exactly the fact's
    `changes`. A release whose class does otherwise fails here.
-2. The doctor's model predicts the same: `loaders.expected_params` differs by the same
+2. The doctor's model predicts the same: `draft_params.expected_params` differs by the same
    parameters, and its `Loader` fields, `ties_lm_head`, `uses_fc` and
    `positions.honours_window` agree with the switches (fast: pure functions).
 3. The table in docs/doctor.md is the one scripts/config_fields_table.py generates.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from spectrace.doctor.judge import layer_ids, loaders
+from spectrace.doctor.judge import draft_params, layer_ids, load_replay, loaders
 from tests.release_sources import source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -288,9 +288,9 @@ def test_sglang_real_classes_match_the_loader_model(probed):
     v = installed("sglang")
     for (name, draft, cfg, sd), real in zip(cases, results):
         loader = loaders.resolve_loader("sglang", v, draft)
-        params = loaders.expected_params(cfg, loader)
+        params = draft_params.expected_params(cfg, loader)
         assert {k: list(s) for k, s in params.items()} == real["params"], name
-        unused, missing = loaders.simulate_load(list(sd), params, loader, cfg)
+        unused, missing = load_replay.simulate_load(list(sd), params, loader, cfg)
         assert real["error"] is None, (name, real["error"])
         assert sorted(unused) == sorted(real["unused"]), (name, unused, real["unused"])
         assert sorted(missing) == sorted(real["missing"]), (name, missing, real["missing"])
@@ -336,11 +336,11 @@ def test_vllm_real_classes_match_the_loader_model(tmp_path):
     for (name, draft, cfg, sd), real in zip(cases, results):
         assert real["build_error"] is None, (name, real["build_error"])
         loader = loaders.resolve_loader("vllm", real["version"], draft)
-        params = loaders.expected_params(cfg, loader)
+        params = draft_params.expected_params(cfg, loader)
         assert {k: list(v) for k, v in params.items()} == real["params"], name
-        unused, missing = loaders.simulate_load(list(sd), params, loader, cfg)
-        refused = [k for k in unused if loaders.route_key(k, params, loader, cfg).kind
-                   == loaders.RouteKind.DROPPED]
+        unused, missing = load_replay.simulate_load(list(sd), params, loader, cfg)
+        refused = [k for k in unused if load_replay.route_key(k, params, loader, cfg).kind
+                   == load_replay.RouteKind.DROPPED]
         assert bool(refused) == (real["error"] is not None), (name, refused, real["error"])
         if refused:
             raised.append(name)
