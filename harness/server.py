@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from typing import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STANDIN = os.path.join(HERE, "sgl_kernel_standin")
@@ -24,10 +26,43 @@ CPU_PATCHES = os.path.join(HERE, "cpu_patches")  # sitecustomize: no-driver torc
 LAUNCHER = os.path.join(HERE, "launch_cpu_server.py")
 
 
-def free_port() -> int:
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(low: int = 30000, high: int = 65535) -> int:
+    """A port free now, in [`low`, `high`] and below the kernel's ephemeral range where
+    there is room. A server binds its port only once its models are loaded, tens of
+    seconds later under load; meanwhile every `bind(0)` on the machine (gloo's and
+    vLLM's listeners, other tests' servers) draws from the ephemeral range, so a port
+    taken from there can be gone by then (CI, 2026-12-04: uvicorn's bind failed, exit 3).
+    30000 up: SGLang keeps its own later-bound ports in 22000-29999."""
+    top = min(high, _ephemeral_low() - 1)
+    if top - low < 256:  # no room below the ephemeral range: anywhere up to `high`
+        top = high
+    for port in random.sample(range(low, top + 1), min(64, top + 1 - low)):
+        if _bindable(port):
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _bindable(port: int) -> bool:
+    try:
+        with socket.socket() as s:
+            s.bind(("0.0.0.0", port))
+        return True
+    except OSError:
+        return False
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind its port: another process took it after `free_port`."""
 
 
 def server_args(models: str, port: int, steps: int | None = 3, topk: int = 1,
@@ -164,14 +199,29 @@ def start_server(models: str, log_path: str, env_extra: dict | None = None,
     """`background_job`: start it with SIGINT ignored, as a shell script's `cmd &` does.
     `tp_size`: tensor-parallel ranks (`--tp-size`; `tensor_parallel_env`). `nice`: see
     `launch`. `draft`, `steps`: see `server_args`."""
-    port = free_port()
-    cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens,
-                                           algorithm=algorithm, draft=draft) + (extra_args or [])
+    def command(port: int) -> list[str]:
+        cmd = [python, LAUNCHER] + server_args(models, port, steps, topk, draft_tokens,
+                                               algorithm=algorithm, draft=draft)
+        cmd += extra_args or []
+        return cmd + (["--tp-size", str(tp_size)] if tp_size > 1 else [])
     env = {**tensor_parallel_env(tp_size), **(env_extra or {})}
-    if tp_size > 1:
-        cmd += ["--tp-size", str(tp_size)]
-    return launch(cmd, cpu_env(env), port, log_path, timeout,
-                  background_job=background_job, nice=nice)
+    return launch_on_free_port(command, cpu_env(env), log_path, timeout,
+                               background_job=background_job, nice=nice)
+
+
+def launch_on_free_port(command: Callable[[int], list[str]], env: dict, log_path: str,
+                        timeout: float, tries: int = 3, port_high: int = 65535,
+                        **launch_kwargs) -> Server:
+    """`launch(command(port), ...)` on a `free_port` up to `port_high`; on `PortTaken`,
+    again on another."""
+    for attempt in range(1, tries + 1):
+        port = free_port(high=port_high)
+        try:
+            return launch(command(port), env, port, log_path, timeout, **launch_kwargs)
+        except PortTaken:
+            if attempt == tries:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _foreground_signals() -> None:
@@ -221,8 +271,10 @@ def launch(cmd: list[str], env: dict, port: int, log_path: str, timeout: float,
         deadline = time.time() + timeout
         while time.time() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(f"{label} exited with {proc.returncode}; log {log_path}:\n"
-                                   + server.log()[-4000:])
+                text = server.log()
+                error = PortTaken if "address already in use" in text.lower() else RuntimeError
+                raise error(f"{label} exited with {proc.returncode}; log {log_path}:\n"
+                            + _tail_with_errors(text))
             try:
                 with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
                     if r.status == 200:
@@ -231,9 +283,19 @@ def launch(cmd: list[str], env: dict, port: int, log_path: str, timeout: float,
                 pass
             time.sleep(0.5)
         raise RuntimeError(f"{label} did not answer in {timeout} s; log {log_path}:\n"
-                           + server.log()[-4000:])
+                           + _tail_with_errors(server.log()))
     except BaseException:  # not started (or interrupted): nothing of it stays running
         server.stop()
         raise
     finally:
         log.close()  # the child has its own descriptor
+
+
+def _tail_with_errors(log: str, size: int = 4000) -> str:
+    """The log's last `size` characters, after its first lines naming an error: the
+    cause often comes long before the tracebacks that end the log."""
+    errors = [line for line in log.splitlines()
+              if "Error" in line or "error" in line][:8]
+    head = ("first error lines:\n" + "\n".join(e[:300] for e in errors) + "\n...\n"
+            if errors and len(log) > size else "")
+    return head + log[-size:]

@@ -7,7 +7,7 @@ server spawns the EngineCore, which spawns the worker that runs both models. flo
 (bfloat16 kills the CPU worker on this machine), eager mode, small KV cache. Nothing
 here is a stand-in: every line that runs is vLLM's own.
 
-    python -m harness.vllm_server MODELS [--port P]     # a server for manual checks
+    python -m harness.vllm_server MODELS [--log FILE]     # a server for manual checks
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from .server import Server, free_port, launch
+from .server import Server, launch_on_free_port
 
 VLLM_PYTHON_VAR = "SPECTRACE_VLLM_PYTHON"
 CPU_ENV = {
@@ -111,11 +111,11 @@ def start_vllm_server(python: str, models: str, log_path: str, env_extra: dict |
                       launcher: list[str] | None = None,
                       spec_extra: dict | None = None) -> VllmServer:
     """`launcher`: a command the server runs under, e.g. `[".../spectrace-run", "--"]`."""
-    port = free_port()
-    cmd = ((launcher or []) + [python] + server_args(models, port, k, method, spec_extra)
-           + (extra_args or []))
-    return VllmServer(launch(cmd, vllm_env(env_extra), port, log_path, timeout,
-                             label="vLLM server"), models)
+    def command(port: int) -> list[str]:
+        return ((launcher or []) + [python] + server_args(models, port, k, method, spec_extra)
+                + (extra_args or []))
+    return VllmServer(launch_on_free_port(command, vllm_env(env_extra), log_path, timeout,
+                                          label="vLLM server"), models)
 
 
 def main() -> None:

@@ -8,25 +8,10 @@ runs in its own session, so `Server.stop()` also stops the scheduler and detoken
 from __future__ import annotations
 
 import os
-import random
-import socket
 
-from harness.server import Server, launch
+from harness.server import Server, launch_on_free_port
 
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim")
-
-
-def free_port() -> int:
-    """A free port below 55536: 0.5.12 derives its gRPC port as port + 10000 and refuses
-    the server when that passes 65535 (the OS's ephemeral ports often do)."""
-    while True:
-        port = random.randrange(20000, 55000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
 
 
 def server_args(models: str, port: int, steps: int = 3) -> list[str]:
@@ -54,6 +39,7 @@ def cpu_env(extra: dict | None = None) -> dict:
 
 def start_server(python: str, models: str, log_path: str, env_extra: dict | None = None,
                  steps: int = 3, timeout: float = 300) -> Server:
-    port = free_port()
-    cmd = [python, "-m", "sglang.launch_server"] + server_args(models, port, steps)
-    return launch(cmd, cpu_env(env_extra), port, log_path, timeout, "SGLang 0.5.12 server")
+    return launch_on_free_port(
+        lambda port: [python, "-m", "sglang.launch_server"] + server_args(models, port, steps),
+        cpu_env(env_extra), log_path, timeout, label="SGLang 0.5.12 server",
+        port_high=55535)  # 0.5.12 derives its gRPC port as port + 10000, refused past 65535
