@@ -22,7 +22,7 @@ def test_buckets_are_powers_of_two_and_bounded():
     assert step_cost.BUCKETS[:4] == ("1", "2-3", "4-7", "8-15")
     assert step_cost.bucket_of(10 ** 9) == step_cost.MAX_BUCKET
     assert step_cost.BUCKETS[-1] == f"{1 << step_cost.MAX_BUCKET}+"
-    assert step_cost.slot(step_cost.BETWEEN, step_cost.MAX_BUCKET, 99) == step_cost.SLOTS - 1
+    assert step_cost.slot(step_cost.FORWARD, step_cost.MAX_BUCKET, 99) == step_cost.SLOTS - 1
 
 
 def begin(rec, worker, batch_size: int):
@@ -47,10 +47,10 @@ def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
         worker.speculative_num_steps = 1
         cost = begin(rec, worker, 1)
         rec.cost.end(cost)
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.cost.rows()}
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n, *_ in rec.cost.rows()}
         assert got == {("step", "4-7", 3): 1, ("verify", "4-7", 3): 1,
                        ("between_steps", "4-7", 3): 1, ("step", "1", 1): 1}
-        assert all(s >= 0 for _, s, _, _ in rec.cost.rows())
+        assert all(s >= 0 for _, s, _, _, *_ in rec.cost.rows())
         points = {(o.attributes[signals.ATTR_PHASE], o.attributes[signals.ATTR_NUM_STEPS]):
                   o.value for o in rec.cost._observe(3)}
         assert points[("step", 1)] == 1 and points[("verify", 3)] == 1
@@ -85,11 +85,11 @@ def test_the_totals_take_whole_measured_steps_only(tmp_path):
         _v2_boundaries(rec, worker)
         rec.cost.step_starts(True)
         cost = _v2_boundaries(rec, worker, end=False)  # in flight at the collection
-        got = {k.phase: n for k, _, _, n in rec.cost.rows()}
+        got = {k.phase: n for k, _, _, n, *_ in rec.cost.rows()}
         assert got == {"step": 1, "draft": 1, "verify": 1, "draft_extend": 1,
                        "between_steps": 1}
         rec.cost.end(cost)
-        costs = {k.phase: (sec, n) for k, sec, _, n in rec.cost.rows()}
+        costs = {k.phase: (sec, n) for k, sec, _, n, *_ in rec.cost.rows()}
         assert {p: n for p, (_, n) in costs.items()} == {
             "step": 2, "draft": 2, "verify": 2, "draft_extend": 2, "between_steps": 1}
         assert sum(costs[p][0] for p in PARTS) == pytest.approx(costs["step"][0], rel=1e-9)
@@ -105,7 +105,7 @@ def test_one_collection_reads_one_snapshot_of_the_step_costs(tmp_path):
         _v2_boundaries(rec, worker)
         for first, then in ((1, (3, 2)), (3, (1, 2)), (2, (3, 1))):
             reads = {first: _by_phase(rec.cost._observe(first))}
-            before = {k.phase: n for k, _, _, n in rec.cost.rows()}["step"]
+            before = {k.phase: n for k, _, _, n, *_ in rec.cost.rows()}["step"]
             _v2_boundaries(rec, worker)  # the decode loop goes on during the collection
             reads.update({f: _by_phase(rec.cost._observe(f)) for f in then})
             samples, seconds, squares = reads[3], reads[1], reads[2]
@@ -137,14 +137,21 @@ def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
         finally:
             step.close()
         assert rec.inflight.cost is None and rec.inflight.tail is None
-        costs = {(k.phase, k.bucket, k.num_steps): (sec, n) for k, sec, _, n in rec.cost.rows()}
+        rows = {(r.key.phase, r.key.bucket, r.key.num_steps): r for r in rec.cost.rows()}
+        costs = {key: (r.seconds, r.samples) for key, r in rows.items()}
+        phases = ("step", "draft", "verify", "draft_extend", "target_forward")
         assert {key: n for key, (_, n) in costs.items()} == {
-            **{(p, "4-7", 3): 3 for p in ("step", "draft", "verify", "draft_extend")},
-            **{(p, "4-7", 2): 1 for p in ("step", "draft", "verify", "draft_extend")},
+            **{(p, "4-7", 3): 3 for p in phases}, **{(p, "4-7", 2): 1 for p in phases},
             ("between_steps", "4-7", 3): 3}
         for k in (2, 3):
             parts = sum(costs[(p, "4-7", k)][0] for p in ("draft", "verify", "draft_extend"))
             assert parts == pytest.approx(costs[("step", "4-7", k)][0], rel=1e-9)
+            # the target's forward: inside verify, with its tokens (5 requests x 4 rows)
+            fwd = rows[("target_forward", "4-7", k)]
+            assert 0 < fwd.seconds <= costs[("verify", "4-7", k)][0]
+            assert (fwd.tokens, fwd.tokens_squares) == (20 * fwd.samples, 400 * fwd.samples)
+            assert fwd.time_tokens == pytest.approx(20 * fwd.seconds)
+        assert all(r.tokens == 0 for r in rows.values() if r.key.phase != "target_forward")
         for p in rec.tel.owned:
             p.force_flush()
         with open(os.path.join(rec.tel.directory, SPANS_FILE)) as fh:

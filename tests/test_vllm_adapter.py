@@ -335,10 +335,10 @@ def test_step_cost_measures_every_nth_speculative_step(tmp_path):
             runner.sample_tokens(None)  # vLLM's pipeline stage: nothing to end
         finally:
             step.close()
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.cost.rows()}
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n, *_ in rec.cost.rows()}
         assert got == {**{(p, "4-7", hb.STEPS): 2 for p in ("step", "verify", "draft")},
                        **{(p, "4-7", 2): 1 for p in ("step", "verify", "draft")},
                        ("between_steps", "4-7", hb.STEPS): 1, ("between_steps", "4-7", 2): 1}
-        sec = {(k.phase, k.num_steps): s for k, s, _, _ in rec.cost.rows()}
+        sec = {(k.phase, k.num_steps): s for k, s, _, _, *_ in rec.cost.rows()}
         for k in (2, hb.STEPS):
             assert 0 < sec[("verify", k)] + sec[("draft", k)] <= sec[("step", k)]

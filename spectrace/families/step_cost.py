@@ -13,8 +13,10 @@ One clock measures every phase, picked once per worker from where its batch live
 
 Both fold their intervals into the same `PhaseTotals`: flat lists of seconds, squared
 seconds and samples indexed by (phase, bucket, K), so the decode loop appends one tuple per
-interval, whatever the batch size. Which steps are measured is `StepCosts.due`'s (every Nth,
-`SPECTRACE_STEP_COST_EVERY`).
+interval, whatever the batch size. The target's forward inside verify (`FORWARD`) also
+carries the target tokens it processed, summed with their squares and their product with
+the time (a least-squares fit of forward cost against tokens: `spectrace.advisor`). Which
+steps are measured is `StepCosts.due`'s (every Nth, `SPECTRACE_STEP_COST_EVERY`).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def bucket_label(i: int) -> str:
 BUCKETS = tuple(bucket_label(i) for i in range(MAX_BUCKET + 1))
 BUCKET_INDEX = {label: i for i, label in enumerate(BUCKETS)}
 PHASE_INDEX = {p: i for i, p in enumerate(signals.PHASES)}
-STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN = range(len(signals.PHASES))
+STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN, FORWARD = range(len(signals.PHASES))
 
 
 def bucket_of(batch_size: int) -> int:
@@ -65,28 +67,50 @@ class PhaseKey(NamedTuple):
     num_steps: int
 
 
+class PhaseRow(NamedTuple):
+    """One (phase, bucket, K) measured: its sums. The token sums are the target's forward's
+    only (`FORWARD`); 0 for the other phases."""
+
+    key: PhaseKey
+    seconds: float
+    squares: float
+    samples: int
+    tokens: float = 0
+    tokens_squares: float = 0
+    time_tokens: float = 0
+
+
 class PhaseTotals:
-    """Seconds, squared seconds and samples per (phase, bucket, K): plain lists, preallocated."""
+    """Seconds, squared seconds and samples per (phase, bucket, K), and the forward's tokens
+    (their sum, squares and product with the seconds): plain lists, preallocated."""
 
     def __init__(self) -> None:
         self.seconds = [0.0] * SLOTS
         self.squares = [0.0] * SLOTS
         self.samples = [0] * SLOTS
+        self.tokens = [0] * SLOTS
+        self.tokens_squares = [0] * SLOTS
+        self.time_tokens = [0.0] * SLOTS
 
-    def add(self, i: int, seconds: float) -> None:
+    def add(self, i: int, seconds: float, tokens: int = 0) -> None:
         self.seconds[i] += seconds
         self.squares[i] += seconds * seconds
         self.samples[i] += 1
+        if tokens:
+            self.tokens[i] += tokens
+            self.tokens_squares[i] += tokens * tokens
+            self.time_tokens[i] += seconds * tokens
 
     def items(self):
-        """(PhaseKey, seconds, squares, samples) of every slot measured."""
+        """A `PhaseRow` for every slot measured."""
         nb, nk = MAX_BUCKET + 1, MAX_K + 1
         for i, n in enumerate(list(self.samples)):
             if n:
                 phase, rest = divmod(i, nb * nk)
                 b, k = divmod(rest, nk)
-                yield (PhaseKey(signals.PHASES[phase], BUCKETS[b], k), self.seconds[i],
-                       self.squares[i], n)
+                yield PhaseRow(PhaseKey(signals.PHASES[phase], BUCKETS[b], k), self.seconds[i],
+                               self.squares[i], n, self.tokens[i], self.tokens_squares[i],
+                               self.time_tokens[i])
 
 
 class WallClock:
@@ -104,13 +128,14 @@ class WallClock:
     def start(self):
         return time.perf_counter()
 
-    def stop(self, started, i: int) -> None:
-        self.interval(started, time.perf_counter(), i)
+    def stop(self, started, i: int, tokens: int = 0) -> None:
+        self.interval(started, time.perf_counter(), i, tokens)
 
-    def interval(self, started, ended, i: int) -> None:
-        """The phase `i` ran from `started` to `ended` (two `start()`s)."""
+    def interval(self, started, ended, i: int, tokens: int = 0) -> None:
+        """The phase `i` ran from `started` to `ended` (two `start()`s) over `tokens` target
+        tokens (the forward's; 0 for the other phases)."""
         if len(self._pending) < self.MAX_PENDING:
-            self._pending.append((started, ended, i))
+            self._pending.append((started, ended, i, tokens))
 
     def fold(self) -> None:
         """Add up the intervals of every measured step that has ended, in order (the
@@ -118,8 +143,8 @@ class WallClock:
         with self._lock:
             pending, add = self._pending, self.totals.add
             for _ in range(whole_steps(pending)):
-                started, ended, i = pending.popleft()
-                add(i, ended - started)
+                started, ended, i, tokens = pending.popleft()
+                add(i, ended - started, tokens)
 
 
 class CudaEventClock:
@@ -145,18 +170,18 @@ class CudaEventClock:
         ev.record()
         return ev
 
-    def stop(self, started, i: int) -> None:
+    def stop(self, started, i: int, tokens: int = 0) -> None:
         if started is None:
             return
         end = self._event(enable_timing=True)
         end.record()
-        self._pending.append((started, end, i))
+        self._pending.append((started, end, i, tokens))
 
-    def interval(self, started, ended, i: int) -> None:
+    def interval(self, started, ended, i: int, tokens: int = 0) -> None:
         """The phase `i` ran between the events `started` and `ended` (two `start()`s;
-        either None when the pending pairs were full)."""
+        either None when the pending pairs were full) over `tokens` target tokens."""
         if started is not None and ended is not None:
-            self._pending.append((started, ended, i))
+            self._pending.append((started, ended, i, tokens))
 
     def fold(self) -> None:
         """Add the pairs of every measured step whose events have all completed, in order,
@@ -170,13 +195,13 @@ class CudaEventClock:
                 if ends_a_step(pending[j][2]):
                     whole = j + 1
             for _ in range(whole):
-                start, end, i = pending.popleft()
-                self.totals.add(i, start.elapsed_time(end) / 1000.0)
+                start, end, i, tokens = pending.popleft()
+                self.totals.add(i, start.elapsed_time(end) / 1000.0, tokens)
 
 
 def whole_steps(pending) -> int:
-    """How many of the pending (started, ended, slot) intervals, oldest first, go up to and
-    including the last one of phase `STEP` or `BETWEEN`: a measured step appends its own
+    """How many of the pending (started, ended, slot, tokens) intervals, oldest first, go up
+    to and including the last one of phase `STEP` or `BETWEEN`: a measured step appends its own
     interval last, after its phases, and the between-steps interval comes at the next
     step's start, before that step's phases; what follows the last of them is the step in
     flight. The totals take whole steps only, so a collection in the middle of a step
@@ -191,7 +216,7 @@ def whole_steps(pending) -> int:
 
 def ends_a_step(i: int) -> bool:
     """The interval in slot `i` is a step's own (`STEP`) or the time after it (`BETWEEN`)."""
-    return i < PHASE_STRIDE or i >= BETWEEN * PHASE_STRIDE
+    return i < PHASE_STRIDE or BETWEEN * PHASE_STRIDE <= i < FORWARD * PHASE_STRIDE
 
 
 def clock_for(totals: PhaseTotals, on_cuda: bool):
@@ -221,34 +246,56 @@ class StepCost:
 
 class PhaseCost(NamedTuple):
     """A measured phase in flight (its child span too, when the step is sampled as spans)."""
-
     span: object
     started: object
     slot: int
 
 
+class ForwardCost(NamedTuple):
+    """The target's forward in flight inside a measured step's verify."""
+    cost: StepCost
+    started: object
+    tokens: int
+
+
 # -- the family: metrics, the measured step's hooks, the totals' observations ------------------
+_ATTRS = (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS)
 SPEC_PHASE_TIME = MetricSpec(
     "spectrace.spec.phase_time", COUNTER, "s",
     "Measured time of sampled speculative steps, by `phase` (step, draft, verify, "
-    "draft_extend, between_steps), batch-size bucket and draft steps K: wall time on the "
-    "CPU, CUDA events on a GPU (read once complete, never waited on).",
-    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+    "draft_extend, between_steps, target_forward), batch-size bucket and draft steps K: wall "
+    "time on the CPU, CUDA events on a GPU (read once complete, never waited on).",
+    _ATTRS, counted_once=True)
 SPEC_PHASE_TIME_SQUARES = MetricSpec(
     "spectrace.spec.phase_time_squares", COUNTER, "{s2}",
-    "Sum of squared phase times (seconds squared), for the spread of each mean.",
-    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+    "Sum of squared phase times (seconds squared), for the spread of each mean.", _ATTRS,
+    counted_once=True)
 SPEC_PHASE_SAMPLES = MetricSpec(
     "spectrace.spec.phase_samples", COUNTER, "{sample}",
-    "Phases measured (the denominator of spectrace.spec.phase_time).",
-    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
-METRICS = (SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES)
+    "Phases measured (the denominator of spectrace.spec.phase_time).", _ATTRS,
+    counted_once=True)
+SPEC_PHASE_TOKENS = MetricSpec(
+    "spectrace.spec.phase_tokens", COUNTER, "{token}",
+    "Target tokens processed by the measured target forwards inside verify (phase "
+    "target_forward: requests x (K + 1) for chain drafting), for the fit of forward cost "
+    "against tokens (docs/advisor.md).", _ATTRS, counted_once=True)
+SPEC_PHASE_TOKENS_SQUARES = MetricSpec(
+    "spectrace.spec.phase_tokens_squares", COUNTER, "{token2}",
+    "Sum of the squared token counts of the measured target forwards.", _ATTRS,
+    counted_once=True)
+SPEC_PHASE_TIME_TOKENS = MetricSpec(
+    "spectrace.spec.phase_time_tokens", COUNTER, "{s.token}",
+    "Sum of each measured target forward's seconds times its tokens (the fit's cross "
+    "term).", _ATTRS, counted_once=True)
+METRICS = (SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES, SPEC_PHASE_TOKENS,
+           SPEC_PHASE_TOKENS_SQUARES, SPEC_PHASE_TIME_TOKENS)
+TOKEN_FIELDS = 4  # METRICS from this field on are the forward's token sums
 
 
 class StepCosts:
     """Step cost in one process: which steps are measured (every `step_cost_every`th), the
     measured step in flight (`StepInFlight.cost`), its phases, the time between steps, and
-    the totals the three metrics read."""
+    the totals its metrics read."""
 
     def __init__(self, cfg, inflight) -> None:
         self.cfg = cfg
@@ -346,6 +393,22 @@ class StepCosts:
             if cost is not None:
                 cost.clock.stop(ctx.started, ctx.slot)
 
+    def start_forward(self, tokens: int) -> ForwardCost | None:
+        """The target's forward over `tokens` target tokens starts inside verify, in the
+        measured step in flight (None when no step is measured)."""
+        cost = self.inflight.cost
+        return None if cost is None else ForwardCost(cost, cost.clock.start(), tokens)
+
+    def stop_forward(self, ctx: ForwardCost) -> None:
+        """The forward `start_forward` timed is over: filed under its step's bucket and K
+        (not counted when the step ended first)."""
+        cost = ctx.cost
+        if self.inflight.cost is not cost:
+            return
+        row = cost.row if cost.row >= 0 else slot(0, cost.bucket,
+                                                  cost.worker.speculative_num_steps)
+        cost.clock.stop(ctx.started, row + FORWARD * PHASE_STRIDE, ctx.tokens)
+
     def step_starts(self, speculative: bool) -> None:
         """A step starts: a speculative one after a measured CPU step adds the time between
         them; one that is not speculative (a prefill) means there is none to add."""
@@ -360,27 +423,28 @@ class StepCosts:
         self._clocks[False].interval(t, time.perf_counter(), row + BETWEEN * PHASE_STRIDE)
 
     # -- collection ---------------------------------------------------------------------
-    def rows(self) -> list:
-        """(PhaseKey, seconds, squared seconds, samples) of every (phase, bucket, K)
-        measured, with what the clocks still held folded in (in the caller's thread; one
-        caller at a time, so each row's three figures are of the same intervals)."""
+    def rows(self) -> list[PhaseRow]:
+        """A `PhaseRow` of every (phase, bucket, K) measured, with what the clocks still
+        held folded in (in the caller's thread; one caller at a time, so each row's
+        figures are of the same intervals)."""
         with self._lock:
             for clock in list(self._clocks.values()):
                 clock.fold()
             return list(self.totals.items())
 
     def _observe(self, field: int):
-        """One field of the rows (1 seconds, 2 squares, 3 samples) for its instrument. The
-        three instruments of one collection read one snapshot, taken by whichever of them
-        the collecting thread calls first: folded separately, a step the decode loop was
-        in the middle of would count in the samples but not the seconds (a mean too low
-        by a step's share)."""
+        """One field of the rows (1 seconds, 2 squares, 3 samples, 4-6 the forward's token
+        sums, of its rows only) for its instrument. The instruments of one collection read
+        one snapshot, taken by whichever of them the collecting thread calls first: folded
+        separately, a step the decode loop was in the middle of would count in the samples
+        but not the seconds (a mean too low by a step's share)."""
         from opentelemetry.metrics import Observation
         reads = self._reads
         if field not in getattr(reads, "unread", ()):
-            reads.items, reads.unread = self.rows(), {1, 2, 3}
+            reads.items, reads.unread = self.rows(), set(range(1, len(METRICS) + 1))
         reads.unread.discard(field)
         return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
                                           signals.ATTR_BATCH_BUCKET: key.bucket,
                                           signals.ATTR_NUM_STEPS: key.num_steps})
-                for item in reads.items for key in (item[0],)]
+                for item in reads.items for key in (item[0],)
+                if field < TOKEN_FIELDS or item.tokens]
