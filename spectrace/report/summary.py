@@ -26,8 +26,7 @@ from .records import (
 )
 from .snapshot import (
     MAX_POINTS, PHASE_FIELDS, SUMMED, PASSES_COUNTED_ONCE, finite_sum, raw_totals, read_events,
-    read_resource,
-    request_record,
+    read_resource, request_record,
 )
 from .timeline import Timeline, merge_points
 from .verdict import of_report
