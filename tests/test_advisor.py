@@ -149,7 +149,8 @@ def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
             # the target's forward: inside verify, with its tokens (5 requests x 4 rows)
             fwd = rows[("target_forward", "4-7", k)]
             assert 0 < fwd.seconds <= costs[("verify", "4-7", k)][0]
-            assert (fwd.tokens, fwd.tokens_squares) == (20 * fwd.samples, 400 * fwd.samples)
+            assert (fwd.tokens, fwd.tokens_squares, fwd.requests) == (
+                20 * fwd.samples, 400 * fwd.samples, 5 * fwd.samples)
             assert fwd.time_tokens == pytest.approx(20 * fwd.seconds)
         assert all(r.tokens == 0 for r in rows.values() if r.key.phase != "target_forward")
         for p in rec.tel.owned:

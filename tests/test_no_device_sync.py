@@ -222,7 +222,7 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
         assert len(clock._pending) == 3 * 5
         forward = step_cost.slot(step_cost.FORWARD, step_cost.bucket_of(BS), hb.STEPS)
         assert [(i, n) for _, _, i, n in clock._pending if n] == [
-            (forward, BS * hb.NUM_DRAFT_TOKENS)] * 3
+            (forward, (BS * hb.NUM_DRAFT_TOKENS, BS))] * 3
         assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
         assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
         assert rec.inflight.last_end is None  # between-steps time: host clocks only
@@ -315,7 +315,7 @@ def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_pa
         assert FakeEvent.log.count("record") == 3 + 7 * measured
         assert [(i, n) for _, _, i, n in clock._pending] == [
             (step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS),
-             BS * hb.NUM_DRAFT_TOKENS if phase == step_cost.FORWARD else 0)
+             (BS * hb.NUM_DRAFT_TOKENS, BS) if phase == step_cost.FORWARD else 0)
             for phase in (step_cost.FORWARD, step_cost.VERIFY, step_cost.DRAFT,
                           step_cost.STEP)] * measured
         assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete

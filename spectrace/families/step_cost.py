@@ -1,7 +1,7 @@
 """What a speculative step costs, per phase (`signals.PHASES`), batch-size bucket and number
 of draft steps K, measured without ever making the host wait for the device.
 
-One clock measures every phase, picked once per worker from where its batch lives:
+One clock (`clocks`) measures every phase, picked once per worker from where its batch lives:
 
 - `WallClock` (CPU runtimes): `time.perf_counter()` around the phase; the phase's work is
   done when the call returns. The pair of readings is kept and added up at collection
@@ -14,19 +14,19 @@ One clock measures every phase, picked once per worker from where its batch live
 Both fold their intervals into the same `PhaseTotals`: flat lists of seconds, squared
 seconds and samples indexed by (phase, bucket, K), so the decode loop appends one tuple per
 interval, whatever the batch size. The target's forward inside verify (`FORWARD`) also
-carries the target tokens it processed, summed with their squares and their product with
-the time (a least-squares fit of forward cost against tokens: `spectrace.advisor`). Which
+carries the target tokens it processed and its step's requests, summed (tokens also squared
+and times the seconds: a least-squares fit of forward cost against tokens, `cost_model`). Which
 steps are measured is `StepCosts.due`'s (every Nth, `SPECTRACE_STEP_COST_EVERY`).
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from typing import NamedTuple
 
 from .. import signals
 from ..signals import COUNTER, MetricSpec
+from .clocks import CudaEventClock, WallClock
 
 MAX_BUCKET = 11  # 1, 2-3, 4-7, ..., 1024-2047, then "2048+"
 MAX_K = 16       # draft steps beyond this are kept under K = MAX_K
@@ -68,8 +68,8 @@ class PhaseKey(NamedTuple):
 
 
 class PhaseRow(NamedTuple):
-    """One (phase, bucket, K) measured: its sums. The token sums are the target's forward's
-    only (`FORWARD`); 0 for the other phases."""
+    """One (phase, bucket, K) measured: its sums. The token and request sums are the
+    target's forward's only (`FORWARD`); 0 for the other phases."""
 
     key: PhaseKey
     seconds: float
@@ -78,11 +78,13 @@ class PhaseRow(NamedTuple):
     tokens: float = 0
     tokens_squares: float = 0
     time_tokens: float = 0
+    requests: float = 0
 
 
 class PhaseTotals:
     """Seconds, squared seconds and samples per (phase, bucket, K), and the forward's tokens
-    (their sum, squares and product with the seconds): plain lists, preallocated."""
+    (their sum, squares and product with the seconds) and requests: plain lists,
+    preallocated."""
 
     def __init__(self) -> None:
         self.seconds = [0.0] * SLOTS
@@ -91,15 +93,19 @@ class PhaseTotals:
         self.tokens = [0] * SLOTS
         self.tokens_squares = [0] * SLOTS
         self.time_tokens = [0.0] * SLOTS
+        self.requests = [0] * SLOTS
 
-    def add(self, i: int, seconds: float, tokens: int = 0) -> None:
+    def add(self, i: int, seconds: float, load=0) -> None:
+        """`load`: (tokens, requests) of a target forward, else 0."""
         self.seconds[i] += seconds
         self.squares[i] += seconds * seconds
         self.samples[i] += 1
-        if tokens:
+        if load:
+            tokens, requests = load
             self.tokens[i] += tokens
             self.tokens_squares[i] += tokens * tokens
             self.time_tokens[i] += seconds * tokens
+            self.requests[i] += requests
 
     def items(self):
         """A `PhaseRow` for every slot measured."""
@@ -110,108 +116,7 @@ class PhaseTotals:
                 b, k = divmod(rest, nk)
                 yield PhaseRow(PhaseKey(signals.PHASES[phase], BUCKETS[b], k), self.seconds[i],
                                self.squares[i], n, self.tokens[i], self.tokens_squares[i],
-                               self.time_tokens[i])
-
-
-class WallClock:
-    """CPU: the phase is over when its call returns. The decode loop appends each
-    interval's two clock readings; the collecting thread adds them up (`fold`)."""
-
-    cuda = False
-    MAX_PENDING = 4096  # intervals not yet folded; beyond this new ones are not kept
-
-    def __init__(self, totals: PhaseTotals) -> None:
-        self.totals = totals
-        self._pending: deque = deque()
-        self._lock = threading.Lock()
-
-    def start(self):
-        return time.perf_counter()
-
-    def stop(self, started, i: int, tokens: int = 0) -> None:
-        self.interval(started, time.perf_counter(), i, tokens)
-
-    def interval(self, started, ended, i: int, tokens: int = 0) -> None:
-        """The phase `i` ran from `started` to `ended` (two `start()`s) over `tokens` target
-        tokens (the forward's; 0 for the other phases)."""
-        if len(self._pending) < self.MAX_PENDING:
-            self._pending.append((started, ended, i, tokens))
-
-    def fold(self) -> None:
-        """Add up the intervals of every measured step that has ended, in order (the
-        phases of the step in flight wait for its end: see `whole_steps`)."""
-        with self._lock:
-            pending, add = self._pending, self.totals.add
-            for _ in range(whole_steps(pending)):
-                started, ended, i, tokens = pending.popleft()
-                add(i, ended - started, tokens)
-
-
-class CudaEventClock:
-    """GPU: a pair of CUDA events on the current stream per measured phase, read back only
-    once the end event has completed (`query()`), in the collecting thread."""
-
-    cuda = True
-    MAX_PENDING = 4096  # pairs not yet complete; beyond this new ones are not measured
-
-    def __init__(self, totals: PhaseTotals, event=None) -> None:
-        if event is None:
-            import torch
-            event = torch.cuda.Event
-        self._event = event  # torch.cuda.Event (a test may pass its own recorder of calls)
-        self.totals = totals
-        self._pending: deque = deque()
-        self._lock = threading.Lock()
-
-    def start(self):
-        if len(self._pending) >= self.MAX_PENDING:
-            return None
-        ev = self._event(enable_timing=True)
-        ev.record()
-        return ev
-
-    def stop(self, started, i: int, tokens: int = 0) -> None:
-        if started is None:
-            return
-        end = self._event(enable_timing=True)
-        end.record()
-        self._pending.append((started, end, i, tokens))
-
-    def interval(self, started, ended, i: int, tokens: int = 0) -> None:
-        """The phase `i` ran between the events `started` and `ended` (two `start()`s;
-        either None when the pending pairs were full) over `tokens` target tokens."""
-        if started is not None and ended is not None:
-            self._pending.append((started, ended, i, tokens))
-
-    def fold(self) -> None:
-        """Add the pairs of every measured step whose events have all completed, in order,
-        whole steps only (as `whole_steps`); stop polling at the first pair not complete
-        (never wait for the device)."""
-        with self._lock:
-            pending, whole = self._pending, 0
-            for j in range(len(pending)):
-                if not pending[j][1].query():
-                    break
-                if ends_a_step(pending[j][2]):
-                    whole = j + 1
-            for _ in range(whole):
-                start, end, i, tokens = pending.popleft()
-                self.totals.add(i, start.elapsed_time(end) / 1000.0, tokens)
-
-
-def whole_steps(pending) -> int:
-    """How many of the pending (started, ended, slot, tokens) intervals, oldest first, go up
-    to and including the last one of phase `STEP` or `BETWEEN`: a measured step appends its own
-    interval last, after its phases, and the between-steps interval comes at the next
-    step's start, before that step's phases; what follows the last of them is the step in
-    flight. The totals take whole steps only, so a collection in the middle of a step
-    never counts some of its phases without the rest or without the step (a phase's mean
-    and the step's over different steps). The decode loop appends on the right meanwhile:
-    read by index."""
-    for j in range(len(pending) - 1, -1, -1):
-        if ends_a_step(pending[j][2]):
-            return j + 1
-    return 0
+                               self.time_tokens[i], self.requests[i])
 
 
 def ends_a_step(i: int) -> bool:
@@ -220,24 +125,24 @@ def ends_a_step(i: int) -> bool:
 
 
 def clock_for(totals: PhaseTotals, on_cuda: bool):
-    return CudaEventClock(totals) if on_cuda else WallClock(totals)
+    return (CudaEventClock(totals, ends=ends_a_step) if on_cuda
+            else WallClock(totals, ends_a_step))
 
 
 class StepCost:
-    """A measured step in flight: its clock, its bucket, its worker (whose
+    """A measured step in flight: its clock, batch size and bucket, its worker (whose
     `speculative_num_steps`, read when each phase ends, is the step's K: SGLang's adaptive
     speculation sets it inside the step), when it started, and `mark`: where the phase in
-    flight began, for a worker whose phases are told apart by boundaries rather than wrap
-    points of their own (SGLang v2: draft until verify starts, verify, draft-extend from
-    verify's end to the step's end; `StepCosts.boundary`); None otherwise. From the
-    first boundary on, `row` is the step's `slot(0, bucket, K)`, K read there once (-1
-    before)."""
+    flight began when phases are told apart by boundaries (SGLang v2: `StepCosts.boundary`);
+    None otherwise. From the first boundary on, `row` is the step's `slot(0, bucket, K)`, K
+    read there once (-1 before)."""
 
-    __slots__ = ("clock", "bucket", "worker", "started", "mark", "row")
+    __slots__ = ("clock", "bucket", "size", "worker", "started", "mark", "row")
 
-    def __init__(self, clock, bucket: int, worker, started) -> None:
+    def __init__(self, clock, size: int, worker, started) -> None:
         self.clock = clock
-        self.bucket = bucket
+        self.size = size
+        self.bucket = bucket_of(size)
         self.worker = worker
         self.started = started
         self.mark = None
@@ -260,35 +165,34 @@ class ForwardCost(NamedTuple):
 
 # -- the family: metrics, the measured step's hooks, the totals' observations ------------------
 _ATTRS = (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS)
-SPEC_PHASE_TIME = MetricSpec(
-    "spectrace.spec.phase_time", COUNTER, "s",
-    "Measured time of sampled speculative steps, by `phase` (step, draft, verify, "
-    "draft_extend, between_steps, target_forward), batch-size bucket and draft steps K: wall "
-    "time on the CPU, CUDA events on a GPU (read once complete, never waited on).",
-    _ATTRS, counted_once=True)
-SPEC_PHASE_TIME_SQUARES = MetricSpec(
-    "spectrace.spec.phase_time_squares", COUNTER, "{s2}",
-    "Sum of squared phase times (seconds squared), for the spread of each mean.", _ATTRS,
-    counted_once=True)
-SPEC_PHASE_SAMPLES = MetricSpec(
-    "spectrace.spec.phase_samples", COUNTER, "{sample}",
-    "Phases measured (the denominator of spectrace.spec.phase_time).", _ATTRS,
-    counted_once=True)
-SPEC_PHASE_TOKENS = MetricSpec(
-    "spectrace.spec.phase_tokens", COUNTER, "{token}",
-    "Target tokens processed by the measured target forwards inside verify (phase "
-    "target_forward: requests x (K + 1) for chain drafting), for the fit of forward cost "
-    "against tokens (docs/advisor.md).", _ATTRS, counted_once=True)
-SPEC_PHASE_TOKENS_SQUARES = MetricSpec(
-    "spectrace.spec.phase_tokens_squares", COUNTER, "{token2}",
-    "Sum of the squared token counts of the measured target forwards.", _ATTRS,
-    counted_once=True)
-SPEC_PHASE_TIME_TOKENS = MetricSpec(
-    "spectrace.spec.phase_time_tokens", COUNTER, "{s.token}",
-    "Sum of each measured target forward's seconds times its tokens (the fit's cross "
-    "term).", _ATTRS, counted_once=True)
+
+
+def _sum(name: str, unit: str, description: str) -> MetricSpec:
+    return MetricSpec(f"spectrace.spec.{name}", COUNTER, unit, description, _ATTRS,
+                      counted_once=True)
+
+
+SPEC_PHASE_TIME = _sum(
+    "phase_time", "s", "Measured time of sampled speculative steps, by `phase` (step, "
+    "draft, verify, draft_extend, between_steps, target_forward), batch-size bucket and draft "
+    "steps K: wall time on the CPU, CUDA events on a GPU (read once complete, never waited on).")
+SPEC_PHASE_TIME_SQUARES = _sum("phase_time_squares", "{s2}", "Sum of squared phase times "
+                               "(seconds squared), for the spread of each mean.")
+SPEC_PHASE_SAMPLES = _sum("phase_samples", "{sample}",
+                          "Phases measured (the denominator of spectrace.spec.phase_time).")
+SPEC_PHASE_TOKENS = _sum(
+    "phase_tokens", "{token}", "Target tokens processed by the measured target forwards "
+    "inside verify (phase target_forward: requests x (K + 1) for chain drafting), for the fit "
+    "of forward cost against tokens (docs/advisor.md).")
+SPEC_PHASE_TOKENS_SQUARES = _sum("phase_tokens_squares", "{token2}", "Sum of the squared "
+                                 "token counts of the measured target forwards.")
+SPEC_PHASE_TIME_TOKENS = _sum("phase_time_tokens", "{s.token}", "Sum of each measured target "
+                              "forward's seconds times its tokens (the fit's cross term).")
+SPEC_PHASE_REQUESTS = _sum("phase_requests", "{request}", "Requests in the steps of the "
+                           "measured target forwards (their batch sizes summed): the batch a "
+                           "plain decode step would run.")
 METRICS = (SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES, SPEC_PHASE_TOKENS,
-           SPEC_PHASE_TOKENS_SQUARES, SPEC_PHASE_TIME_TOKENS)
+           SPEC_PHASE_TOKENS_SQUARES, SPEC_PHASE_TIME_TOKENS, SPEC_PHASE_REQUESTS)
 TOKEN_FIELDS = 4  # METRICS from this field on are the forward's token sums
 
 
@@ -331,8 +235,8 @@ class StepCosts:
         clock = self._clocks.get(on_cuda)
         if clock is None:
             clock = self._clocks[on_cuda] = clock_for(self.totals, on_cuda)
-        cost = self.inflight.cost = StepCost(clock, bucket_of(batch_size), worker, clock.start())
-        return cost
+        self.inflight.cost = StepCost(clock, batch_size, worker, clock.start())
+        return self.inflight.cost
 
     def measuring(self) -> StepCost | None:
         """The measured step in flight, if any."""
@@ -407,7 +311,7 @@ class StepCosts:
             return
         row = cost.row if cost.row >= 0 else slot(0, cost.bucket,
                                                   cost.worker.speculative_num_steps)
-        cost.clock.stop(ctx.started, row + FORWARD * PHASE_STRIDE, ctx.tokens)
+        cost.clock.stop(ctx.started, row + FORWARD * PHASE_STRIDE, (ctx.tokens, cost.size))
 
     def step_starts(self, speculative: bool) -> None:
         """A step starts: a speculative one after a measured CPU step adds the time between
@@ -433,9 +337,9 @@ class StepCosts:
             return list(self.totals.items())
 
     def _observe(self, field: int):
-        """One field of the rows (1 seconds, 2 squares, 3 samples, 4-6 the forward's token
-        sums, of its rows only) for its instrument. The instruments of one collection read
-        one snapshot, taken by whichever of them the collecting thread calls first: folded
+        """One field of the rows (1 seconds, 2 squares, 3 samples, 4-7 the forward's sums,
+        of its rows only) for its instrument. The instruments of one collection read one
+        snapshot, taken by whichever of them the collecting thread calls first: folded
         separately, a step the decode loop was in the middle of would count in the samples
         but not the seconds (a mean too low by a step's share)."""
         from opentelemetry.metrics import Observation
