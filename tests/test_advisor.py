@@ -198,10 +198,127 @@ def test_partial_acceptance_recommends_one_step_with_sglang_flags():
 
 
 def test_full_acceptance_keeps_the_configured_steps():
+    """Without forwards of different sizes there is no fit: the speed-up is a bound (verify
+    stands in for a plain step), which can say "slower" but never "pays"."""
     adv = advisor.advise(_costs(), [1000] * 3, [1000] * 3, 1000, {4: 1000}, runtime="sglang")
     assert [o.tokens_per_step for o in adv.buckets[0].options] == [1.0, 2.0, 3.0, 4.0]
-    assert adv.best == 3 and adv.gain == 1.0 and adv.verdict == "pays"
+    assert adv.best == 3 and adv.gain == 1.0
+    assert adv.bound and adv.verdict == "uncertain" and adv.speedup > 1.1
+    assert any("upper bound" in n for n in adv.notes)
+    assert adv.to_json()["estimate"] == "bound"
     assert not [c for c, _, _ in advisor.findings(adv) if c == signals.SPEC_FEWER_STEPS]
+
+
+def forward_line(x):
+    """The forward cost of the synthetic deployment below: 2 ms + 0.5 ms per token."""
+    return 2e-3 + 0.5e-3 * x
+
+
+def _fitted(sizes: dict, k=3, draft=0.6e-3, extend=0.3e-3, rest=0.5e-3, between=0.2e-3,
+            per_size=40, noise=2e-5):
+    """Phase sums as step cost keeps them, for steps at the batch sizes `sizes` (bucket ->
+    sizes, `per_size` steps each) whose target forward costs `forward_line` of its B x (K+1)
+    tokens, give or take `noise`; verify is the forward plus `rest`."""
+    out: dict = {}
+
+    def add(key, t, tokens=0, requests=0):
+        row = out.setdefault(key, [0.0, 0.0, 0, 0, 0, 0.0, 0])
+        row[0] += t
+        row[1] += t * t
+        row[2] += 1
+        if tokens:
+            row[3] += tokens
+            row[4] += tokens * tokens
+            row[5] += t * tokens
+            row[6] += requests
+    for bucket, batch_sizes in sizes.items():
+        for size in batch_sizes:
+            for i in range(per_size):
+                x = size * (k + 1)
+                fwd = forward_line(x) + (noise if i % 2 else -noise)
+                add(("target_forward", bucket, k), fwd, x, size)
+                add(("verify", bucket, k), fwd + rest)
+                add(("draft", bucket, k), draft)
+                add(("draft_extend", bucket, k), extend)
+                add(("step", bucket, k), draft + fwd + rest + extend)
+                add(("between_steps", bucket, k), between)
+    return {key: tuple(v) for key, v in out.items()}
+
+
+# positions 0, 1, 2 accepted by 60 %, 50 %, 30 % of the request-steps: L = 1.6, 2.1, 2.4
+PARTIAL = ([600, 500, 300], [1000] * 3, 1000, {1: 400, 2: 100, 3: 200, 4: 300})
+
+
+def test_a_plain_step_is_the_fitted_forward_at_the_batch_plus_what_a_step_also_does():
+    """The forwards of batches 1 and 8-15 give the line back; a plain step at a bucket's mean
+    batch B is the line at B tokens plus the step's work beyond its forward and draft, plus
+    the time between steps; the speed-up L(K) x plain / step is an estimate with an
+    interval. Here the forward grows with its tokens (compute-bound): speculation pays at
+    batch 1 (best 2 draft steps) and loses at 8-15, so the advice is per batch size, with
+    each runtime's own setting, and the verdict is judged on the interval."""
+    costs = _fitted({"1": [1], "8-15": [8, 12, 15]})
+    adv = advisor.advise(costs, *PARTIAL, runtime="sglang", topk=1)
+    assert not adv.bound and adv.fit is not None
+    assert adv.fit.slope == pytest.approx(0.5e-3, rel=1e-3)
+    assert adv.fit.intercept == pytest.approx(2e-3, rel=1e-2)
+    small, large = adv.buckets
+    assert small.batch_size == 1 and large.batch_size == pytest.approx(35 / 3)
+    assert small.plain_seconds == pytest.approx(0.2e-3 + forward_line(1) + 0.5e-3, rel=1e-3)
+    assert large.plain_seconds == pytest.approx(0.2e-3 + forward_line(35 / 3) + 0.5e-3,
+                                                rel=1e-3)
+    step_small = 0.2e-3 + 0.6e-3 + forward_line(4) + 0.5e-3 + 0.3e-3
+    assert small.speedup == pytest.approx(2.4 * small.plain_seconds / step_small, rel=1e-3)
+    lo, hi = small.interval
+    assert lo < small.speedup < hi and hi - lo < 0.2 and small.verdict == "pays"
+    assert large.interval[1] < 1.0 and large.verdict == "slower"
+    # fewer draft tokens also verify fewer tokens: the forward's saving is in T(K')
+    t1 = step_small - 2 * (0.6e-3 / 2 + 0.5e-3 * 1)
+    assert small.options[1].step_seconds == pytest.approx(t1, rel=1e-3)
+    assert (small.best, large.best) == (2, 0) and adv.loses_from == "8-15"
+    assert adv.batch_flags == (
+        'SGLang 0.5.16+: --speculative-adaptive --speculative-adaptive-config FILE '
+        '--speculative-num-steps 2 --speculative-eagle-topk 1, FILE holding '
+        '{"1": {"candidate_steps": [2]}, "8": {"candidate_steps": [0]}}')
+    vllm = advisor.advise(costs, *PARTIAL, runtime="vllm", topk=1)  # K draft forwards
+    assert vllm.batch_flags == (
+        "vLLM 0.26+: --speculative-config '{..., \"num_speculative_tokens\": 3, "
+        "\"num_speculative_tokens_per_batch_size\": [[1, 7, 3], [8, 15, 0]]}'")
+    # over the mix (three times as many large steps) speculation loses: its warning
+    # names the per-batch-size setting and the advisor's K
+    assert adv.verdict == "slower" and adv.speedup_upper < 1.0
+    (code, severity, message), *_ = advisor.findings(adv)
+    assert code == signals.SPEC_SLOWER and severity == "warning"
+    assert f"{adv.speedup_lower:.2f}x - {adv.speedup_upper:.2f}x" in message
+    assert "the advisor's K: 0" in message and "speculation off from batch 8-15" in message
+    assert "--speculative-adaptive-config" in message
+    text = "\n".join(speculation_lines(adv))
+    assert "target forward: 2.00 ms + 0.500 ms per token" in text
+    assert "speculation loses from batch 8-15" in text
+    doc = adv.to_json()
+    assert doc["estimate"] == "fit" and doc["loses_from_batch_size"] == "8-15"
+    assert [b["verdict"] for b in doc["buckets"]] == ["pays", "slower"]
+    assert doc["forward_fit"]["seconds_per_token"] == pytest.approx(0.5e-3, rel=1e-3)
+
+
+def test_one_batch_size_and_one_k_is_no_fit_and_says_so():
+    """Every forward of the same size: nothing to fit, so the plain step is bounded by the
+    verify phase (as before the fit), the estimate is labelled a bound in every output."""
+    costs = _fitted({"1": [1]})
+    adv = advisor.advise(costs, *PARTIAL, runtime="sglang", topk=1)
+    assert adv.fit is None and adv.bound and adv.buckets[0].bound
+    verify = 0.2e-3 + forward_line(4) + 0.5e-3
+    assert adv.buckets[0].plain_seconds == pytest.approx(verify, rel=1e-3)
+    assert any("no fit of the target's forward" in n for n in adv.notes)
+    assert "(upper bound)" in "\n".join(speculation_lines(adv))
+
+
+@pytest.mark.parametrize("interval,bound,verdict", [
+    ((0.80, 0.97), False, "slower"), ((0.80, 0.97), True, "slower"),
+    ((0.95, 1.05), False, "small_gain"), ((0.90, 1.30), False, "uncertain"),
+    ((1.02, 1.30), False, "pays"), ((1.02, 1.30), True, "uncertain")])
+def test_the_verdict_is_judged_on_the_interval(interval, bound, verdict):
+    assert advisor.judge(interval, True, bound) == verdict
+    assert advisor.judge(interval, False, bound) == "unknown"
 
 
 def test_tokens_per_step_is_exact_under_adaptive_steps():
