@@ -282,8 +282,8 @@ def _bucket(bucket: str, costs: dict, forwards: dict, model: ForwardFit | None,
             t = max(t, 1e-12)
             options.append(Option(kp, length, t, length / t, (length / t) / rate_k))
         speedup = tokens_per_step(probs, k) * plain_s / t_k
-        rse = [len_rse, plain_se / plain_s, _se(step, between) / t_k]
-        se = speedup * math.sqrt(sum(r * r for r in rse))
+        rse = [len_rse, plain_se / plain_s if plain_s > 0 else 0.0, _se(step, between) / t_k]
+        se = abs(speedup) * math.sqrt(sum(r * r for r in rse))
     best = max(options, key=lambda o: o.tokens_per_second).num_steps if options else None
     judged = step is not None and step.samples >= MIN_STEPS and drafts >= MIN_DRAFTS
     return BucketAdvice(bucket, k, phases, per_pos, speedup, se, tuple(options), best, judged,

@@ -7,8 +7,10 @@ functions; docs/advisor.md states the model and its assumptions.
     forward(x) = a + b * x      x: the target tokens of one forward, b >= 0
 
 Ordinary least squares over the individual forwards (the sums are what it needs), with the
-residual spread giving the standard error of the fitted mean at any x. A slope below 0 (noise:
-a forward does not get cheaper with more tokens) is clamped to 0, the line then the mean.
+residual spread giving the standard error of the fitted mean at any x. Neither part may be
+negative (noise aside, a forward gets no cheaper with more tokens and costs no less than
+nothing): a slope below 0 makes the line the mean (a = mean, b = 0), an intercept below 0
+the line through the origin (a = 0, b = sum xy / sum xx).
 With the tokens nearly constant (one batch size and one K: every verify runs the same number
 of tokens) there is nothing to fit: `fit` returns None and the advisor falls back to its bound.
 """
@@ -68,10 +70,13 @@ class ForwardFit:
     sxx: float
     x_min: float
     x_max: float
+    origin: bool = False  # fitted through the origin (its intercept would have been < 0)
 
     def at(self, x: float) -> tuple[float, float]:
         """(the fitted mean forward seconds at `x` tokens, its standard error)."""
         mean = self.intercept + self.slope * x
+        if self.origin:  # through the origin: sxx holds sum xx
+            return mean, self.residual_sd * abs(x) / math.sqrt(self.sxx)
         se = self.residual_sd * math.sqrt(1.0 / self.n + (x - self.x_mean) ** 2 / self.sxx)
         return mean, se
 
@@ -95,7 +100,13 @@ def fit(groups: list[ForwardSums]) -> ForwardFit | None:
     sxy = total.time_tokens - n * x_mean * y_mean
     syy = max(total.squares - n * y_mean * y_mean, 0.0)
     slope = max(sxy / sxx, 0.0)
-    rss = max(syy - 2 * slope * sxy + slope * slope * sxx, 0.0)
     means = [g.mean_tokens for g in groups if g.n]
+    if y_mean - slope * x_mean < 0:  # through the origin
+        slope = max(total.time_tokens / total.tokens_squares, 0.0)
+        rss = max(total.squares - 2 * slope * total.time_tokens
+                  + slope * slope * total.tokens_squares, 0.0)
+        return ForwardFit(0.0, slope, math.sqrt(rss / (n - 1)), n, x_mean,
+                          total.tokens_squares, min(means), max(means), origin=True)
+    rss = max(syy - 2 * slope * sxy + slope * slope * sxx, 0.0)
     return ForwardFit(y_mean - slope * x_mean, slope, math.sqrt(rss / (n - 2)), n, x_mean,
                       sxx, min(means), max(means))

@@ -352,3 +352,31 @@ def test_trees_get_a_speedup_but_no_recommendation():
     assert adv.speedup is not None and adv.best is None and adv.flags is None
     assert any("tree" in n for n in adv.notes)
     assert any("above 3 draft steps cannot be predicted" in n for n in adv.notes)
+
+
+def _sums(points):
+    """cost_model.ForwardSums of (tokens, seconds) forwards."""
+    from spectrace.cost_model import ForwardSums
+    return ForwardSums(len(points), sum(y for _, y in points), sum(y * y for _, y in points),
+                       sum(x for x, _ in points), sum(x * x for x, _ in points),
+                       sum(x * y for x, y in points), len(points))
+
+
+def test_the_forward_fit_keeps_both_parts_at_least_zero():
+    """Least squares from the sums; noise that tips the slope below 0 gives the mean, an
+    intercept below 0 the line through the origin; tokens that do not vary give no fit."""
+    from spectrace.cost_model import fit
+    line = fit([_sums([(x, 2e-3 + 1e-4 * x + (1e-5 if i % 2 else -1e-5))
+                       for i, x in enumerate([4, 8, 16] * 20)])])
+    assert (line.intercept, line.slope) == (pytest.approx(2e-3, rel=1e-2),
+                                            pytest.approx(1e-4, rel=1e-2))
+    mean, se = line.at(1)
+    assert mean == pytest.approx(2.1e-3, rel=1e-2) and 0 < se < 1e-5
+    assert line.at(100)[1] > se  # further from the data, wider
+    falling = fit([_sums([(x, 5e-3 - 1e-5 * x) for x in [4, 8, 16] * 20])])
+    assert falling.slope == 0 and falling.intercept == pytest.approx(5e-3 - 1e-5 * 28 / 3)
+    steep = fit([_sums([(x, -1e-3 + 1e-3 * x) for x in [4, 8, 16] * 20])])
+    assert steep.origin and steep.intercept == 0 and steep.slope > 0
+    assert steep.at(0) == (0.0, 0.0)
+    assert fit([_sums([(4, 5e-3)] * 100)]) is None       # one batch size, one K
+    assert fit([_sums([(4, 5e-3), (8, 6e-3)] * 10)]) is None  # under MIN_FORWARDS

@@ -190,13 +190,16 @@ LONG_CONTEXT = "SpectraceLongContextAcceptance"
 
 
 def rule_part_queries() -> list[tuple[str, str]]:
-    """(part, query) of the long-context rule's per-bucket figures. Its own query has data
-    only with two context buckets far apart past the floor of 200 request-steps each, which
-    these runs never reach (a few dozen request-steps, all under 512 tokens): the parts
-    prove instead that what it selects arrives."""
+    """(part, query) of the long-context rule's per-bucket figures and of the speed-up
+    rule's estimate. Their own queries have data only past their floors (the long-context
+    one: two context buckets far apart with 200 request-steps each; the speed-up one: 100
+    request-steps and 30 measured steps in 30 minutes), which these runs never reach (a
+    few dozen request-steps, all under 512 tokens): the parts prove instead that what they
+    select arrives."""
     w, by = alerts.GAP_WINDOW, alerts.BY
     return [("request-steps", Q.context_request_steps(w, by)),
-            ("accepted per request-step", Q.accepted_per_request_step_by_context(w, by))]
+            ("accepted per request-step", Q.accepted_per_request_step_by_context(w, by)),
+            ("estimated speed-up", Q.estimated_speedup(alerts.SPEEDUP_WINDOW))]
 
 
 # -- one real run per model variant -------------------------------------------------------
@@ -431,14 +434,21 @@ def test_every_rule_query_evaluates(runs, runtime):
     parts instead); none compares a value on the healthy run that should fire."""
     partial, bypass = runs(runtime, "partial"), runs(runtime, "bypass")
     for name, query in rule_queries():
+        if name == alerts.SLOWER:  # under its floor here: its estimate instead
+            assert dict(rule_part_queries())["estimated speed-up"] in query
+            for run in (partial, bypass):
+                assert run.rules[name] == [], (name, run.mode, run.rules[name])
+                [speedup] = _by(run.rule_parts["estimated speed-up"], "").values()
+                assert 0 < speedup < 10, (run.mode, speedup, run.logs)
+            continue
         if name == LONG_CONTEXT:
             for run in (partial, bypass):
                 assert run.rules[name] == [], (name, run.mode, run.rules[name])
-            parts = dict(rule_part_queries())
+            parts = dict(rule_part_queries()[:2])
             assert all(q in query for q in parts.values()), "the parts are the rule's own"
             if runtime == "vllm":  # vLLM gives spectrace no sequence lengths
-                assert all(r == [] for run in (partial, bypass)
-                           for r in run.rule_parts.values()), partial.rule_parts
+                assert all(run.rule_parts[part] == [] for run in (partial, bypass)
+                           for part in parts), partial.rule_parts
                 continue
             for run in (partial, bypass):  # every request-step under 512 tokens
                 steps = _by(run.rule_parts["request-steps"], "context")

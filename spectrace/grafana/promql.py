@@ -155,13 +155,17 @@ def forward_fit(window: str, flt="") -> tuple[str, str, str]:
     """(slope, intercept, ok): the least-squares line of the target's forward seconds
     against its tokens over every measured forward (`cost_model.fit`), as single-series
     vectors; `ok` is empty unless the tokens' standard deviation is at least
-    MIN_TOKEN_SPREAD (no fit: one batch size and one K). The slope is at least 0."""
+    MIN_TOKEN_SPREAD (no fit: one batch size and one K). Neither part below 0: a slope
+    below 0 is 0, and where the intercept would be below 0 the line goes through the
+    origin (slope: sum xy / sum xx), as `cost_model.fit`."""
     def r(spec, extra=FORWARD):
         return srate(spec, window, (), flt, extra)
     n, x, y = r(S.SPEC_PHASE_SAMPLES), r(S.SPEC_PHASE_TOKENS), r(S.SPEC_PHASE_TIME)
     xx, xy = r(S.SPEC_PHASE_TOKENS_SQUARES), r(S.SPEC_PHASE_TIME_TOKENS)
-    slope = f"clamp_min(({n} * {xy} - {x} * {y}) / ({n} * {xx} - {x} * {x}), 0)"
-    intercept = f"(({y} - {slope} * {x}) / {n})"
+    free = f"clamp_min(({n} * {xy} - {x} * {y}) / ({n} * {xx} - {x} * {x}), 0)"
+    raw = f"(({y} - {free} * {x}) / {n})"
+    slope = f"(({free} and on() ({raw} >= 0)) or on() ({xy} / {xx}))"
+    intercept = f"clamp_min({raw}, 0)"
     ok = f"({xx} / {n} - ({x} / {n}) ^ 2 >= {MIN_TOKEN_SPREAD ** 2})"
     return slope, intercept, ok
 
