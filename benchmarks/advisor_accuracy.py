@@ -18,7 +18,8 @@ machine's load falls on both sides); the summary gives, per pair and batch size,
 of predicted / measured over the instances with its range, and the share of instances whose
 predicted best K was the measured one.
 
-    PYTHONPATH=. python benchmarks/advisor_accuracy.py [--instances 3] [--tokens 64]
+    PYTHONPATH=. python benchmarks/advisor_accuracy.py [--instances 3] [--tokens 64] \
+        [--server-nice -10]
 """
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def serve(models: str, steps: int, work: str, args) -> tuple[dict, dict | None]:
     if steps:
         env = {"SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": data,
                "SPECTRACE_STEP_COST_EVERY": "1", "SPECTRACE_METRIC_INTERVAL": "0.5"}
-        server = start_server(models, log, env_extra=env, steps=steps, timeout=START_TIMEOUT)
+        server = start_server(models, log, env_extra=env, steps=steps, timeout=START_TIMEOUT,
+                              nice=args.server_nice)
     else:
         port, cmd, flag_value = free_port(), [sys.executable, LAUNCHER], False
         for a in server_args(models, port):
@@ -78,7 +80,7 @@ def serve(models: str, steps: int, work: str, args) -> tuple[dict, dict | None]:
                 flag_value = True
             else:
                 cmd.append(a)
-        server = launch(cmd, cpu_env({}), port, log, START_TIMEOUT)
+        server = launch(cmd, cpu_env({}), port, log, START_TIMEOUT, nice=args.server_nice)
     try:
         server.generate(PROMPTS[0], 8)  # warm-up
         rates = {b: drive(server, b, args.requests * b, args.tokens) for b in BATCHES}
@@ -153,6 +155,8 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=6, help="per batch size, times the batch")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--json", help="also write every row here")
+    ap.add_argument("--server-nice", type=int, default=None,
+                    help="the servers' niceness (below 0 needs root; as overhead.py's)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="spectrace-advisor-")
     try:
