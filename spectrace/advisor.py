@@ -34,6 +34,7 @@ MIN_DRAFTS = 100    # request-steps verified before acceptance is judged
 MIN_GAIN = 1.03     # a setting is recommended only when it beats the current one by this
 SMALL_GAIN = 1.10   # speculation "gains little" when the upper end is under this
 SIGMAS = 2          # the interval: the estimate +- this many standard errors
+JUDGED_SHARE = 0.9  # the share of measured steps in buckets past MIN_STEPS for a verdict
 
 runtime_flags = fixed_k  # the flags of a fixed K (`runtime_settings`), by their old name
 
@@ -368,7 +369,10 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
             best, gain = _best_over_mix(usable, weights)
             flags = fixed_k(runtime, best)
             batch_flags = by_batch_size(runtime, [(b.bucket, b.best) for b in usable])
-    judged = bool(usable) and all(b.judged for b in usable)
+    # judged once the buckets past the floor hold nearly every measured step: a few steps
+    # in a passing bucket (requests arriving one by one) do not hold the verdict back
+    judged = bool(usable) and sum(n for b, n in zip(usable, weights) if b.judged) \
+        >= JUDGED_SHARE * sum(weights)
     verdict = judge(None if speedup is None else (lower, upper), judged, bound)
     return Advice(runtime, topk, configured, tuple(buckets), speedup, upper, best, gain,
                   flags, judged, verdict, tuple(notes), drafts, lower, bound, model,

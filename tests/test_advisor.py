@@ -380,3 +380,21 @@ def test_the_forward_fit_keeps_both_parts_at_least_zero():
     assert steep.at(0) == (0.0, 0.0)
     assert fit([_sums([(4, 5e-3)] * 100)]) is None       # one batch size, one K
     assert fit([_sums([(4, 5e-3), (8, 6e-3)] * 10)]) is None  # under MIN_FORWARDS
+
+
+def test_a_few_steps_at_a_passing_batch_size_do_not_hold_the_verdict_back():
+    """The verdict waits for buckets past the floor (30 measured steps) to hold 90 % of the
+    steps: 5 steps at batch 2-3 beside 120 at 1 and 8-15 are judged; 40 are not."""
+    few = _fitted({"1": [1], "2-3": [2], "8-15": [8, 12, 15]}, per_size=40)
+    few = {k: v for k, v in few.items()}
+    for key, v in list(few.items()):
+        if key[1] == "2-3":  # 5 of its 40 steps
+            few[key] = tuple(x * 5 / 40 for x in v)
+    adv = advisor.advise(few, *PARTIAL, runtime="sglang", topk=1)
+    assert [b.judged for b in adv.buckets] == [True, False, True]
+    assert adv.judged and adv.verdict != "unknown"
+    many = _fitted({"1": [1], "2-3": [2], "8-15": [8]}, per_size=40)
+    many = {k: (tuple(x * 20 / 40 for x in v) if k[1] == "2-3" else v)
+            for k, v in many.items()}
+    adv = advisor.advise(many, *PARTIAL, runtime="sglang", topk=1)
+    assert not adv.judged and adv.verdict == "unknown" and advisor.findings(adv) == []
