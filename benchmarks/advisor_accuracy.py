@@ -2,7 +2,7 @@
 not a test. On the real SGLang CPU server with the tiny pairs (`partial`: position 0 always
 accepted, the others never; `full`: every draft token accepted), over several server
 instances (`--instances`), each instance serving the same prompts, one server at a time,
-at batch 1 (requests one after another) and batch 4 (four at once):
+at batch 1 (a request alone) and batch 4 (four at once), taking turns (`--rounds`):
 
 1. `partial` at 3 draft steps, spectrace measuring every step: the advisor's estimated
    speed-up against no speculation per batch-size bucket (with its interval) and its best
@@ -49,15 +49,20 @@ SPEC_FLAGS = ("--speculative-algorithm", "--speculative-draft-model-path",
 BATCHES = {1: "1", 4: "4-7"}  # batch size driven -> the step-cost bucket it lands in
 
 
-def drive(server, batch: int, requests: int, tokens: int) -> float:
-    """Client tokens per second over `requests` requests, `batch` at a time."""
-    t0, n = time.perf_counter(), 0
-    with ThreadPoolExecutor(batch) as pool:
-        for start in range(0, requests, batch):
-            prompts = [PROMPTS[(start + i) % len(PROMPTS)] for i in range(batch)]
-            outs = list(pool.map(lambda p: server.generate(p, tokens, timeout=600), prompts))
-            n += sum(o["meta_info"]["completion_tokens"] for o in outs)
-    return n / (time.perf_counter() - t0)
+def drive(server, rounds: int, tokens: int) -> dict:
+    """Client tokens per second at each batch size (`BATCHES`), the batch sizes taking turns
+    for `rounds` rounds (a load that changes meanwhile falls on each alike)."""
+    seconds, made = dict.fromkeys(BATCHES, 0.0), dict.fromkeys(BATCHES, 0)
+    with ThreadPoolExecutor(max(BATCHES)) as pool:
+        for r in range(rounds):
+            for batch in BATCHES:
+                prompts = [PROMPTS[(r + i) % len(PROMPTS)] for i in range(batch)]
+                t0 = time.perf_counter()
+                outs = list(pool.map(lambda p: server.generate(p, tokens, timeout=600),
+                                     prompts))
+                seconds[batch] += time.perf_counter() - t0
+                made[batch] += sum(o["meta_info"]["completion_tokens"] for o in outs)
+    return {b: made[b] / seconds[b] for b in BATCHES}
 
 
 def serve(models: str, steps: int, work: str, args) -> tuple[dict, dict | None]:
@@ -83,7 +88,7 @@ def serve(models: str, steps: int, work: str, args) -> tuple[dict, dict | None]:
         server = launch(cmd, cpu_env({}), port, log, START_TIMEOUT, nice=args.server_nice)
     try:
         server.generate(PROMPTS[0], 8)  # warm-up
-        rates = {b: drive(server, b, args.requests * b, args.tokens) for b in BATCHES}
+        rates = drive(server, args.rounds, args.tokens)
         time.sleep(2.0)  # one more export
     finally:
         server.stop()
@@ -101,8 +106,9 @@ def bucket(spec: dict, label: str) -> dict | None:
 
 
 def instance(i: int, pairs: dict, work: str, args) -> dict:
-    """One instance of every run; the runs' order reversed on odd instances."""
-    runs = [("partial", 3), ("partial", 1), ("partial", 0), ("full", 3), ("full", 0)]
+    """One instance of every run; the runs' order reversed on odd instances (a
+    speculative run and its run without speculation always next to each other)."""
+    runs = [("partial", 3), ("partial", 0), ("partial", 1), ("full", 3), ("full", 0)]
     if i % 2:
         runs.reverse()
     got, load = {}, [os.getloadavg()[0]]
@@ -152,7 +158,8 @@ def summary(rows: list[dict]) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--instances", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=6, help="per batch size, times the batch")
+    ap.add_argument("--rounds", type=int, default=6,
+                    help="rounds of one request alone and then four at once")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--json", help="also write every row here")
     ap.add_argument("--server-nice", type=int, default=None,

@@ -6,7 +6,8 @@ step cost (`step_cost`), per batch-size bucket. docs/advisor.md states the model
   prefix property (position p is accepted only when every position before it was), so
   E[tokens] = L(K') = 1 + sum_{p < K'} accepted_p / drafted_p, exactly (bonus token included).
 - A plain decode step at the bucket's mean batch B costs the target's forward at B tokens,
-  from a line fitted to the measured forwards against their tokens (`cost_model`), plus what
+  from a line fitted to the measured forwards against their tokens (`cost_model`), scaled
+  to the bucket's own measured forwards (forward_b x line(B) / line(tokens_b)), plus what
   a step does besides the forward and the draft (input preparation, sampling, bookkeeping:
   step - draft - draft_extend - target_forward, measured) and the time between steps. The
   speed-up L(K) * T_plain / T(K) is an estimate with a standard error. Where there is no fit
@@ -244,11 +245,16 @@ def _plain(phases: dict, forward: ForwardSums | None, model: ForwardFit | None,
     rest = max(step.mean - fwd.mean - (draft.mean if draft else 0.0)
                - (extend.mean if extend else 0.0), 0.0)
     batch = forward.mean_requests
-    f_plain, f_se = model.at(batch)
-    saving = model.slope * batch  # the forward of one fewer token per request
+    # the line's shape, anchored at this bucket's own forwards (measured with its steps):
+    # a load that differs between the times two batch sizes ran scales both alike
+    at_tokens = model.at(forward.mean_tokens)[0]
+    scale = fwd.mean / at_tokens if at_tokens > 0 else 1.0
+    f_plain, f_se = (scale * v for v in model.at(batch))
+    saving = scale * model.slope * batch  # the forward of one fewer token per request
     # the rest is a difference of means that move together (their covariance is not kept):
     # taken at its value, as small beside the forward
-    se = math.sqrt(f_se ** 2 + _se(get(signals.PHASE_BETWEEN)) ** 2)
+    se = math.sqrt(f_se ** 2 + (fwd.stderr or 0.0) ** 2 * (f_plain / fwd.mean) ** 2
+                   + _se(get(signals.PHASE_BETWEEN)) ** 2) if fwd.mean > 0 else f_se
     return b + f_plain + rest, se, False, saving
 
 

@@ -30,12 +30,14 @@ PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]
 TOKENS = 48
 
 
-def serve(run, sequential: int, rounds: int) -> dict:
-    """`sequential` requests one after another (batch 1), then `rounds` of four at once
-    (batch 4); the scheduler's summary once every request-step is counted."""
-    out = [run.server.generate(PROMPTS[i % 4], TOKENS) for i in range(sequential)]
+def serve(run, rounds: int) -> dict:
+    """`rounds` of one request alone (batch 1), then four at once (batch 4), taking turns
+    so that a load that changes meanwhile falls on both batch sizes; the scheduler's
+    summary once every request-step is counted."""
+    out = []
     with ThreadPoolExecutor(4) as pool:
-        for _ in range(rounds):
+        for i in range(rounds):
+            out.append(run.server.generate(PROMPTS[i % 4], TOKENS))
             out += list(pool.map(lambda p: run.server.generate(p, TOKENS), PROMPTS))
     return settle(run, sglang_totals(out)[0])
 
@@ -54,13 +56,13 @@ def by_bucket(adv: dict) -> dict:
 @pytest.fixture(scope="module")
 def partial(tiny_models, sglang_server):
     run = sglang_server(tiny_models("partial"), env=FAST)
-    return run, serve(run, sequential=3, rounds=4)
+    return run, serve(run, rounds=4)
 
 
 @pytest.fixture(scope="module")
 def full(tiny_models, sglang_server, partial):  # after partial: one server at a time
     run = sglang_server(tiny_models("full"), env=FAST)
-    return run, serve(run, sequential=3, rounds=3)
+    return run, serve(run, rounds=4)
 
 
 def test_partial_at_three_steps_is_slower_with_its_estimate_interval_and_k(partial):

@@ -242,7 +242,8 @@ def _step_costs(accepted_per_minute: float, drafts_per_minute: float = 120) -> l
     """A deployment's step costs, a minute at a time: 60 measured steps at batch 1 (12 ms,
     the target's forward over 4 tokens 5.5 ms) and 60 at batch 4 (16.5 ms, forward over 16
     tokens 8.5 ms), 0.5 ms between steps; so the forward's line is 4.5 ms + 0.25 ms a token,
-    a plain step 5.75 ms at batch 1 and 6.5 ms at batch 4 (docs/advisor.md)."""
+    a plain step 5.75 ms at batch 1 and 6.5 ms at batch 4 (the forwards on the line: scaled
+    by 1; docs/advisor.md)."""
     out = [_series(S.SPEC_DRAFTS, f"0+{drafts_per_minute:g}x90"),
            _series(S.SPEC_ACCEPTED_TOKENS, f"0+{accepted_per_minute:g}x90")]
     phases = {"1": dict(step=12, draft=4, verify=6, draft_extend=2, target_forward=5.5),

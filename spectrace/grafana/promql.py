@@ -172,8 +172,9 @@ def forward_fit(window: str, flt="") -> tuple[str, str, str]:
 
 def plain_step_seconds(window: str, flt="") -> str:
     """A plain decode step's estimated seconds by batch-size bucket (docs/advisor.md): the
-    fitted forward at the bucket's mean batch, plus the step's work beyond its forward and
-    draft, plus the time between steps; without a fit, the bound (verify + between)."""
+    fitted forward at the bucket's mean batch (scaled to the bucket's own forwards), plus
+    the step's work beyond its forward and draft, plus the time between steps; without a
+    fit, the bound (verify + between)."""
     by = (S.ATTR_BATCH_BUCKET,)
     step = _phase_mean(S.PHASE_STEP, window, flt, by)
     zero = f"({step} * 0)"
@@ -181,11 +182,19 @@ def plain_step_seconds(window: str, flt="") -> str:
     def mean(phase):
         return f"({_phase_mean(phase, window, flt, by)} or {zero})"
     slope, intercept, ok = forward_fit(window, flt)
-    batch = (f"({srate(S.SPEC_PHASE_REQUESTS, window, by, flt, FORWARD)}"
-             f" / {srate(S.SPEC_PHASE_SAMPLES, window, by, flt, FORWARD)})")
-    rest = (f"clamp_min({step} - {_phase_mean(S.PHASE_FORWARD, window, flt, by)}"
-            f" - {mean(S.PHASE_DRAFT)} - {mean(S.PHASE_DRAFT_EXTEND)}, 0)")
-    fitted = f"({mean(S.PHASE_BETWEEN)} + scalar({intercept}) + scalar({slope}) * {batch} + {rest})"
+
+    def per_forward(spec):
+        return (f"({srate(spec, window, by, flt, FORWARD)}"
+                f" / {srate(S.SPEC_PHASE_SAMPLES, window, by, flt, FORWARD)})")
+    forward = _phase_mean(S.PHASE_FORWARD, window, flt, by)
+    def line(x):
+        return f"(scalar({intercept}) + scalar({slope}) * {x})"
+    # the line at the batch, scaled to the bucket's own forwards (`advisor._plain`)
+    plain_forward = (f"({forward} * {line(per_forward(S.SPEC_PHASE_REQUESTS))}"
+                     f" / {line(per_forward(S.SPEC_PHASE_TOKENS))})")
+    rest = (f"clamp_min({step} - {forward} - {mean(S.PHASE_DRAFT)}"
+            f" - {mean(S.PHASE_DRAFT_EXTEND)}, 0)")
+    fitted = f"({mean(S.PHASE_BETWEEN)} + {plain_forward} + {rest})"
     bound = f"({mean(S.PHASE_BETWEEN)} + {_phase_mean(S.PHASE_VERIFY, window, flt, by)})"
     return f"(({fitted} and on() {ok}) or {bound})"
 
