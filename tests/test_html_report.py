@@ -247,7 +247,7 @@ def test_numbers_in_the_page_equal_the_json(runs, browser, name):
         if any(p in ("mean_acceptance_length", "acceptance_rate") or p.endswith("per_position")
                for p in parts):
             assert cell["text"] == f"{want:.2f}", cell
-        elif parts[-1].endswith("_seconds"):  # the advisor's step costs, in milliseconds
+        elif parts[-1].endswith(("_seconds", "seconds_per_token")):  # the advisor's, in ms
             assert cell["text"] == f"{want * 1e3:.2f} ms", cell
         elif parts[-1] == "tokens_per_second":
             assert cell["text"] == f"{want:.1f}", cell

@@ -83,7 +83,7 @@ def _advice(adv: Advice) -> str:
     rows = []
     if adv.best is not None:
         rows.append(f"<tr><th scope=row>best draft steps over the observed mix</th>"
-                    f"{_cell(adv.best, 'speculation.best_num_steps', _k(adv.best))}</tr>")
+                    f"{_cell(adv.best, 'speculation.best_num_steps')}</tr>")
         rows.append(f"<tr><th scope=row>its predicted gain over K now</th>"
                     f"{_cell(adv.gain, 'speculation.predicted_gain', _ratio(adv.gain))}</tr>")
         rows.append(f"<tr><th scope=row>its flags</th><td>{_e(adv.flags)}</td></tr>")
