@@ -142,9 +142,11 @@ def phase_seconds(window: str, by=(), flt="", extra="") -> str:
 
 
 def _phase_mean(phase: str, window: str, flt: str, by=()) -> str:
+    """A phase's mean seconds over `window`, only where it was measured in the window (a
+    series that did not grow there is left out, not 0 / 0, so `or` can stand in for it)."""
     m = f'{S.ATTR_PHASE}="{phase}"'
     return (f"({srate(S.SPEC_PHASE_TIME, window, by, flt, m)}"
-            f" / {srate(S.SPEC_PHASE_SAMPLES, window, by, flt, m)})")
+            f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, m)} > 0))")
 
 
 FORWARD = f'{S.ATTR_PHASE}="{S.PHASE_FORWARD}"'
@@ -185,8 +187,9 @@ def plain_step_seconds(window: str, flt="") -> str:
 
     def per_forward(spec):
         return (f"({srate(spec, window, by, flt, FORWARD)}"
-                f" / {srate(S.SPEC_PHASE_SAMPLES, window, by, flt, FORWARD)})")
+                f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, FORWARD)} > 0))")
     forward = _phase_mean(S.PHASE_FORWARD, window, flt, by)
+
     def line(x):
         return f"(scalar({intercept}) + scalar({slope}) * {x})"
     # the line at the batch, scaled to the bucket's own forwards (`advisor._plain`)
