@@ -398,3 +398,22 @@ def test_a_few_steps_at_a_passing_batch_size_do_not_hold_the_verdict_back():
             for k, v in many.items()}
     adv = advisor.advise(many, *PARTIAL, runtime="sglang", topk=1)
     assert not adv.judged and adv.verdict == "unknown" and advisor.findings(adv) == []
+
+
+def test_steps_adaptive_speculation_runs_without_drafts_verify_no_request_step(tmp_path):
+    """SGLang's adaptive speculation with `candidate_steps` [0] for a batch size (the
+    advice's per-batch-size setting) runs those steps through the worker with K = 0: no
+    draft token, so no request-step is counted (they would read as rejected drafts and
+    pull the mean acceptance length to 1); their cost is filed under K = 0."""
+    with process_state.own_recorder(str(tmp_path), step_cost_every=1) as rec:
+        step = hb.V2Step(4, "spectrace")
+        try:
+            step()
+            step.worker.speculative_num_steps = 0
+            step()
+            step()
+        finally:
+            step.close()
+        assert rec.acceptance.folded().drafts == 4  # the first step's 4 requests only
+        ks = {(r.key.phase, r.key.num_steps) for r in rec.cost.rows()}
+        assert ("step", 0) in ks and ("step", 3) in ks
