@@ -27,6 +27,9 @@ Parts (one row each check):
 3. cost: what spectrace's hooks add to one speculative step (the test kit's v2 step, its
    tensors on the device) at batch 1, 32, 256, next to a measured step of the tiny draft
    (eager, and as a graph replay on CUDA), as a ratio.
+   The MRV2 case (vLLM's V2 model runner) also times every step with spectrace's CUDA
+   events and checks, once they complete, a step, verify and draft sample per measured
+   step in each batch bucket.
 4. events: step times from CUDA events recorded on the stream and read back only once
    `event.query()` is true (no synchronization), against a synchronizing reference
    (`synchronize(); t0; step; synchronize(); t1`), on a graph-replayed step of at least
@@ -69,6 +72,9 @@ SYNC_CALLS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchr
 SKIPPED = "skipped: no CUDA device"
 CONTROL = "control: .item() on a CUDA tensor is caught by the counters"
 READBACK = "agreement counts read back (event.query, no wait)"
+MRV2_CASE = ("vLLM V2 model runner (MRV2) step: rejection-sampler agreement (argmax), step "
+             "cost CUDA events at execute_model / speculator propose / sample_tokens (every "
+             "step measured)")
 
 
 # -- the bundle ---------------------------------------------------------------------------
@@ -362,10 +368,11 @@ def sync_cases():
     def v1(bs, hooks, device):
         return hb.V1Step(bs, "spectrace" if hooks else None, hb.make_tensors(bs, device))
 
-    def vllm(log_stats):
+    def vllm(log_stats, runner="v1"):
         def make(bs, hooks, device):
             return hb.VllmStep(bs, "spectrace" if hooks else None,
-                               hb.make_vllm_inputs(bs, device), log_stats=log_stats)
+                               hb.make_vllm_inputs(bs, device), log_stats=log_stats,
+                               runner=runner)
         return make
 
     every = {"step_sample_ratio": 1.0, "agreement_every": 1}
@@ -380,6 +387,7 @@ def sync_cases():
          "combine_hidden_states width", every, vllm(True), True),
         ("vLLM engine step, vLLM stats off (sampled lengths snapshotted)", every, vllm(False),
          True),
+        (MRV2_CASE, {**every, "step_cost_every": 1}, vllm(True, "mrv2"), True),
         ("fc bypass: draft-extend pass 1 layer wide, finding each pass", every,
          lambda bs, hooks, device: BypassPasses(bs, hooks, device), False),
         ("tiny draft step (real kernels), width hook on each pass", every,
@@ -457,6 +465,8 @@ def part_sync(table: Table, torch, tmp: str) -> None:
                                                f"folded, expected {bs * SYNC_STEPS * runs}")
                 figures.append(f"{bs}: {sum(raised.values()) + bool(exc)}/{warned}/"
                                f"{'-' if prof_hooked is None else prof_hooked}")
+            if cfg.get("step_cost_every"):
+                problems += step_cost_problems(counter, rec)
         table.add("1 sync", check, problems,
                   "syncs (error-mode raises/warnings/profiler calls) at batch "
                   + ", ".join(figures) + f"; {SYNC_STEPS} steps each")
@@ -464,6 +474,35 @@ def part_sync(table: Table, torch, tmp: str) -> None:
               f"{len(folded)} case x batch runs: all counts arrived through the pinned "
               "non-blocking copy, folded while polled under error mode"
               if not folded_problems else "")
+
+
+def step_cost_problems(counter, rec) -> list[str]:
+    """Once the device is idle, the step-cost events of every measured step are read (by
+    polling, under error mode): in each batch bucket as many `step`, `verify` and `draft`
+    samples, each phase inside its step."""
+    deadline, samples, seconds = time.monotonic() + 5, {}, {}
+    while time.monotonic() < deadline:
+        rows = []
+        counter.raised(lambda: rows.extend(rec.cost.rows()))
+        samples = {(k.bucket, k.phase): n for k, _, _, n, *_ in rows}
+        seconds = {(k.bucket, k.phase): sec for k, sec, _, _, *_ in rows}
+        if samples and not any(c._pending for c in rec.cost._clocks.values()):
+            break
+        time.sleep(0.01)
+    buckets = {b for b, _ in samples}
+    problems = [f"bucket {b}: samples {[samples.get((b, p)) for p in PHASES3]}"
+                for b in sorted(buckets)
+                if len({samples.get((b, p)) for p in PHASES3}) != 1]
+    problems += [f"bucket {b}: verify + draft {seconds[(b, 'verify')] + seconds[(b, 'draft')]}"
+                 f" s > step {seconds[(b, 'step')]} s" for b in sorted(buckets)
+                 if not problems and seconds[(b, "verify")] + seconds[(b, "draft")]
+                 > seconds[(b, "step")]]
+    if len(buckets) != len(BATCHES):
+        problems.append(f"step cost in buckets {sorted(buckets)}, expected one per batch size")
+    return problems
+
+
+PHASES3 = ("step", "verify", "draft")
 
 
 # -- last: a runtime's graph capture while the metric reader polls -------------------------

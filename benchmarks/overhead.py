@@ -153,13 +153,15 @@ def hot_path(quick: bool, out_dir: str) -> dict:
             print(f"  {worker} batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} "
                   f"us (median), EAGLE-3 worker +{eagle3:.2f} us; load {row['load_before']}",
                   file=sys.stderr)
-    for log_stats, key in ((True, "vllm"), (False, "vllm_no_stats")):
+    for log_stats, key, runner in ((True, "vllm", "v1"), (False, "vllm_no_stats", "v1"),
+                                   (True, "vllm_mrv2", "mrv2")):
         out[key] = {}
         for bs in VLLM_BATCHES:
             inputs = hb.make_vllm_inputs(bs)
-            out[key][bs] = row = on_off(hb.VllmStep(bs, None, inputs, log_stats=log_stats),
-                                        hb.VllmStep(bs, "spectrace", inputs, log_stats=log_stats),
-                                        rounds, per_round)
+            out[key][bs] = row = on_off(
+                hb.VllmStep(bs, None, inputs, log_stats=log_stats, runner=runner),
+                hb.VllmStep(bs, "spectrace", inputs, log_stats=log_stats, runner=runner),
+                rounds, per_round)
             print(f"  {key} batch {bs}: spectrace +{row['spectrace_added']['median_us']:.2f} "
                   f"us (median); load {row['load_before']}", file=sys.stderr)
     out["vllm_algorithms"] = vllm_algorithms(rounds, per_round)
@@ -570,6 +572,12 @@ def table(res: dict) -> str:
         lines += _added_table("Hot path, same vLLM step, vLLM logging no stats (LLM's "
                               "default: spectrace snapshots the sampled lengths)",
                               hot["vllm_no_stats"])
+        if "vllm_mrv2" in hot:
+            lines += _added_table(
+                "Hot path, vLLM engine step on the V2 model runner (MRV2: its "
+                "GPUModelRunner.execute_model, sample_tokens, RejectionSampler.__call__, the "
+                "speculator's propose), default settings, vLLM logging its stats",
+                hot["vllm_mrv2"])
         lines += ["", "Sampling settings, v2 step: spectrace adds median / mean µs per step",
                   "| settings | step_sample_ratio | agreement_every | batch 1 | batch 256 |",
                   "|---|---|---|---|---|"]

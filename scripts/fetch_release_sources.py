@@ -2,7 +2,7 @@
 """Fetch the released SGLang and vLLM sources the `sources` tests read (the wrap-point and
 loader-fact tests), once, into `$SPECTRACE_WHEEL_CACHE` (default `~/.cache/spectrace-wheels`):
 SGLang's wheels (a few MB each) and vLLM's source distributions (10 – 50 MB each), about
-0.3 GB downloaded (0.6 GB with the unpacked vLLM files; about 3 minutes). Releases already
+0.5 GB downloaded (1.2 GB with the unpacked vLLM files; about 5 minutes). Releases already
 there are not fetched again. The list is `tests/release_sources.RELEASES`; scripts/test.sh
 runs this before pytest.
 

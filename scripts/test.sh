@@ -42,7 +42,9 @@ else
   step "installing Grafana's schema packages (npm ci --prefix tests/grafana_schema)" \
     npm ci --prefix tests/grafana_schema --no-audit --no-fund
 fi
-# The released SGLang / vLLM sources the wrap-point tests read (about 0.3 GB, once).
+# The released SGLang / vLLM sources the wrap-point tests read (about 0.5 GB downloaded, 1.2 GB
+# on disk, once).
+needs_disk 2 "the released runtime sources"
 step "fetching the released runtime sources (tests marked 'sources')" \
   .venv/bin/python scripts/fetch_release_sources.py
 # SGLang 0.5.12 (the last release with the v1 EAGLEWorker), for the v1 end-to-end test.

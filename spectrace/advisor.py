@@ -11,8 +11,9 @@ step cost (`step_cost`), per batch-size bucket. docs/advisor.md states the model
   a step does besides the forward and the draft (input preparation, sampling, bookkeeping:
   step - draft - draft_extend - target_forward, measured) and the time between steps. The
   speed-up L(K) * T_plain / T(K) is an estimate with a standard error. Where there is no fit
-  (the forwards' tokens did not vary: one batch size and one K) the plain step is bounded
-  by the verify phase instead and the speed-up is an upper bound, labelled so.
+  (the forwards' tokens did not vary: one batch size and one K; or no forward measured, as
+  on vLLM's V2 model runner) the plain step is bounded by the verify phase instead and the
+  speed-up is an upper bound, labelled so.
 - Time per step with K' (chain drafting): T(K') = between + step(K) - (K - K') * c - the
   fitted forward's saving on K - K' fewer tokens per request (0 without a fit), c the
   draft cost of one position (the slope of the draft phase over K when several K were
@@ -360,9 +361,11 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
     usable = [b for b in buckets if b.options]
     bound = any(b.bound for b in usable) or not usable
     if usable and bound:
-        notes.append("no fit of the target's forward against its tokens (they did not vary: "
-                     "one batch size and one K), so a plain step is bounded by the verify "
-                     "phase and the speed-up is an upper bound")
+        why = ("no target forward was measured: vLLM's V2 model runner does not time it"
+               if not forwards else "too few forwards, or their tokens did not vary: one "
+               "batch size and one K")
+        notes.append(f"no fit of the target's forward against its tokens ({why}), so a plain "
+                     f"step is bounded by the verify phase and the speed-up is an upper bound")
     weights = [b.phases[signals.PHASE_STEP].samples for b in usable]
     speedup = upper = lower = best = gain = flags = batch_flags = None
     if usable:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 
-from . import signals
+from . import names
 from .families.step_cost import BUCKET_INDEX
 
 
 def fixed_k(runtime: str | None, num_steps: int) -> str:
     """The exact flags that serve `num_steps` chain draft tokens (0: no speculation)."""
-    if runtime == signals.RUNTIME_VLLM:
+    if runtime == names.RUNTIME_VLLM:
         if num_steps == 0:
             return "serve without --speculative-config"
         return (f"--speculative-config '{{..., \"num_speculative_tokens\": {num_steps}}}' "
@@ -63,7 +63,7 @@ def by_batch_size(runtime: str | None, best: list[tuple[str, int]]) -> str | Non
         return None
     runs = _ranges(best)
     top = max(k for _, _, k in runs)
-    if runtime == signals.RUNTIME_VLLM:
+    if runtime == names.RUNTIME_VLLM:
         schedule = json.dumps([[lo, hi, k] for lo, hi, k in runs])
         return (f"vLLM 0.26+: --speculative-config '{{..., \"num_speculative_tokens\": {top}, "
                 f"\"num_speculative_tokens_per_batch_size\": {schedule}}}'")

@@ -31,7 +31,8 @@ FETCH = "python scripts/fetch_release_sources.py"
 # tests/test_doctor_loader_facts.py); the fetch script fetches exactly these.
 RELEASES = {
     "sglang": ("0.5.5", "0.5.8", "0.5.12", "0.5.16", "0.5.23"),
-    "vllm": ("0.11.0", "0.13.0", "0.18.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0"),
+    "vllm": ("0.11.0", "0.13.0", "0.18.0", "0.20.0", "0.22.0", "0.26.0", "0.27.0", "0.28.0",
+             "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"),
 }
 
 
@@ -147,6 +148,17 @@ def _unpack_sdist(archive: str, tree: str) -> None:
 
 
 # -- reading (the tests) -----------------------------------------------------------------------
+def python_files(package: str, version: str, folder: str) -> list[str]:
+    """The paths (`folder/...py`) of a vLLM release's Python files under `folder`, sorted."""
+    _check_listed(package, version)
+    if not is_cached(package, version):
+        raise _missing(package, version)
+    root = _sdist_tree(package, version)
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, names in os.walk(os.path.join(root, folder))
+                  for f in names if f.endswith(".py"))
+
+
 @functools.lru_cache(maxsize=None)
 def source(package: str, version: str, path: str) -> str | None:
     """The text of `path` (e.g. `vllm/model_executor/models/llama_eagle3.py`) in that

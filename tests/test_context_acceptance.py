@@ -152,3 +152,7 @@ def test_a_bad_count_list_is_dropped_alone():
     acc.add([1], 3)
     acc.fold()  # nothing left of the bad one
     assert acc.drafts == 6
+    acc.add(5, 3)  # a number is not five request-steps (bytearray(5) would be five zeros)
+    with pytest.raises(ValueError, match="not a list of counts: 5"):
+        acc.fold()
+    assert acc.drafts == 6

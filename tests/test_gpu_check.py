@@ -16,6 +16,7 @@ import torch
 
 from benchmarks import gpu_check
 from tests.kit import stand_ins as hb
+from tests.kit import process_state
 
 # the tier markers tests/tiers.py introduces (registered with them in pyproject.toml)
 pytestmark = pytest.mark.torch
@@ -132,3 +133,33 @@ def test_wheel_tags_fit_this_interpreter_only():
     assert not gpu_check._fits(f"cp3{minor + 1}", f"cp3{minor + 1}", f"manylinux_2_17_{arch}")
     assert not gpu_check._fits(f"cp3{minor}", f"cp3{minor}", "macosx_11_0_arm64")
     assert not gpu_check._fits(f"cp3{minor}", f"cp3{minor}", "manylinux_2_17_s390x")
+
+
+def test_mrv2_step_cost_check_passes_whole_steps_and_fails_a_missing_phase(tmp_path):
+    """The MRV2 case's step-cost check (run on a GPU after its sync runs), here on the CPU
+    clocks: every batch size's steps measured, step = verify = draft per bucket, passes;
+    with the draft phase's hook gone (its samples missing) it names the bucket."""
+    class Counter:  # gpu_check's SyncCounter.raised, without sync debug mode
+        @staticmethod
+        def raised(fn):
+            fn()
+
+    for broken in (False, True):
+        with process_state.own_recorder(str(tmp_path / str(broken)), step_cost_every=1,
+                             agreement_every=0) as rec:
+            for bs in gpu_check.BATCHES:
+                step = hb.VllmStep(bs, "spectrace", runner="mrv2")
+                if broken:  # the speculator's `propose` put back unwrapped: no draft phase
+                    [patch] = [pt for pt in step.patcher.patches if pt.attr == "propose"]
+                    setattr(patch.owner, patch.attr, patch.original)
+                    step.patcher.patches.remove(patch)
+                try:
+                    for _ in range(3):
+                        step()
+                finally:
+                    step.close()
+            problems = gpu_check.step_cost_problems(Counter, rec)
+        if broken:
+            assert problems and all("samples" in p for p in problems), problems
+        else:
+            assert problems == [], problems

@@ -2,7 +2,8 @@
 machine with fake CUDA tensors. (On a real GPU: `benchmarks/gpu_sync_check.py`.)
 
 What is real: spectrace's hooks, the wrap-point tables of its own adapters (`sglang_v2`,
-`sglang_v1`, `sglang_eagle3`, and vLLM's `vllm_engine`, `vllm_runner`, `vllm_eagle3`)
+`sglang_v1`, `sglang_eagle3`, and vLLM's `vllm_engine`, `vllm_runner`, `vllm_mrv2`,
+`vllm_eagle3`)
 applied by its Patcher (wrapt) and its Recorder; the tensors are
 PyTorch's own `FakeTensor`s on device "cuda" (`FakeTensorMode`): they report `is_cuda`, so
 every hook takes its CUDA code path, but they have no data. Every aten op the hooks issue is
@@ -12,7 +13,8 @@ and shows up as a recorded op or a counted internal error. `torch.cuda.Event` an
 `torch.cuda.synchronize` are replaced by recorders (there is no driver here).
 What is a stand-in: the bodies of SGLang's and vLLM's methods (see tests/kit/stand_ins.py).
 
-Asserted, for a v2 step (sampled, agreement compared), a v1 step and a vLLM engine step:
+Asserted, for a v2 step (sampled, agreement compared), a v1 step and a vLLM engine step
+(V1 runner, and the V2 model runner, MRV2):
 - no `aten._local_scalar_dense` / `aten.is_nonzero` / data-dependent-shape op;
 - no op that moves data from the device to the host, except the one copy of the
   agreement counts (`rules.tokens.to_host`): non-blocking, into a pinned buffer
@@ -321,6 +323,54 @@ def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_pa
         assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
         assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
         assert rec.inflight.last_end is None and rec.inflight.cost is None
+
+
+def _run_mrv2_steps(mode) -> OpLog:
+    """Three steps of vLLM's V2 model runner (MRV2) through spectrace's hooks
+    (`vllm_mrv2`), on fake CUDA inputs."""
+    with mode:
+        inputs = hb.make_vllm_inputs(BS, "cuda")
+    return _run_steps(hb.VllmStep(BS, "spectrace", inputs, runner="mrv2"), mode)
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_mrv2_step_cost_and_agreement_on_cuda_never_wait(fake_cuda, tmp_path, every):
+    """MRV2 on a GPU: the rejection sampler's hook takes the target's argmax and the
+    verify input at the logits rows, compares them on the device and copies the counts
+    back without blocking; a measured step records one event where `execute_model`
+    starts, one where it returns (verify), two around the speculator's `propose` (draft),
+    one where `sample_tokens` returns (step): five events, three pairs; no synchronize,
+    no wait; the reader only polls."""
+    from spectrace.families import step_cost
+    mode, calls = fake_cuda
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=1,
+                         step_cost_every=every, finite_every=0) as rec:
+        log = _run_mrv2_steps(mode)
+        ops = _assert_no_sync(log, calls)
+        assert ops.count("aten.argmax.default") == ops.count("aten.copy_.default") == 3
+        assert ops.count("aten.index.Tensor") == 3 and "aten.eq.Tensor" in ops, log.describe()
+        assert len(rec.agreement._pending) == 3
+        clock = rec.cost._clocks[True]
+        assert isinstance(clock, step_cost.CudaEventClock) and False not in rec.cost._clocks
+        measured = len(range(0, 3, every))
+        assert FakeEvent.log.count("record") == 3 + 5 * measured
+        assert [i for _, _, i, _ in clock._pending] == [
+            step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS)
+            for phase in (step_cost.VERIFY, step_cost.DRAFT, step_cost.STEP)] * measured
+        assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
+        assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
+        assert rec.inflight.last_end is None and rec.inflight.cost is None
+        assert rec.draft.counts == {("target_fed", hb.NUM_AUX * hb.TARGET_HIDDEN): 3}
+
+
+def test_mrv2_step_without_agreement_or_cost_issues_no_aten_op(fake_cuda, tmp_path):
+    """MRV2 steps neither compared nor measured (15 of 16 by default) touch no tensor."""
+    mode, calls = fake_cuda
+    with process_state.own_recorder(str(tmp_path), step_sample_ratio=1.0, agreement_every=0,
+                         step_cost_every=0, finite_every=0):
+        log = _run_mrv2_steps(mode)
+    assert not log.aten(), log.describe()
+    assert "synchronize" not in calls and not FakeEvent.log
 
 
 def test_vllm_step_without_agreement_issues_no_aten_op(fake_cuda, tmp_path):

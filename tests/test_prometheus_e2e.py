@@ -34,7 +34,7 @@ from spectrace import signals as S
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from spectrace.grafana import alerts, metrics_doc
 from spectrace.grafana import promql as Q
-from spectrace.families.breakdowns import SGLANG_ONLY, VLLM_PER_REQUEST
+from spectrace.families.breakdowns import BREAKDOWNS, SGLANG_ONLY, VLLM_PER_REQUEST
 
 DASHBOARD_DIR = os.path.join(ROOT, "grafana", "dashboards")
 RULES = os.path.join(ROOT, "grafana", "alerts", "spectrace-rules.yml")
@@ -186,21 +186,23 @@ def rule_queries() -> list[tuple[str, str]]:
     return out
 
 
-LONG_CONTEXT = "SpectraceLongContextAcceptance"
-GAP_ALERTS = {r["alert"] for r in alerts.gap_rules()} - {LONG_CONTEXT}
+# the breakdowns' gap rules (long context, large batches): alert -> its breakdown
+GAP_RULES = {b.alert: b for b in BREAKDOWNS if b.alert and b.rule and b.rule.ordered}
+SPEEDUP_PART = (alerts.SLOWER, "estimated speed-up")
 
 
-def rule_part_queries() -> list[tuple[str, str]]:
-    """(part, query) of the long-context rule's per-bucket figures and of the speed-up
-    rule's estimate. Their own queries have data only past their floors (the long-context
-    one: two context buckets far apart with 200 request-steps each; the speed-up one: 100
-    request-steps and 30 measured steps in 30 minutes), which these runs never reach (a
-    few dozen request-steps, all under 512 tokens): the parts prove instead that what they
-    select arrives."""
+def rule_part_queries() -> list[tuple[tuple[str, str], str]]:
+    """((alert, part), query) of each gap rule's per-bucket figures and of the speed-up
+    rule's estimate. A gap rule's own query has data only with two buckets far apart past
+    its floor (hundreds of request-steps each), the speed-up one only past 100
+    request-steps and 30 measured steps in 30 minutes, which these runs never reach (a few
+    dozen request-steps, all in one or two buckets): the parts prove instead that what
+    they select arrives."""
     w, by = alerts.GAP_WINDOW, alerts.BY
-    return [("request-steps", Q.context_request_steps(w, by)),
-            ("accepted per request-step", Q.accepted_per_request_step_by_context(w, by)),
-            ("estimated speed-up", Q.estimated_speedup(alerts.SPEEDUP_WINDOW))]
+    return [p for alert, b in GAP_RULES.items() for p in (
+        ((alert, "request-steps"), Q.bucket_request_steps(b, w, by)),
+        ((alert, "accepted per request-step"), Q.accepted_per_request_step_by(b, w, by)))] + [
+        (SPEEDUP_PART, Q.estimated_speedup(alerts.SPEEDUP_WINDOW))]
 
 
 # -- one real run per model variant -------------------------------------------------------
@@ -436,31 +438,31 @@ def test_every_rule_query_evaluates(runs, runtime):
     partial, bypass = runs(runtime, "partial"), runs(runtime, "bypass")
     for name, query in rule_queries():
         if name == alerts.SLOWER:  # under its floor here: its estimate instead
-            assert dict(rule_part_queries())["estimated speed-up"] in query
+            assert dict(rule_part_queries())[SPEEDUP_PART] in query
             for run in (partial, bypass):
                 assert run.rules[name] == [], (name, run.mode, run.rules[name])
-                [speedup] = _by(run.rule_parts["estimated speed-up"], "").values()
+                [speedup] = _by(run.rule_parts[SPEEDUP_PART], "").values()
                 assert 0 < speedup < 10, (run.mode, speedup, run.logs)
             continue
-        if name == LONG_CONTEXT:
+        if name in GAP_RULES:
+            b = GAP_RULES[name]
             for run in (partial, bypass):
                 assert run.rules[name] == [], (name, run.mode, run.rules[name])
-            parts = dict(rule_part_queries()[:2])
-            assert all(q in query for q in parts.values()), "the parts are the rule's own"
-            if runtime == "vllm":  # vLLM gives spectrace no sequence lengths
-                assert all(run.rule_parts[part] == [] for run in (partial, bypass)
+            parts = {part: q for (alert, part), q in rule_part_queries() if alert == name}
+            assert parts and all(q in query for q in parts.values()), "the rule's own parts"
+            if runtime == "vllm" and b.where == SGLANG_ONLY:  # no sequence lengths on vLLM
+                assert all(run.rule_parts[name, part] == [] for run in (partial, bypass)
                            for part in parts), partial.rule_parts
                 continue
-            for run in (partial, bypass):  # every request-step under 512 tokens
-                steps = _by(run.rule_parts["request-steps"], "context")
-                assert set(steps) == {"<512"} and steps["<512"] > 0, (run.mode, steps)
+            for run in (partial, bypass):  # the request-steps land in the low buckets
+                steps = _by(run.rule_parts[name, "request-steps"], b.attribute)
+                assert steps and sum(steps.values()) > 0, (name, run.mode, steps)
+                assert set(steps) <= set(b.buckets[:3]), (name, run.mode, steps)
             gain = "accepted per request-step"
-            assert _by(partial.rule_parts[gain], "context") == {"<512": 1.0}, partial.logs
-            assert _by(bypass.rule_parts[gain], "context")["<512"] < 0.2, bypass.logs
-            continue
-        if name in GAP_ALERTS:  # the other breakdowns' rules: under their floors here too
-            for run in (partial, bypass):
-                assert run.rules[name] == [], (name, run.mode, run.rules[name])
+            healthy = _by(partial.rule_parts[name, gain], b.attribute)
+            assert healthy and set(healthy.values()) == {1.0}, (name, healthy, partial.logs)
+            broken = _by(bypass.rule_parts[name, gain], b.attribute)
+            assert broken and max(broken.values()) < 0.2, (name, broken, bypass.logs)
             continue
         if FINDINGS in query:
             # No vocabulary finding in either run: the rule's `> 0` leaves nothing.

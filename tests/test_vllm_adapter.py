@@ -347,3 +347,81 @@ def test_step_cost_measures_every_nth_speculative_step(tmp_path):
         # the forward's tokens: the step's scheduled tokens (5 requests x 4), its requests
         fwd = {r.key.num_steps: r for r in rec.cost.rows() if r.key.phase == "target_forward"}
         assert (fwd[hb.STEPS].tokens, fwd[hb.STEPS].requests) == (2 * 20, 2 * 5)
+
+
+# -- the V2 model runner (MRV2) ------------------------------------------------------------------
+def test_mrv2_step_cost_measures_every_nth_speculative_step(tmp_path):
+    """MRV2 (`vllm_mrv2`, on the test kit's stand-ins of its runner, rejection sampler and
+    speculator): every 2nd step with drafts is measured, `draft` being the speculator's
+    `propose`; K is the runner's `num_speculative_steps`; a warm-up dummy run (no drafts
+    scheduled) neither counts nor is measured and clears the between-steps interval, and
+    its `propose` records nothing."""
+    with process_state.own_recorder(str(tmp_path), step_cost_every=2, agreement_every=0) as rec:
+        step = hb.VllmStep(5, "spectrace", runner="mrv2")
+        runner = step.engine.runner
+        try:
+            for _ in range(3):  # steps 1 and 3 measured
+                step()
+            assert rec.inflight.last_end is not None
+            dummy = types.SimpleNamespace(scheduled_spec_decode_tokens={},
+                                          num_scheduled_tokens={"_dummy_req_0": 4})
+            runner.execute_model(dummy, dummy_run=True)
+            runner.speculator.propose(None, None, None, None, None, None, None, None, None,
+                                      None, None, dummy_run=True)
+            assert rec.inflight.last_end is None and rec.inflight.cost is None
+            step()  # 4th: not measured
+            runner.num_speculative_steps = 2
+            step()  # 5th: measured at K 2
+        finally:
+            step.close()
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n, *_ in rec.cost.rows()}
+        assert got == {**{(p, "4-7", hb.STEPS): 2 for p in ("step", "verify", "draft")},
+                       **{(p, "4-7", 2): 1 for p in ("step", "verify", "draft")},
+                       ("between_steps", "4-7", hb.STEPS): 1}
+
+
+def _mrv2_batch(per_request: list, rows: int | None = None):
+    """An MRV2 `InputBatch`'s fields the agreement reads, for requests with
+    `per_request` drafts each: the verify input at the logits rows is the last sampled
+    token (9) then drafts 1, 2, ...; the target's argmax at a request's row j is j + 1, the
+    draft at its row j + 1: every draft agrees. `rows`: fewer logits rows (compacted)."""
+    ids, argmax = [], []
+    for k in per_request:
+        ids += [9] + list(range(1, k + 1))
+        argmax += list(range(1, k + 2))
+    n = rows if rows is not None else len(ids)
+    logits = torch.zeros(n, 16)
+    logits[torch.arange(n), torch.tensor(argmax[:n])] = 1.0
+    batch = types.SimpleNamespace(
+        num_reqs=len(per_request), num_draft_tokens=sum(per_request),
+        num_draft_tokens_per_req=per_request, input_ids=torch.tensor(ids, dtype=torch.int32),
+        logits_indices=torch.arange(len(ids)))
+    return logits, batch
+
+
+def test_mrv2_agreement_compares_only_steps_of_one_k(tmp_path):
+    """The rejection sampler's hook compares the target's argmax at row k with the draft
+    at row k + 1 (here all agree) on every Nth step that verifies drafts, when every
+    request verifies the same K with one bonus row each; a step mixing K's, one whose
+    rows were compacted (adaptive verification) or without drafts is counted towards N
+    but not compared."""
+    from spectrace.adapters import vllm_mrv2
+    sampler = types.SimpleNamespace()
+    with process_state.own_recorder(str(tmp_path), agreement_every=2) as rec:
+        for per_request, rows in (([3, 3], None), ([3, 3], None),    # 1st compared
+                                  ([3, 2], None), ([3, 3], None),    # mixed: not compared
+                                  ([3, 3], 6), ([3, 3], None),       # compacted: not
+                                  ([2, 2, 2], None)):                # K 2: compared
+            logits, batch = _mrv2_batch(per_request, rows)
+            vllm_mrv2._before_rejection_sample(sampler, logits, batch)
+        none = types.SimpleNamespace(num_reqs=2, num_draft_tokens=0,
+                                     num_draft_tokens_per_req=None)
+        vllm_mrv2._before_rejection_sample(sampler, torch.zeros(2, 16), none)  # 8th: none
+        rec.agreement.fold()
+        assert rec.agreement.drafts == 2 + 3 and rec.agreement.per_position == [5, 5, 2]
+        # a draft that differs from the target's argmax disagrees at its position
+        logits, batch = _mrv2_batch([3, 3])
+        batch.input_ids[2] = 7  # request 0's second draft
+        vllm_mrv2._before_rejection_sample(sampler, logits, batch)  # 9th: compared
+        rec.agreement.fold()
+        assert rec.agreement.per_position == [7, 6, 4]

@@ -15,16 +15,21 @@ import tomllib
 
 import pytest
 
+import release_sources as rs
 import wheel_sources as ws
 from wheel_sources import rows
 
 pytestmark = pytest.mark.sources
 
 VERSIONS = ("0.18.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0")
+# the V2 model runner (MRV2), default from 0.26 (dense targets) / 0.30 (all): every release
+MRV2 = ("0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
 
 since = functools.partial(ws.since, VERSIONS)
 until = functools.partial(ws.until, VERSIONS)
+mrv2_since = functools.partial(ws.since, MRV2)
+mrv2_until = functools.partial(ws.until, MRV2)
 
 
 ALL = VERSIONS
@@ -56,6 +61,26 @@ LDF = "vllm/model_executor/models/laguna_dflash.py"
 DFLASH = ((QDF, "DFlashQwen3ForCausalLM", since("0.20.0")),
           (LDF, "DFlashLagunaForCausalLM", since("0.26.0")))
 PROPOSER = "vllm/v1/spec_decode/llm_base_proposer.py"
+# MRV2 (vllm_mrv2): its CPU subclass, rejection sampler, input batch, step timing, and the
+# speculator classes that define `propose` (module, class, releases)
+CPU_RUNNER_V2 = "vllm/v1/worker/cpu/model_runner.py"
+MRV2_RS = "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py"
+MRV2_BATCH = "vllm/v1/worker/gpu/input_batch.py"
+MRV2_TIMING = "vllm/v1/worker/gpu/async_utils.py"
+SPEC_V2 = "vllm/v1/worker/gpu/spec_decode/"
+SPECULATORS = (
+    (SPEC_V2 + "autoregressive/speculator.py", "AutoRegressiveSpeculator", mrv2_until("0.31.0")),
+    (SPEC_V2 + "target_dependent_ar/speculator.py", "TargetDependentARSpeculator",
+     mrv2_since("0.32.0")),
+    (SPEC_V2 + "dflash/speculator.py", "DFlashSpeculator", MRV2),
+    (SPEC_V2 + "multi_module_mtp/speculator.py", "MultiModuleMTPSpeculator",
+     mrv2_since("0.27.0")),
+    (SPEC_V2 + "extract_hidden_states.py", "ExtractHiddenStatesSpeculator",
+     mrv2_since("0.29.0")),
+    (SPEC_V2 + "draft_model/speculator.py", "PlainDraftModelSpeculator", ("0.31.0",)),
+    (SPEC_V2 + "standalone_ar/speculator.py", "StandaloneARSpeculator", mrv2_since("0.32.0")),
+    (SPEC_V2 + "ngram/speculator.py", "NgramGPUSpeculator", mrv2_since("0.32.0")),
+)
 REQUEST = "vllm/v1/request.py"
 STATS = "vllm/v1/metrics/stats.py"
 
@@ -79,13 +104,20 @@ WRAPPED = [
     *[(f, f"{c}.{m}", v) for f, c, v in DRAFTS
       for m in ("combine_hidden_states", "compute_logits", "load_weights")],
     *[(f, f"{c}.combine_hidden_states", v) for f, c, v in DFLASH],
+    # MRV2: a step is execute_model then sample_tokens; the drafts and the target's logits
+    # meet in the rejection sampler; the draft phase is the speculator's propose
+    (RUNNER_V2, "GPUModelRunner.execute_model", MRV2),
+    (RUNNER_V2, "GPUModelRunner.sample_tokens", MRV2),
+    (MRV2_RS, "RejectionSampler.__call__", MRV2),
+    *[(f, f"{c}.propose", v) for f, c, v in SPECULATORS],
 ]
 
 # Absences the adapter relies on.
 ABSENT = [
     (Q3, None, until("0.22.0")),                      # no Qwen3 EAGLE-3 draft yet
-    (RUNNER_V2, "GPUModelRunner._sample", ALL),       # MRV2 samples elsewhere: no agreement
-    # MRV2 drafts inline (`self.speculator.propose` in sample_tokens): not measured
+    # MRV2 samples in `sample` (agreement: its rejection sampler) and drafts inline
+    # (`self.speculator.propose` in sample_tokens: the draft phase wraps the speculators)
+    (RUNNER_V2, "GPUModelRunner._sample", ALL),
     (RUNNER_V2, "GPUModelRunner.propose_draft_token_ids", ALL),
 ]
 
@@ -94,6 +126,9 @@ ABSENT = [
 NOT_OVERRIDDEN = [(CPU_RUNNER, f"CPUModelRunner.{m}", ALL)
                   for m in ("execute_model", "sample_tokens", "propose_draft_token_ids",
                             "_model_forward")]
+# vLLM's CPU V2 runner (the one tests/test_vllm_mrv2_e2e.py runs) is MRV2's GPUModelRunner
+NOT_OVERRIDDEN += [(CPU_RUNNER_V2, f"CPUModelRunner.{m}", MRV2)
+                   for m in ("load_model", "execute_model", "sample_tokens", "sample")]
 
 # Parameters read by position: (file, method, index with self, name, versions).
 PARAMS = [
@@ -107,6 +142,9 @@ PARAMS = [
     *[(f, f"{c}.combine_hidden_states", 1, "hidden_states", v) for f, c, v in DRAFTS + DFLASH],
     *[(f, f"{c}.compute_logits", 1, "hidden_states", v) for f, c, v in DRAFTS],
     *[(f, f"{c}.load_weights", 1, "weights", v) for f, c, v in DRAFTS],
+    (RUNNER_V2, "GPUModelRunner.execute_model", 1, "scheduler_output", MRV2),
+    (MRV2_RS, "RejectionSampler.__call__", 1, "logits", MRV2),
+    (MRV2_RS, "RejectionSampler.__call__", 2, "input_batch", MRV2),
 ]
 
 # Attributes read on instances (or module-level names, class None): (file, class, attr,
@@ -144,6 +182,16 @@ ATTRS = [
     (SCHED, "Scheduler", "spec_decode_metrics_level", ("0.33.0",)),  # else: release has none
     (STATS, "RequestSpecDecodeMetrics", "histogram", ("0.33.0",)),
     (E3, None, "AutoWeightsLoader", ALL),
+    # MRV2: K, the clock's device, the step's state; the input batch the agreement reads
+    *[(RUNNER_V2, "GPUModelRunner", a, MRV2)
+      for a in ("num_speculative_steps", "device", "vllm_config", "execute_model_state",
+                "rejection_sampler")],
+    *[(MRV2_BATCH, "InputBatch", a, MRV2)
+      for a in ("num_reqs", "num_draft_tokens", "num_draft_tokens_per_req", "input_ids",
+                "logits_indices")],
+    # vLLM's own step timing (0.28+), which spectrace does not read (see below)
+    *[(MRV2_TIMING, "StepTimingSample", a, mrv2_since("0.28.0"))
+      for a in ("forward_ms", "drafter_ms", "num_target_tokens", "num_reqs", "full_cudagraph")],
 ]
 
 # Expressions a method must contain, as `ast.unparse` spells them: (file, method, expr,
@@ -209,6 +257,33 @@ READS = [
      since("0.20.0")),
     (PROPOSER, "SpecDecodeBaseProposer.load_model", "self.model.mask_hidden.view(-1)",
      since("0.20.0")),
+    # MRV2's step: execute_model runs the target and keeps its state, which sample_tokens
+    # takes; sample_tokens samples (the target's logits at the logits rows, then the
+    # rejection sampler), then drafts inline; K is the speculative config's
+    (RUNNER_V2, "GPUModelRunner.execute_model", "self.execute_model_state", MRV2),
+    (RUNNER_V2, "GPUModelRunner.sample_tokens", "self.execute_model_state", MRV2),
+    (RUNNER_V2, "GPUModelRunner.sample_tokens", "self.sample", MRV2),
+    (RUNNER_V2, "GPUModelRunner.sample_tokens", "self.speculator.propose", MRV2),
+    (RUNNER_V2, "GPUModelRunner.sample", "hidden_states[input_batch.logits_indices]", MRV2),
+    (RUNNER_V2, "GPUModelRunner.sample", "self.rejection_sampler", MRV2),
+    (RUNNER_V2, "GPUModelRunner.__init__", "vllm_config.num_speculative_tokens", MRV2),
+    # a warm-up / DP dummy run's scheduler output schedules no drafts (not counted)
+    (RUNNER_V2, "GPUModelRunner._dummy_run", "SchedulerOutput.make_empty()", MRV2),
+    # the drafts are the real ones on the device: prepare_inputs writes the request
+    # states' draft tokens into the input ids, where the rejection sampler reads them at
+    # the logits rows
+    (RUNNER_V2, "GPUModelRunner.prepare_inputs", "self.req_states.draft_tokens", MRV2),
+    (MRV2_RS, "RejectionSampler.__call__", "input_batch.input_ids[input_batch.logits_indices]",
+     mrv2_until("0.30.0")),
+    *[(MRV2_RS, "RejectionSampler.__call__", e, mrv2_since("0.31.0"))
+      for e in ("gather_draft_sampled", "input_batch.input_ids", "input_batch.logits_indices")],
+    # vLLM's step timing records events only inside collect(), opened around the capture
+    # profiling of adaptive verification, and waits for them itself on the way out
+    (MRV2_TIMING, "StepTimingCollector.forward_start", "self._collecting", mrv2_since("0.28.0")),
+    (MRV2_TIMING, "StepTimingCollector.collect", "timed[-1][0].drafter_end.synchronize()",
+     mrv2_since("0.28.0")),
+    (RUNNER_V2, "GPUModelRunner.capture_model", "self.step_timing.collect()",
+     mrv2_since("0.28.0")),
     # the plugin door: every process vLLM starts loads `vllm.general_plugins`
     (CORE, "EngineCore.__init__", "load_general_plugins()", ALL),
     (WORKER_BASE, "WorkerWrapperBase.init_worker", "load_general_plugins()", ALL),
@@ -273,6 +348,31 @@ def test_plugin_group_is_the_one_spectrace_registers(version):
         registered = tomllib.load(fh)["project"]["entry-points"]
     assert groups == {"vllm.general_plugins"}
     assert registered["vllm.general_plugins"] == {"spectrace": "spectrace.autostart:vllm_plugin"}
+
+
+@pytest.mark.parametrize("version", MRV2)
+def test_every_mrv2_speculator_with_a_propose_of_its_own_is_wrapped(version):
+    """Each MRV2 release's classes under `v1/worker/gpu/` that define `propose` (but the
+    abstract `BaseSpeculator`'s) are exactly the speculators `SPECULATORS` names for it:
+    every drafter's `propose` is a `draft` phase, subclasses inherit it."""
+    found = set()
+    for path in rs.python_files("vllm", version, "vllm/v1/worker/gpu"):
+        for node in module(version, path).body:
+            if isinstance(node, ast.ClassDef) and node.name != "BaseSpeculator" and any(
+                    isinstance(f, ast.FunctionDef) and f.name == "propose" for f in node.body):
+                found.add((path, node.name))
+    assert found == {(f, c) for f, c, v in SPECULATORS if version in v}
+
+
+@pytest.mark.parametrize("version", mrv2_since("0.28.0"))
+def test_vllms_step_timing_is_collected_only_while_capturing(version):
+    """vLLM's `StepTimingCollector` times steps only inside `collect()`, and MRV2 opens it
+    in `capture_model` alone (adaptive verification's profile of dummy runs): serving
+    steps leave no sample of vLLM's to read, so spectrace's clocks time them."""
+    cls = ws.get_class("vllm", version, RUNNER_V2, "GPUModelRunner")
+    callers = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)
+               and "self.step_timing.collect()" in ws.expressions(f)}
+    assert callers == {"capture_model"}
 
 
 def test_tables_here_are_the_adapters_wrap_points():

@@ -1,6 +1,6 @@
 """Adapters: the only code that knows a runtime's module, class, method and field names.
 Each states its wrap points as data (`patching.WrapPoint`) and turns the runtime's calls
-into plain observations for the detectors and the Recorder.
+into plain observations for the run-time rules and the families.
 
 `ADAPTERS` maps each runtime module spectrace wraps to the table of wrap points applied
 when that module is imported (`adapter module:TABLE`; adapter modules are imported only
@@ -39,7 +39,21 @@ ADAPTERS = {
     "vllm.v1.engine.core": "spectrace.adapters.vllm_engine:ENGINE_CORE",
     "vllm.v1.worker.gpu_model_runner": "spectrace.adapters.vllm_runner:GPU_RUNNER",
     "vllm.v1.worker.cpu_model_runner": "spectrace.adapters.vllm_runner:CPU_RUNNER",
-    "vllm.v1.worker.gpu.model_runner": "spectrace.adapters.vllm_runner:GPU_RUNNER_V2",
+    # vLLM's V2 model runner (MRV2): its runner, rejection sampler and speculators
+    "vllm.v1.worker.gpu.model_runner": "spectrace.adapters.vllm_mrv2:RUNNER",
+    "vllm.v1.worker.gpu.spec_decode.rejection_sampler":
+        "spectrace.adapters.vllm_mrv2:REJECTION_SAMPLER",
+    # ... the `draft` phase: `propose` of each speculator class that defines it, by release
+    **{"vllm.v1.worker.gpu.spec_decode." + module: "spectrace.adapters.vllm_mrv2:" + table
+       for module, table in (
+           ("autoregressive.speculator", "AUTOREGRESSIVE"),            # 0.26 - 0.31
+           ("target_dependent_ar.speculator", "TARGET_DEPENDENT_AR"),  # 0.32+
+           ("dflash.speculator", "DFLASH"),                            # 0.26+
+           ("multi_module_mtp.speculator", "MULTI_MODULE_MTP"),        # 0.27+
+           ("extract_hidden_states", "EXTRACT_HIDDEN_STATES"),         # 0.29+
+           ("draft_model.speculator", "PLAIN_DRAFT_MODEL"),            # 0.31
+           ("standalone_ar.speculator", "STANDALONE_AR"),              # 0.32+
+           ("ngram.speculator", "NGRAM"))},                            # 0.32+
     "vllm.model_executor.models.llama_eagle3": "spectrace.adapters.vllm_eagle3:LLAMA_EAGLE3",
     "vllm.model_executor.models.deepseek_eagle3":
         "spectrace.adapters.vllm_eagle3:DEEPSEEK_EAGLE3",

@@ -115,7 +115,7 @@ def _before_update(scheduler, out, result):
     spec = out.scheduled_spec_decode_tokens
     if not spec:
         return None  # no request was scheduled with drafts (prefill, or no speculation)
-    rec = engine_recorder(scheduler.vllm_config)
+    rec = STATE.recorder or engine_recorder(scheduler.vllm_config)  # per step: no call
     k = scheduler.num_spec_tokens
     if not scheduler.log_stats:
         sampled = result.sampled_token_ids
@@ -144,7 +144,7 @@ def _end_update(step) -> None:
 def _before_make_stats(scheduler, stats):
     """vLLM's own counts of this step (None when it logs no stats: see `_before_update`)."""
     if stats is not None:
-        engine_recorder(scheduler.vllm_config).acceptance.add_positions(
+        (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,
                            stats.num_accepted_tokens_per_pos))
 

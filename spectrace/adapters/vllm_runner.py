@@ -6,7 +6,7 @@ audit once both models are loaded, and draft/target token agreement.
   (`runner.model`) and the draft (`runner.drafter.model`, MRV2 `runner.speculator.model`)
   are loaded and the target's aux layers set, so the pair is audited there, once.
 - `_sample(logits, spec_decode_metadata)` of the V1 runner (GPU and CPU; MRV2 samples
-  elsewhere and has no agreement here): on every Nth speculative step
+  elsewhere: its agreement and step cost are `vllm_mrv2`'s): on every Nth speculative step
   (`SPECTRACE_AGREEMENT_EVERY`) the target's own prediction at each draft position
   (argmax of its logits there) is compared with the draft token, on the device, before
   vLLM's rejection sampler runs; a few counts come back without blocking
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from ..rules.tokens import compare_positions
 from ..families import step_cost
-from ..objstate import state_of
+from ..objstate import ATTR, state_of
 from ..patching import WrapPoint
 from ..process import STATE
 from .draft_checks import capturing
@@ -83,15 +83,21 @@ def _after_load_model(ctx, runner, result) -> None:
         rec.finding(f)
 
 
+def agreement_due(rec, owner) -> bool:
+    """Count a step with drafts to verify on `owner` (a runner; MRV2's rejection sampler);
+    True on every Nth (`SPECTRACE_AGREEMENT_EVERY`), when its drafts are compared."""
+    every = rec.cfg.agreement_every
+    st = owner.__dict__.get(ATTR) or runner_state(owner)
+    step = st.spec_steps
+    st.spec_steps = step + 1
+    return bool(every) and not step % every
+
+
 def _before_sample(runner, logits, meta):
     if meta is None:
         return None  # no drafts in this step
-    rec = worker_recorder(getattr(runner, "vllm_config", None))
-    every = rec.cfg.agreement_every
-    st = runner_state(runner)
-    step = st.spec_steps
-    st.spec_steps = step + 1
-    if not every or step % every:
+    rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
+    if not agreement_due(rec, runner):
         return None
     per_request = meta.num_draft_tokens
     k, bs = per_request[0], len(per_request)
@@ -107,19 +113,28 @@ def _before_sample(runner, logits, meta):
 
 # -- step cost -------------------------------------------------------------------------------
 def _before_execute(runner, scheduler_output):
+    """Start of a step (V1 runner: K is its `num_spec_tokens`)."""
+    return start_step(runner, scheduler_output, "num_spec_tokens")
+
+
+def start_step(runner, scheduler_output, k_attr: str):
     """Start of a step: count it towards the next measured one (steps with drafts to verify
     only) and start its `step` and `verify` phases when it is measured (one clock start
-    for both). Returns the verify phase in flight, or None."""
-    costs = worker_recorder(getattr(runner, "vllm_config", None)).cost
+    for both; K: the runner's attribute `k_attr`, read on a measured step only). Returns
+    the verify phase in flight, or None. Both model runners' `execute_model` (the V2
+    runner's: `vllm_mrv2`)."""
+    rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
+    costs = rec.cost
     speculative = bool(scheduler_output.scheduled_spec_decode_tokens)
-    costs.step_starts(speculative)  # not speculative: no between-steps interval
+    if rec.inflight.last_end is not None:  # a measured CPU step before this one
+        costs.step_starts(speculative)  # not speculative: no between-steps interval
     if not speculative:
         return None
     if not costs.due():
         costs.abandon()  # a measured step that never ended (it raised) ends here
         return None
     st = runner_state(runner)
-    st.speculative_num_steps = runner.num_spec_tokens
+    st.speculative_num_steps = getattr(runner, k_attr)
     st.tokens = scheduler_output.total_num_scheduled_tokens
     cost = costs.start(st, len(scheduler_output.num_scheduled_tokens),
                        runner.device.type == "cuda")
@@ -132,7 +147,7 @@ def _after_execute(ctx, runner, result) -> None:
     anything else (a pipeline stage's intermediate tensors, an empty output) ends the step
     here, unmeasured."""
     rec = STATE.recorder
-    if rec is None or rec.cost.measuring() is None:
+    if rec is None or rec.inflight.cost is None:  # not a measured step
         return
     if result is not None:
         rec.cost.abandon()
@@ -157,7 +172,7 @@ def _before_model_forward(runner):
     """The target's forward (`_model_forward`, inside `execute_model`) of a measured step:
     timed against the step's scheduled tokens (its drafts included)."""
     rec = STATE.recorder
-    cost = None if rec is None else rec.cost.measuring()
+    cost = None if rec is None else rec.inflight.cost
     return None if cost is None else rec.cost.start_forward(cost.worker.tokens)
 
 
@@ -169,13 +184,13 @@ def _after_model_forward(ctx, runner, result) -> None:
 
 def _before_sample_tokens(runner):
     rec = STATE.recorder
-    return None if rec is None else rec.cost.measuring()
+    return None if rec is None else rec.inflight.cost
 
 
 def _after_sample_tokens(cost, runner, result) -> None:
     """The measured step is over (`step`, and on the CPU when it ended)."""
     rec = STATE.recorder
-    if rec is not None and rec.cost.measuring() is cost:
+    if rec is not None and rec.inflight.cost is cost:
         rec.cost.end(cost)
 
 
@@ -199,4 +214,3 @@ GPU_RUNNER = (
 CPU_RUNNER = (
     WrapPoint("CPUModelRunner.load_model", "vllm.runner.load_model", after=_after_load_model),
 )
-GPU_RUNNER_V2 = (_LOAD,)

@@ -1,4 +1,4 @@
-"""What a speculative step costs, per phase (`signals.PHASES`), batch-size bucket and number
+"""What a speculative step costs, per phase (`names.PHASES`), batch-size bucket and number
 of draft steps K, measured without ever making the host wait for the device.
 
 One clock (`clocks`) measures every phase, picked once per worker from where its batch lives:
@@ -24,8 +24,8 @@ import threading
 import time
 from typing import NamedTuple
 
-from .. import signals
-from ..signals import COUNTER, MetricSpec
+from .. import names
+from ..names import COUNTER, MetricSpec
 from .clocks import CudaEventClock, WallClock
 
 MAX_BUCKET = 11  # 1, 2-3, 4-7, ..., 1024-2047, then "2048+"
@@ -41,8 +41,8 @@ def bucket_label(i: int) -> str:
 
 BUCKETS = tuple(bucket_label(i) for i in range(MAX_BUCKET + 1))
 BUCKET_INDEX = {label: i for i, label in enumerate(BUCKETS)}
-PHASE_INDEX = {p: i for i, p in enumerate(signals.PHASES)}
-STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN, FORWARD = range(len(signals.PHASES))
+PHASE_INDEX = {p: i for i, p in enumerate(names.PHASES)}
+STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN, FORWARD = range(len(names.PHASES))
 
 
 def bucket_of(batch_size: int) -> int:
@@ -57,7 +57,7 @@ def slot(phase: int, bucket: int, k: int) -> int:
     return (phase * (MAX_BUCKET + 1) + bucket) * (MAX_K + 1) + min(max(k, 0), MAX_K)
 
 
-SLOTS = len(signals.PHASES) * (MAX_BUCKET + 1) * (MAX_K + 1)
+SLOTS = len(names.PHASES) * (MAX_BUCKET + 1) * (MAX_K + 1)
 PHASE_STRIDE = (MAX_BUCKET + 1) * (MAX_K + 1)  # slot(p, b, k) = slot(0, b, k) + p * this
 
 
@@ -114,7 +114,7 @@ class PhaseTotals:
             if n:
                 phase, rest = divmod(i, nb * nk)
                 b, k = divmod(rest, nk)
-                yield PhaseRow(PhaseKey(signals.PHASES[phase], BUCKETS[b], k), self.seconds[i],
+                yield PhaseRow(PhaseKey(names.PHASES[phase], BUCKETS[b], k), self.seconds[i],
                                self.squares[i], n, self.tokens[i], self.tokens_squares[i],
                                self.time_tokens[i], self.requests[i])
 
@@ -164,7 +164,7 @@ class ForwardCost(NamedTuple):
 
 
 # -- the family: metrics, the measured step's hooks, the totals' observations ------------------
-_ATTRS = (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS)
+_ATTRS = (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS)
 
 
 def _sum(name: str, unit: str, description: str) -> MetricSpec:
@@ -347,8 +347,8 @@ class StepCosts:
         if field not in getattr(reads, "unread", ()):
             reads.items, reads.unread = self.rows(), set(range(1, len(METRICS) + 1))
         reads.unread.discard(field)
-        return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
-                                          signals.ATTR_BATCH_BUCKET: key.bucket,
-                                          signals.ATTR_NUM_STEPS: key.num_steps})
+        return [Observation(item[field], {names.ATTR_PHASE: key.phase,
+                                          names.ATTR_BATCH_BUCKET: key.bucket,
+                                          names.ATTR_NUM_STEPS: key.num_steps})
                 for item in reads.items for key in (item[0],)
                 if field < TOKEN_FIELDS or item.tokens]

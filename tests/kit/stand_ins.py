@@ -368,6 +368,81 @@ def make_vllm_modules() -> dict:
     return mods
 
 
+def make_vllm_mrv2_modules() -> dict:
+    """Module objects shaped like vLLM 0.32's V2 model runner (MRV2,
+    `v1/worker/gpu/model_runner.py`), its rejection sampler
+    (`v1/worker/gpu/spec_decode/rejection_sampler.py`) and its EAGLE-style speculator
+    (`.../target_dependent_ar/speculator.py`), keyed by the adapter table that wraps them."""
+
+    class RejectionSampler:
+        def __call__(self, logits, input_batch, draft_logits=None, invalid_drafts=None):
+            return None
+
+    class TargetDependentARSpeculator:
+        """MRV2's drafter: the draft's `combine_hidden_states` on the target's aux states,
+        then `compute_logits` once per draft token, all inside `propose`."""
+
+        def __init__(self, model, num_speculative_steps=STEPS) -> None:
+            self.model = model
+            self.num_speculative_steps = num_speculative_steps
+
+        def propose(self, input_batch, attn_metadata, slot_mappings, last_hidden_states,
+                    aux_hidden_states, num_sampled, num_rejected, last_sampled,
+                    next_prefill_tokens, temperature, seeds, dp_sync_state=None,
+                    dummy_run=False, skip_attn_for_dummy_run=False, mm_inputs=None,
+                    is_profile=False, num_speculative_tokens=None):
+            if self.model is not None:
+                self.model.combine_hidden_states(aux_hidden_states)
+                for _ in range(self.num_speculative_steps):
+                    self.model.compute_logits(aux_hidden_states)
+            return None
+
+    class GPUModelRunner:
+        """A step as MRV2 splits it: `execute_model` runs the target inline (and keeps its
+        state), `sample_tokens` computes the logits and samples (`sample`: the rejection
+        sampler), then drafts inline (`self.speculator.propose`)."""
+
+        def __init__(self, draft=None, num_speculative_steps=STEPS) -> None:
+            self.speculator = TargetDependentARSpeculator(draft, num_speculative_steps)
+            self.rejection_sampler = RejectionSampler()
+            self.num_speculative_steps = num_speculative_steps
+            self.device = types.SimpleNamespace(type="cpu")
+            self.execute_model_state = None
+
+        def load_model(self, load_dummy_weights=False, *args, model=None, **kwargs):
+            return None
+
+        def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False,
+                          skip_attn_for_dummy_run=False, is_profile=False, context_len=0,
+                          valid_dummy_state_slots=False, randomize_inputs=False):
+            self.execute_model_state = scheduler_output
+            return None
+
+        def sample_tokens(self, grammar_output):
+            so, self.execute_model_state = self.execute_model_state, None
+            if so is None:
+                return None
+            logits, input_batch, hidden = so.target_outputs
+            self.sample(logits, input_batch, grammar_output)
+            self.speculator.propose(input_batch, None, None, hidden, hidden, None, None, None,
+                                    None, None, None, num_speculative_tokens=STEPS)
+            return None
+
+        def sample(self, hidden_states, input_batch, grammar_output):
+            # MRV2 computes the logits here (`self.model.compute_logits`); the stand-in
+            # hands over the step's precomputed ones
+            return self.rejection_sampler(hidden_states, input_batch, None, None)
+
+    mods = {}
+    for table, classes in (("RUNNER", (GPUModelRunner,)),
+                           ("REJECTION_SAMPLER", (RejectionSampler,)),
+                           ("TARGET_DEPENDENT_AR", (TargetDependentARSpeculator,))):
+        mod = mods[table] = types.ModuleType(f"spectrace_bench.vllm_mrv2.{table.lower()}")
+        for cls in classes:
+            setattr(mod, cls.__name__, cls)
+    return mods
+
+
 # -- signature check against the real SGLang source ---------------------------------------
 HOT_METHODS = {
     "sglang/srt/speculative/eagle_worker_v2.py": {
@@ -397,6 +472,11 @@ HOT_METHODS_VLLM = {
         "propose_draft_token_ids")},
     "vllm/model_executor/models/llama_eagle3.py": {
         "Eagle3LlamaForCausalLM": ("combine_hidden_states", "compute_logits", "load_weights")},
+    "vllm/v1/worker/gpu/model_runner.py": {"MRV2.GPUModelRunner": (
+        "execute_model", "sample_tokens", "sample")},
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py": {"RejectionSampler": ("__call__",)},
+    "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py": {
+        "TargetDependentARSpeculator": ("propose",)},
 }
 
 
@@ -444,6 +524,9 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
             "SchedulerBatchResultProcessor": make_result_processor_module(),
             "TpModelWorker": make_tp_worker_module(),
             **{name: m for m in vllm_mods.values() for name in vars(m)
+               if isinstance(vars(m)[name], type)},
+            **{("MRV2." if name == "GPUModelRunner" else "") + name: m
+               for m in make_vllm_mrv2_modules().values() for name in vars(m)
                if isinstance(vars(m)[name], type)}}
     problems = []
     hot = HOT_METHODS_VLLM if vllm else HOT_METHODS_V1 if v1 else HOT_METHODS
@@ -455,8 +538,9 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
         real = _source_params(path)
         for cls, methods in classes.items():
             for m in methods:
-                ours = list(inspect.signature(getattr(getattr(mods[cls], cls), m)).parameters)
-                theirs = real.get((cls, m))
+                name = cls.rpartition(".")[2]  # "MRV2.GPUModelRunner": MRV2's class
+                ours = list(inspect.signature(getattr(getattr(mods[cls], name), m)).parameters)
+                theirs = real.get((name, m))
                 if theirs != ours:
                     problems.append(f"{cls}.{m}: {'vLLM' if vllm else 'SGLang'} {theirs} "
                                     f"vs stand-in {ours}")
@@ -782,6 +866,7 @@ class VllmInputs:
     logits: object       # [bs * (STEPS + 1), VLLM_BENCH_VOCAB]
     meta: object         # SpecDecodeMetadata's fields the hook reads
     hidden: object       # [bs, NUM_AUX * TARGET_HIDDEN]
+    batch: object        # MRV2: its InputBatch's fields the hook reads
 
 
 def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
@@ -807,9 +892,21 @@ def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
         num_draft_tokens=[k] * bs,
         target_logits_indices=torch.arange(n, device=device) + torch.arange(
             bs, device=device).repeat_interleave(k))
-    return VllmInputs(steps, torch.zeros(bs * (k + 1), VLLM_BENCH_VOCAB, dtype=dtype,
-                                         device=device), meta,
-                      torch.zeros(bs, NUM_AUX * TARGET_HIDDEN, dtype=dtype, device=device))
+    # MRV2: each request's K + 1 logits rows; the verify input at those rows is the last
+    # sampled token, then the K drafts (the target's argmax at row j is compared with the
+    # draft at row j + 1: they agree at draft position 0 only, as `make_tensors`)
+    logits = torch.zeros(bs * (k + 1), VLLM_BENCH_VOCAB, dtype=dtype)
+    verify_input = torch.zeros(bs, k + 1, dtype=torch.int32)
+    verify_input[:, 1] = 1
+    verify_input[:, 2:] = 2
+    logits[:, 1] = 1.0  # argmax 1 on every row
+    batch = types.SimpleNamespace(
+        num_reqs=bs, num_draft_tokens=bs * k, num_draft_tokens_per_req=[k] * bs,
+        input_ids=verify_input.reshape(-1).to(device),
+        logits_indices=torch.arange(bs * (k + 1), device=device))
+    return VllmInputs(steps, logits.to(device), meta,
+                      torch.zeros(bs, NUM_AUX * TARGET_HIDDEN, dtype=dtype, device=device),
+                      batch)
 
 
 # speculative method -> (the draft's adapter table, its class) in the bench's modules;
@@ -821,23 +918,32 @@ VLLM_ALGORITHMS = {"eagle3": ("LLAMA_EAGLE3", "Eagle3LlamaForCausalLM"),
 
 
 class VllmStep:
-    """One vLLM engine step through spectrace's vLLM tables (`vllm_engine`, `vllm_runner`,
-    the draft's table) on the stand-ins, or uninstrumented (`hooks` None). `log_stats`:
-    vLLM keeps its own stats (the server's default) or not (`LLM`'s default).
-    `algorithm`: a key of `VLLM_ALGORITHMS`."""
+    """One vLLM engine step through spectrace's vLLM tables (`vllm_engine`, `vllm_runner`
+    or, `runner="mrv2"`, `vllm_mrv2`, the draft's table) on the stand-ins, or
+    uninstrumented (`hooks` None). `log_stats`: vLLM keeps its own stats (the server's
+    default) or not (`LLM`'s default). `algorithm`: a key of `VLLM_ALGORITHMS`."""
 
     def __init__(self, bs: int, hooks: str | None, inputs: VllmInputs | None = None,
-                 device: str = "cpu", log_stats: bool = True, algorithm: str = "eagle3") -> None:
-        from spectrace.adapters import vllm_dflash, vllm_eagle3, vllm_engine, vllm_runner
+                 device: str = "cpu", log_stats: bool = True, algorithm: str = "eagle3",
+                 runner: str = "v1") -> None:
+        from spectrace.adapters import (
+            vllm_dflash, vllm_eagle3, vllm_engine, vllm_mrv2, vllm_runner,
+        )
         from spectrace.patching import Patcher
         self.patcher = Patcher()
         mods = make_vllm_modules()
         draft_table = VLLM_ALGORITHMS[algorithm]
+        tables = {"SCHEDULER": vllm_engine.SCHEDULER, "ENGINE_CORE": vllm_engine.ENGINE_CORE,
+                  "GPU_RUNNER": vllm_runner.GPU_RUNNER,
+                  "LLAMA_EAGLE3": vllm_eagle3.LLAMA_EAGLE3,
+                  "QWEN3_DFLASH": vllm_dflash.QWEN3_DFLASH}
+        self.mrv2 = runner == "mrv2"
+        if self.mrv2:
+            mods.update(make_vllm_mrv2_modules())
+            del tables["GPU_RUNNER"]
+            tables.update(RUNNER=vllm_mrv2.RUNNER, REJECTION_SAMPLER=vllm_mrv2.REJECTION_SAMPLER,
+                          TARGET_DEPENDENT_AR=vllm_mrv2.TARGET_DEPENDENT_AR)
         if hooks == "spectrace":
-            tables = {"SCHEDULER": vllm_engine.SCHEDULER, "ENGINE_CORE": vllm_engine.ENGINE_CORE,
-                      "GPU_RUNNER": vllm_runner.GPU_RUNNER,
-                      "LLAMA_EAGLE3": vllm_eagle3.LLAMA_EAGLE3,
-                      "QWEN3_DFLASH": vllm_dflash.QWEN3_DFLASH}
             for name, points in tables.items():
                 self.patcher.apply(mods[name], points)
             assert not self.patcher.missing, self.patcher.missing
@@ -847,7 +953,7 @@ class VllmStep:
         scheduler = mods["SCHEDULER"].Scheduler(cfg, None, None, 16, log_stats=log_stats)
         draft = (None if draft_table is None
                  else getattr(mods[draft_table[0]], draft_table[1])())
-        runner = mods["GPU_RUNNER"].GPUModelRunner(draft)
+        runner = (mods["RUNNER"] if self.mrv2 else mods["GPU_RUNNER"]).GPUModelRunner(draft)
         runner.vllm_config = cfg
         runner.device = self.inputs.logits.device  # CUDA inputs: CUDA events time the phases
         self.i = 0
@@ -857,7 +963,7 @@ class VllmStep:
         self.i = i = (self.i + 1) & 63
         so, out = self.inputs.steps[i]
         t = self.inputs
-        return so, out, t.logits, t.meta, t.hidden
+        return so, out, t.logits, t.batch if self.mrv2 else t.meta, t.hidden
 
     def __call__(self) -> None:
         self.engine.step()
