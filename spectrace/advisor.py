@@ -362,8 +362,8 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
     bound = any(b.bound for b in usable) or not usable
     if usable and bound:
         why = ("no target forward was measured: vLLM's V2 model runner does not time it"
-               if not forwards else "too few forwards, or their tokens did not vary: one "
-               "batch size and one K")
+               if not forwards else "too few forwards, or their tokens varied too little: "
+               "one batch size and one K, say")
         notes.append(f"no fit of the target's forward against its tokens ({why}), so a plain "
                      f"step is bounded by the verify phase and the speed-up is an upper bound")
     weights = [b.phases[signals.PHASE_STEP].samples for b in usable]
