@@ -296,14 +296,20 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         server, generate, ports = _start(runtime, models, workdir, {
             "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
             "SPECTRACE_PROMETHEUS_PORT": str(sport), "SPECTRACE_AGREEMENT_EVERY": "1",
+            "SPECTRACE_STEP_COST_EVERY": "1",
             "SPECTRACE_OUTPUT_DIR": data_dir, "SPECTRACE_REQUEST_LABEL": "routing_key"}, tp)
         drafts = S.SPEC_DRAFTS.prometheus_name
         position = S.SPEC_ACCEPTED_PER_POSITION.prometheus_name
         prom.wait(lambda: len(prom.query(f'up{{job="spectrace"}} == 1')) == len(ports), 30,
                   f"{run.logs}: Prometheus never scraped every spectrace endpoint")
-        # One warm-up request, so every series (positions, lengths) exists before the
-        # measured window: a series' first sample is never counted by rate().
+        # Warm-up requests, so every series (positions, lengths, and those by batch-size
+        # bucket: request-steps, step costs) exists before the measured window: a series'
+        # first sample is never counted by rate(). One alone and three batched, as the
+        # window's own (on an idle machine the window's requests end within a scrape or
+        # two, so a series born there would show no increase at all).
         responses = [generate(PROMPT, 8)]
+        with ThreadPoolExecutor(3) as pool:
+            responses += list(pool.map(lambda _: generate(PROMPT, 8), range(3)))
         agreement = S.SPEC_AGREEMENT_PER_POSITION.prometheus_name
         prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
                   "per-position series")
