@@ -412,6 +412,7 @@ def test_a_few_steps_at_a_passing_batch_size_do_not_hold_the_verdict_back():
     assert not adv.judged and adv.verdict == "unknown" and advisor.findings(adv) == []
 
 
+@pytest.mark.torch
 def test_steps_adaptive_speculation_runs_without_drafts_verify_no_request_step(tmp_path):
     """SGLang's adaptive speculation with `candidate_steps` [0] for a batch size (the
     advice's per-batch-size setting) runs those steps through the worker with K = 0: no
