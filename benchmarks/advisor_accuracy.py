@@ -1,25 +1,38 @@
 """How well the advisor predicts (spectrace.advisor, docs/advisor.md): figures side by side,
-not a test. On the real SGLang CPU server with the tiny `partial` pair (position 0 always
-accepted, the others never), the same prompts served three ways, one server at a time:
+not a test. On the real SGLang CPU server with the tiny pairs (`partial`: position 0 always
+accepted, the others never; `full`: every draft token accepted), over several server
+instances (`--instances`), each instance serving the same prompts, one server at a time,
+at batch 1 (a request alone) and batch 4 (four at once), taking turns (`--rounds`):
 
-1. 3 draft steps, spectrace measuring every step: the advisor's prediction for 1 step and
-   its estimated speed-up against no speculation;
-2. 1 draft step: the measured tokens/s (client side, and spectrace's own per-step figure);
-3. no speculation: the measured speed-up of run 1.
+1. `partial` at 3 draft steps, spectrace measuring every step: the advisor's estimated
+   speed-up against no speculation per batch-size bucket (with its interval) and its best
+   number of draft steps per bucket;
+2. `partial` at 1 draft step and the `partial` target without speculation: the measured
+   tokens per second of each, so the measured speed-up of run 1 and the measured best K
+   (of off, 1, 3) per batch size;
+3. `full` at 3 draft steps and its target without speculation: the same for a pair where
+   speculation pays.
 
-    PYTHONPATH=. python benchmarks/advisor_accuracy.py [--requests 8] [--tokens 48]
+Each instance runs them in turn (the order alternates between instances, so a drift of the
+machine's load falls on both sides); the summary gives, per pair and batch size, the median
+of predicted / measured over the instances with its range, and the share of instances whose
+predicted best K was the measured one.
 
-Batch size 1 (requests one after another), so every step lands in bucket "1".
+    PYTHONPATH=. python benchmarks/advisor_accuracy.py [--instances 3] [--tokens 64] \
+        [--server-nice -10]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -33,107 +46,151 @@ START_TIMEOUT = 900  # seconds: a loaded 2-core machine starts SGLang slowly
 SPEC_FLAGS = ("--speculative-algorithm", "--speculative-draft-model-path",
               "--speculative-num-steps", "--speculative-eagle-topk",
               "--speculative-num-draft-tokens")
+BATCHES = {1: "1", 4: "4-7"}  # batch size driven -> the step-cost bucket it lands in
 
 
-def _drive(server, requests: int, tokens: int) -> tuple[float, int]:
-    """Send the prompts one after another; (seconds, output tokens) after one warm-up."""
-    server.generate(PROMPTS[0], 8)
-    t0, n = time.perf_counter(), 0
-    for i in range(requests):
-        out = server.generate(PROMPTS[i % len(PROMPTS)], tokens)
-        n += out["meta_info"]["completion_tokens"]
-    return time.perf_counter() - t0, n
+def drive(server, rounds: int, tokens: int) -> dict:
+    """Client tokens per second at each batch size (`BATCHES`), the batch sizes taking turns
+    for `rounds` rounds (a load that changes meanwhile falls on each alike)."""
+    seconds, made = dict.fromkeys(BATCHES, 0.0), dict.fromkeys(BATCHES, 0)
+    with ThreadPoolExecutor(max(BATCHES)) as pool:
+        for r in range(rounds):
+            for batch in BATCHES:
+                prompts = [PROMPTS[(r + i) % len(PROMPTS)] for i in range(batch)]
+                t0 = time.perf_counter()
+                outs = list(pool.map(lambda p: server.generate(p, tokens, timeout=600),
+                                     prompts))
+                seconds[batch] += time.perf_counter() - t0
+                made[batch] += sum(o["meta_info"]["completion_tokens"] for o in outs)
+    return {b: made[b] / seconds[b] for b in BATCHES}
 
 
-def _report(data: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", data, "--json"],
-                         capture_output=True, text=True, timeout=120, check=True)
-    rep = json.loads(out.stdout)
-    procs = [p for p in rep["processes"] if p.get("speculation")]
-    return procs[0]
-
-
-def _spec_run(models: str, steps: int, args, work: str) -> tuple[float, dict]:
-    data = os.path.join(work, f"data-{steps}")
-    env = {"SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": data,
-           "SPECTRACE_STEP_COST_EVERY": "1", "SPECTRACE_METRIC_INTERVAL": "0.5"}
-    server = start_server(models, os.path.join(work, f"server-{steps}.log"), env_extra=env,
-                          steps=steps, timeout=START_TIMEOUT)
+def serve(models: str, steps: int, work: str, args) -> tuple[dict, dict | None]:
+    """({batch: client tokens/s}, the report's `speculation` or None) for one server:
+    `steps` draft steps (0: no speculation, the same launcher without the speculative
+    flags)."""
+    log = os.path.join(work, f"server-{os.path.basename(models)}-{steps}.log")
+    data = os.path.join(work, f"data-{os.path.basename(models)}-{steps}")
+    if steps:
+        env = {"SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": data,
+               "SPECTRACE_STEP_COST_EVERY": "1", "SPECTRACE_METRIC_INTERVAL": "0.5"}
+        server = start_server(models, log, env_extra=env, steps=steps, timeout=START_TIMEOUT,
+                              nice=args.server_nice)
+    else:
+        port, cmd, flag_value = free_port(), [sys.executable, LAUNCHER], False
+        for a in server_args(models, port):
+            if flag_value:  # the value of a speculative flag
+                flag_value = False
+            elif a in SPEC_FLAGS:
+                flag_value = True
+            else:
+                cmd.append(a)
+        server = launch(cmd, cpu_env({}), port, log, START_TIMEOUT, nice=args.server_nice)
     try:
-        secs, n = _drive(server, args.requests, args.tokens)
+        server.generate(PROMPTS[0], 8)  # warm-up
+        rates = drive(server, args.rounds, args.tokens)
         time.sleep(2.0)  # one more export
-        return n / secs, _report(data)
     finally:
         server.stop()
+    if not steps:
+        return rates, None
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", data, "--json"],
+                         capture_output=True, text=True, timeout=300, check=True)
+    shutil.rmtree(data, ignore_errors=True)
+    proc = next(p for p in json.loads(out.stdout)["processes"] if p.get("speculation"))
+    return rates, proc["speculation"]
 
 
-def _plain_run(models: str, args, work: str) -> float:
-    port = free_port()
-    full = server_args(models, port)
-    cmd, skip = [sys.executable, LAUNCHER], False
-    for a in full:
-        if skip:
-            skip = False
-            continue
-        if a in SPEC_FLAGS:
-            skip = True
-            continue
-        cmd.append(a)
-    server = launch(cmd, cpu_env({}), port, os.path.join(work, "server-plain.log"),
-                    START_TIMEOUT)
-    try:
-        secs, n = _drive(server, args.requests, args.tokens)
-        return n / secs
-    finally:
-        server.stop()
+def bucket(spec: dict, label: str) -> dict | None:
+    return next((b for b in spec["buckets"] if b["batch_size_bucket"] == label), None)
 
 
-def _bucket(proc: dict) -> dict:
-    return proc["speculation"]["buckets"][0]
+def instance(i: int, pairs: dict, work: str, args) -> dict:
+    """One instance of every run; the runs' order reversed on odd instances (a
+    speculative run and its run without speculation always next to each other)."""
+    runs = [("partial", 3), ("partial", 0), ("partial", 1), ("full", 3), ("full", 0)]
+    if i % 2:
+        runs.reverse()
+    got, load = {}, [os.getloadavg()[0]]
+    for mode, steps in runs:
+        got[mode, steps] = serve(pairs[mode], steps, work, args)
+        load.append(os.getloadavg()[0])
+    rows = []
+    for mode in pairs:
+        spec = got[mode, 3][1]
+        for batch, label in BATCHES.items():
+            b = bucket(spec, label)
+            measured = {k: got[mode, k][0][batch] for k in (0, 1, 3) if (mode, k) in got}
+            rows.append({
+                "instance": i, "pair": mode, "batch": batch, "bucket": label,
+                "predicted": b and b["estimated_speedup"],
+                "low": b and b["estimated_speedup_lower"],
+                "high": b and b["estimated_speedup_upper"],
+                "estimate": b and b["estimate"], "verdict": b and b["verdict"],
+                "measured": measured[3] / measured[0],
+                "best_predicted": b and b["best_num_steps"],
+                "best_measured": max(measured, key=measured.get),
+                "tokens_per_s": measured, "overall": spec["estimated_speedup"],
+                "overall_verdict": spec["verdict"], "findings": [
+                    f["code"] for f in spec["findings"]]})
+    return {"rows": rows, "load": load}
+
+
+def summary(rows: list[dict]) -> list[str]:
+    lines = ["pair     batch  predicted/measured speed-up: median (range) over instances;"
+             " best K predicted = measured"]
+    for mode in sorted({r["pair"] for r in rows}):
+        for batch in BATCHES:
+            rs = [r for r in rows if r["pair"] == mode and r["batch"] == batch
+                  and r["predicted"]]
+            if not rs:
+                continue
+            ratios = [r["predicted"] / r["measured"] for r in rs]
+            hits = sum(r["best_predicted"] == r["best_measured"] for r in rs)
+            lines.append(
+                f"{mode:<8} {batch:>5}  {statistics.median(ratios):.3f} ({min(ratios):.3f} - "
+                f"{max(ratios):.3f}), predicted {statistics.median(r['predicted'] for r in rs):.3f}"
+                f" measured {statistics.median(r['measured'] for r in rs):.3f};"
+                f" best K {hits}/{len(rs)}")
+    return lines
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--requests", type=int, default=8)
-    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--instances", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=6,
+                    help="rounds of one request alone and then four at once")
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--json", help="also write every row here")
+    ap.add_argument("--server-nice", type=int, default=None,
+                    help="the servers' niceness (below 0 needs root; as overhead.py's)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="spectrace-advisor-")
-    models = os.path.join(work, "partial")
-    make_tiny_models(models, "partial", "midlayer", "llama")
-    client3, proc3 = _spec_run(models, 3, args, work)
-    b3 = _bucket(proc3)
-    opts = {o["num_steps"]: o for o in b3["options"]}
-    adv = proc3["speculation"]
-    client1, proc1 = _spec_run(models, 1, args, work)
-    b1 = _bucket(proc1)
-    now1 = {o["num_steps"]: o for o in b1["options"]}[1]
-    plain = _plain_run(models, args, work)
-    rows = [
-        ("advisor recommends (at 3 steps)", f"{adv['best_num_steps']} steps: {adv['flags']}", ""),
-        ("tokens/s/request at 1 step: predicted vs measured (spectrace, decode steps)",
-         f"{opts[1]['tokens_per_second']:.1f}", f"{now1['tokens_per_second']:.1f}"),
-        ("gain 1 step over 3: predicted vs measured (client tokens/s)",
-         f"{adv['predicted_gain']:.3f}", f"{client1 / client3:.3f}"),
-        ("speed-up of 3 steps vs no speculation: estimated vs measured (client)",
-         f"{adv['estimated_speedup']:.3f}", f"{client3 / plain:.3f}"),
-        ("speed-up of 1 step vs no speculation: estimated vs measured (client)",
-         f"{proc1['speculation']['estimated_speedup']:.3f}", f"{client1 / plain:.3f}"),
-    ]
-    print(f"partial pair, {args.requests} requests x {args.tokens} tokens, batch 1")
-    print(f"client tokens/s: 3 steps {client3:.1f}, 1 step {client1:.1f}, "
-          f"no speculation {plain:.1f}")
-    print(f"measured ms per phase at 3 steps: "
-          + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in b3["phase_seconds"].items()))
-    print(f"measured ms per phase at 1 step:  "
-          + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in b1["phase_seconds"].items()))
-    w = max(len(r[0]) for r in rows)
-    for label, predicted, measured in rows:
-        ratio = ""
-        try:
-            ratio = f"  (measured/predicted {float(measured) / float(predicted):.2f})"
-        except ValueError:
-            pass
-        print(f"{label:<{w}}  {predicted:>10}  {measured:>10}{ratio}")
+    try:
+        pairs = {}
+        for mode in ("partial", "full"):
+            pairs[mode] = os.path.join(work, mode)
+            make_tiny_models(pairs[mode], mode, "midlayer", "llama")
+        rows = []
+        for i in range(args.instances):
+            got = instance(i, pairs, work, args)
+            rows += got["rows"]
+            print(f"instance {i}: load average {' -> '.join(f'{x:.1f}' for x in got['load'])}")
+            for r in got["rows"]:
+                interval = ("" if r["low"] is None else f" ({r['low']:.3f} - {r['high']:.3f}, "
+                            f"{r['estimate']})")
+                print(f"  {r['pair']:<8} batch {r['batch']}: predicted {r['predicted']:.3f}"
+                      f"{interval} {r['verdict']}, measured {r['measured']:.3f}; best K "
+                      f"predicted {r['best_predicted']} measured {r['best_measured']} "
+                      f"(tokens/s {', '.join(f'{k}: {v:.1f}' for k, v in r['tokens_per_s'].items())});"
+                      f" overall {r['overall']:.3f} {r['overall_verdict']} {r['findings']}",
+                      flush=True)
+        print("\n".join(summary(rows)))
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -484,8 +484,8 @@ def step_cost_problems(counter, rec) -> list[str]:
     while time.monotonic() < deadline:
         rows = []
         counter.raised(lambda: rows.extend(rec.cost.rows()))
-        samples = {(k.bucket, k.phase): n for k, _, _, n in rows}
-        seconds = {(k.bucket, k.phase): sec for k, sec, _, _ in rows}
+        samples = {(k.bucket, k.phase): n for k, _, _, n, *_ in rows}
+        seconds = {(k.bucket, k.phase): sec for k, sec, _, _, *_ in rows}
         if samples and not any(c._pending for c in rec.cost._clocks.values()):
             break
         time.sleep(0.01)

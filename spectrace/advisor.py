@@ -1,22 +1,26 @@
-"""Is speculation paying off, and would another number of draft tokens pay more? Pure
-functions over what spectrace measured: per-position acceptance and per-phase step cost
-(`step_cost`), per batch-size bucket. docs/advisor.md states the model; in short:
+"""Is speculation paying off, at which batch sizes, and would another number of draft tokens
+pay more? Pure functions over what spectrace measured: per-position acceptance and per-phase
+step cost (`step_cost`), per batch-size bucket. docs/advisor.md states the model; in short:
 
 - Tokens per request-step with K' draft tokens, K' <= K (the configured K): acceptance is a
-  prefix property (position p is accepted only when every position before it was), so a
-  request-step that accepted c drafts would have accepted min(c, K') of K', and
+  prefix property (position p is accepted only when every position before it was), so
   E[tokens] = L(K') = 1 + sum_{p < K'} accepted_p / drafted_p, exactly (bonus token included).
-- Time per step with K' (chain drafting): T(K') = between + step(K) - (K - K') * c, where c is
-  the draft cost of one position (the slope of the draft phase over K when several K were
-  measured, else draft(K) over its draft forwards: K - 1 in SGLang, K in vLLM) and the verify and draft-extend phases are taken as they are
-  at K (a verify of fewer tokens costs at most as much: an upper bound on T(K')).
-- No speculation (K' = 0): one token per T_plain = between + verify(K): a plain decode step
-  costs at most a verify step of K + 1 tokens at the same batch size (the same forward with
-  fewer tokens), so the estimated speed-up L(K) * T_plain / T(K) is an upper bound.
+- A plain decode step at the bucket's mean batch B costs the target's forward at B tokens,
+  from a line fitted to the measured forwards against their tokens (`cost_model`), scaled
+  to the bucket's own measured forwards (forward_b x line(B) / line(tokens_b)), plus what
+  a step does besides the forward and the draft (input preparation, sampling, bookkeeping:
+  step - draft - draft_extend - target_forward, measured) and the time between steps. The
+  speed-up L(K) * T_plain / T(K) is an estimate with a standard error. Where there is no fit
+  (the forwards' tokens did not vary: one batch size and one K; or no forward measured, as
+  on vLLM's V2 model runner) the plain step is bounded by the verify phase instead and the
+  speed-up is an upper bound, labelled so.
+- Time per step with K' (chain drafting): T(K') = between + step(K) - (K - K') * c - the
+  fitted forward's saving on K - K' fewer tokens per request (0 without a fit), c the
+  draft cost of one position (the slope of the draft phase over K when several K were
+  measured, else draft(K) over its draft forwards: K - 1 in SGLang, K in vLLM).
 
-It cannot predict K' > K (no acceptance was measured there), tree drafting (top-k > 1:
-the tree SGLang builds with fewer steps or draft tokens keeps other nodes), nor verify time
-falling with fewer tokens (it is held at its K value).
+It cannot predict K' > K (no acceptance was measured there) nor tree drafting's smaller
+trees (top-k > 1).
 """
 from __future__ import annotations
 
@@ -24,11 +28,17 @@ import math
 from dataclasses import dataclass
 
 from . import signals
+from .cost_model import ForwardFit, ForwardSums, fit
+from .runtime_settings import by_batch_size, fixed_k
 
 MIN_STEPS = 30      # measured steps of a bucket before it is judged
 MIN_DRAFTS = 100    # request-steps verified before acceptance is judged
 MIN_GAIN = 1.03     # a setting is recommended only when it beats the current one by this
-SMALL_GAIN = 1.10   # speculation "gains little" when the upper bound is under this
+SMALL_GAIN = 1.10   # speculation "gains little" when the upper end is under this
+SIGMAS = 2          # the interval: the estimate +- this many standard errors
+JUDGED_SHARE = 0.9  # the share of measured steps in buckets past MIN_STEPS for a verdict
+
+runtime_flags = fixed_k  # the flags of a fixed K (`runtime_settings`), by their old name
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,72 +71,109 @@ class Option:
 
 @dataclass(frozen=True, slots=True)
 class BucketAdvice:
-    """One batch-size bucket: what its steps cost, the speed-up against no speculation, and
-    each K' <= K."""
+    """One batch-size bucket: what its steps cost, a plain step's estimated cost, the
+    speed-up against no speculation with its standard error, and each K' <= K."""
     bucket: str
     num_steps: int                       # the K most of its measured steps ran with
     phases: dict[str, Mean]              # phase -> mean seconds at that K
     draft_per_position: float | None     # seconds
-    speedup: float | None                # estimated, against no speculation (upper bound)
+    speedup: float | None                # estimated, against no speculation
     speedup_stderr: float | None
     options: tuple[Option, ...]          # K' = 0 .. K
     best: int | None
     judged: bool                         # enough samples to judge (MIN_STEPS, MIN_DRAFTS)
+    plain_seconds: float | None = None   # a plain decode step, between steps included
+    bound: bool = True                   # the plain step (so the speed-up) is a bound only
+    batch_size: float | None = None      # mean requests of the measured forwards
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.speedup is None:
+            return None
+        se = SIGMAS * (self.speedup_stderr or 0.0)
+        return self.speedup - se, self.speedup + se
+
+    @property
+    def verdict(self) -> str:
+        return judge(self.interval, self.judged, self.bound)
 
 
 @dataclass(frozen=True, slots=True)
 class Advice:
-    """All buckets together (weighted by measured steps), the best K' and its flags."""
+    """All buckets together (weighted by measured steps), the best K' and its flags, the
+    best K' of each bucket and the setting that serves them."""
     runtime: str | None
     topk: int | None
     configured_steps: int
     buckets: tuple[BucketAdvice, ...]
     speedup: float | None
-    speedup_upper: float | None          # speedup + 2 standard errors
+    speedup_upper: float | None          # speedup + SIGMAS standard errors
     best: int | None
     gain: float | None                   # predicted tokens/s of best over current
     flags: str | None                    # the runtime flags of the best setting
     judged: bool
-    verdict: str                         # "slower" | "small_gain" | "pays" | "unknown"
+    verdict: str                         # slower | small_gain | pays | uncertain | unknown
     notes: tuple[str, ...]
     drafts: float = 0                    # request-steps the acceptance is measured on
+    speedup_lower: float | None = None   # speedup - SIGMAS standard errors
+    bound: bool = True                   # some bucket's estimate is a bound only
+    fit: ForwardFit | None = None        # the target's forward against its tokens
+    loses_from: str | None = None        # the bucket from which no K' beats plain decoding
+    batch_flags: str | None = None       # the setting serving each bucket's best K'
+
+    @property
+    def best_by_bucket(self) -> list[tuple[str, int]]:
+        return [(b.bucket, b.best) for b in self.buckets if b.best is not None]
 
     def to_json(self) -> dict:
         return {
             "runtime": self.runtime, "topk": self.topk,
             "configured_num_steps": self.configured_steps,
-            "estimated_speedup": self.speedup, "estimated_speedup_upper": self.speedup_upper,
+            "estimated_speedup": self.speedup, "estimated_speedup_lower": self.speedup_lower,
+            "estimated_speedup_upper": self.speedup_upper,
+            "estimate": "bound" if self.bound else "fit",
             "verdict": self.verdict, "judged": self.judged,
             "best_num_steps": self.best, "predicted_gain": self.gain, "flags": self.flags,
+            "loses_from_batch_size": self.loses_from, "batch_size_flags": self.batch_flags,
+            "forward_fit": self.fit.to_json() if self.fit else None,
             "notes": list(self.notes),
             "findings": [{"code": c, "severity": sev, "message": msg}
                          for c, sev, msg in findings(self)],
-            "buckets": [{
-                "batch_size_bucket": b.bucket, "num_steps": b.num_steps,
-                "phase_seconds": {k: v.mean for k, v in b.phases.items()},
-                "phase_samples": {k: v.samples for k, v in b.phases.items()},
-                "draft_seconds_per_position": b.draft_per_position,
-                "estimated_speedup": b.speedup, "estimated_speedup_stderr": b.speedup_stderr,
-                "best_num_steps": b.best, "judged": b.judged,
-                "options": [{"num_steps": o.num_steps, "tokens_per_step": o.tokens_per_step,
-                             "step_seconds": o.step_seconds,
-                             "tokens_per_second": o.tokens_per_second,
-                             "relative": o.relative} for o in b.options],
-            } for b in self.buckets],
+            "buckets": [_bucket_json(b) for b in self.buckets],
         }
 
 
-def runtime_flags(runtime: str | None, num_steps: int) -> str:
-    """The exact flags that serve `num_steps` chain draft tokens (0: no speculation)."""
-    if runtime == signals.RUNTIME_VLLM:
-        if num_steps == 0:
-            return "serve without --speculative-config"
-        return (f"--speculative-config '{{..., \"num_speculative_tokens\": {num_steps}}}' "
-                f"(num_speculative_tokens={num_steps}, other keys unchanged)")
-    if num_steps == 0:
-        return "serve without --speculative-algorithm (no speculation)"
-    return (f"--speculative-num-steps {num_steps} --speculative-eagle-topk 1 "
-            f"--speculative-num-draft-tokens {num_steps + 1}")
+def _bucket_json(b: BucketAdvice) -> dict:
+    lo, hi = b.interval or (None, None)
+    return {
+        "batch_size_bucket": b.bucket, "num_steps": b.num_steps,
+        "phase_seconds": {k: v.mean for k, v in b.phases.items()},
+        "phase_samples": {k: v.samples for k, v in b.phases.items()},
+        "draft_seconds_per_position": b.draft_per_position,
+        "mean_batch_size": b.batch_size, "plain_step_seconds": b.plain_seconds,
+        "estimate": "bound" if b.bound else "fit",
+        "estimated_speedup": b.speedup, "estimated_speedup_stderr": b.speedup_stderr,
+        "estimated_speedup_lower": lo, "estimated_speedup_upper": hi,
+        "verdict": b.verdict, "best_num_steps": b.best, "judged": b.judged,
+        "options": [{"num_steps": o.num_steps, "tokens_per_step": o.tokens_per_step,
+                     "step_seconds": o.step_seconds, "tokens_per_second": o.tokens_per_second,
+                     "relative": o.relative} for o in b.options],
+    }
+
+
+def judge(interval: tuple[float, float] | None, judged: bool, bound: bool) -> str:
+    """The verdict of an estimate's interval (lower, upper): `slower` when even its upper end
+    is below 1.0, `small_gain` below SMALL_GAIN, `pays` when its lower end is at least 1.0
+    (never from a bound: a bound says how much at most), else `uncertain`; `unknown` before
+    the floor of measured steps and request-steps."""
+    if interval is None or not judged:
+        return "unknown"
+    lower, upper = interval
+    if upper < 1.0:
+        return "slower"
+    if upper < SMALL_GAIN:
+        return "small_gain"
+    return "pays" if lower >= 1.0 and not bound else "uncertain"
 
 
 def acceptance_probabilities(accepted: list, drafted: list, drafts: float) -> list[float]:
@@ -160,72 +207,142 @@ def draft_forwards(runtime: str | None, k: int) -> int:
     return k - 1 if runtime != signals.RUNTIME_VLLM else k
 
 
-def _bucket(bucket: str, costs: dict, probs: list[float], drafts: float, len_rse: float,
+def _per_position(costs: dict, ks: list[int], k: int, draft: Mean | None,
+                  runtime: str | None) -> float | None:
+    """The draft cost of one position: the slope of the draft phase over the K measured,
+    else draft(K) over its draft forwards."""
+    pts = [(kk, costs[(signals.PHASE_DRAFT, kk)].mean) for kk in ks
+           if (signals.PHASE_DRAFT, kk) in costs
+           and costs[(signals.PHASE_DRAFT, kk)].samples >= MIN_STEPS]
+    if len(pts) >= 2:
+        mk = sum(x for x, _ in pts) / len(pts)
+        my = sum(y for _, y in pts) / len(pts)
+        sxx = sum((x - mk) ** 2 for x, _ in pts)
+        if sxx:
+            return max(sum((x - mk) * (y - my) for x, y in pts) / sxx, 0.0)
+    if draft is None or k <= 0:
+        return None
+    forwards = draft_forwards(runtime, k)
+    return draft.mean / forwards if forwards > 0 else 0.0
+
+
+def _se(*means: Mean | None) -> float:
+    """The standard error of a sum of independent means."""
+    return math.sqrt(sum((m.stderr or 0.0) ** 2 for m in means if m is not None))
+
+
+def _plain(phases: dict, forward: ForwardSums | None, model: ForwardFit | None,
+           b: float) -> tuple[float, float, bool, float] | None:
+    """(a plain decode step's seconds, its standard error, whether it is a bound, the
+    forward's saving per fewer draft token per request) in one bucket."""
+    get = phases.get
+    step, verify, fwd = get(signals.PHASE_STEP), get(signals.PHASE_VERIFY), get(
+        signals.PHASE_FORWARD)
+    if step is None or verify is None:
+        return None
+    if model is None or fwd is None or forward is None or not forward.n:
+        return b + verify.mean, _se(verify, get(signals.PHASE_BETWEEN)), True, 0.0
+    draft, extend = get(signals.PHASE_DRAFT), get(signals.PHASE_DRAFT_EXTEND)
+    rest = max(step.mean - fwd.mean - (draft.mean if draft else 0.0)
+               - (extend.mean if extend else 0.0), 0.0)
+    batch = forward.mean_requests
+    # the line's shape, anchored at this bucket's own forwards (measured with its steps):
+    # a load that differs between the times two batch sizes ran scales both alike
+    at_tokens = model.at(forward.mean_tokens)[0]
+    scale = fwd.mean / at_tokens if at_tokens > 0 else 1.0
+    f_plain, f_se = (scale * v for v in model.at(batch))
+    saving = scale * model.slope * batch  # the forward of one fewer token per request
+    # the rest is a difference of means that move together (their covariance is not kept):
+    # taken at its value, as small beside the forward
+    se = math.sqrt(f_se ** 2 + (fwd.stderr or 0.0) ** 2 * (f_plain / fwd.mean) ** 2
+                   + _se(get(signals.PHASE_BETWEEN)) ** 2) if fwd.mean > 0 else f_se
+    return b + f_plain + rest, se, False, saving
+
+
+def _bucket(bucket: str, costs: dict, forwards: dict, model: ForwardFit | None,
+            probs: list[float], drafts: float, len_rse: float,
             runtime: str | None = None) -> BucketAdvice | None:
-    """`costs`: (phase, K) -> Mean, for this bucket."""
+    """`costs`: (phase, K) -> Mean, for this bucket; `forwards`: (bucket, K) -> the sums of
+    the measured target forwards."""
     ks = sorted({k for (ph, k) in costs if ph == signals.PHASE_STEP})
     if not ks:
         return None
     k = max(ks, key=lambda x: costs[(signals.PHASE_STEP, x)].samples)
     phases = {ph: m for (ph, kk), m in costs.items() if kk == k}
-    step, verify = phases.get(signals.PHASE_STEP), phases.get(signals.PHASE_VERIFY)
-    between = phases.get(signals.PHASE_BETWEEN)
-    draft = phases.get(signals.PHASE_DRAFT)
+    forward = forwards.get((bucket, k))
+    step, between = phases.get(signals.PHASE_STEP), phases.get(signals.PHASE_BETWEEN)
     b = between.mean if between else 0.0
-    # draft cost of one position: the slope over the K measured, else draft(K) / K
-    pts = [(kk, costs[(signals.PHASE_DRAFT, kk)].mean) for kk in ks
-           if (signals.PHASE_DRAFT, kk) in costs and costs[(signals.PHASE_DRAFT, kk)].samples
-           >= MIN_STEPS]
-    per_pos = None
-    if len(pts) >= 2:
-        mk = sum(x for x, _ in pts) / len(pts)
-        my = sum(y for _, y in pts) / len(pts)
-        sxx = sum((x - mk) ** 2 for x, _ in pts)
-        per_pos = max(sum((x - mk) * (y - my) for x, y in pts) / sxx, 0.0) if sxx else None
-    if per_pos is None and draft is not None and k > 0:
-        forwards = draft_forwards(runtime, k)
-        per_pos = draft.mean / forwards if forwards > 0 else 0.0
+    per_pos = _per_position(costs, ks, k, phases.get(signals.PHASE_DRAFT), runtime)
+    plain = _plain(phases, forward, model, b) if k > 0 else None
     options: list[Option] = []
-    speedup = se = None
-    if step is not None and verify is not None and per_pos is not None and k > 0:
+    speedup = se = plain_s = None
+    bound = True
+    if plain is not None and per_pos is not None:
+        plain_s, plain_se, bound, saving = plain
         t_k = b + step.mean
-        plain = b + verify.mean
         rate_k = tokens_per_step(probs, k) / t_k
         for kp in range(0, k + 1):
             if kp == 0:
-                length, t = 1.0, plain
+                length, t = 1.0, plain_s
             else:
-                length, t = tokens_per_step(probs, kp), t_k - (k - kp) * per_pos
+                length = tokens_per_step(probs, kp)
+                t = t_k - (k - kp) * (per_pos + saving)
             t = max(t, 1e-12)
             options.append(Option(kp, length, t, length / t, (length / t) / rate_k))
-        speedup = tokens_per_step(probs, k) * plain / t_k
-        rse = [len_rse]
-        for m, total in ((step, t_k), (verify, plain)):
-            if m.stderr is not None:
-                rse.append(m.stderr / total)
-        se = speedup * math.sqrt(sum(r * r for r in rse))
+        speedup = tokens_per_step(probs, k) * plain_s / t_k
+        rse = [len_rse, plain_se / plain_s if plain_s > 0 else 0.0, _se(step, between) / t_k]
+        se = abs(speedup) * math.sqrt(sum(r * r for r in rse))
     best = max(options, key=lambda o: o.tokens_per_second).num_steps if options else None
-    judged = (step is not None and step.samples >= MIN_STEPS and drafts >= MIN_DRAFTS)
-    return BucketAdvice(bucket, k, phases, per_pos, speedup, se, tuple(options), best, judged)
+    judged = step is not None and step.samples >= MIN_STEPS and drafts >= MIN_DRAFTS
+    return BucketAdvice(bucket, k, phases, per_pos, speedup, se, tuple(options), best, judged,
+                        plain_s, bound, forward.mean_requests if forward else None)
 
 
-def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
-           length_counts: dict, runtime: str | None = None, topk: int | None = None
-           ) -> Advice | None:
-    """`phase_costs`: (phase, bucket, K) -> (seconds, squares, samples), as the metrics
-    hold them. None when no step cost was measured."""
-    from .families.step_cost import BUCKET_INDEX
+def _forward_sums(phase_costs: dict) -> dict[tuple[str, int], ForwardSums]:
+    """(bucket, K) -> the sums of its measured target forwards."""
+    out = {}
+    for (phase, bucket, k), v in phase_costs.items():
+        if phase == signals.PHASE_FORWARD and len(v) >= 7 and v[2]:
+            out[(str(bucket), int(k))] = ForwardSums(v[2], v[0], v[1], *v[3:7])
+    return out
+
+
+def _by_bucket(phase_costs: dict) -> dict[str, dict]:
     by_bucket: dict[str, dict] = {}
-    for (phase, bucket, k), (sec, sq, n) in phase_costs.items():
-        m = mean_of(sec, sq, int(n))
+    for (phase, bucket, k), v in phase_costs.items():
+        m = mean_of(v[0], v[1], int(v[2]))
         try:
             k = int(k)
         except (TypeError, ValueError):
             continue
         if m is not None:
             by_bucket.setdefault(str(bucket), {})[(phase, k)] = m
+    return by_bucket
+
+
+def _loses_from(buckets: list[BucketAdvice]) -> str | None:
+    """The smallest bucket from which every larger measured one is best served without
+    speculation (None when the largest is not)."""
+    out = None
+    for b in reversed(buckets):
+        if b.best != 0:
+            break
+        out = b.bucket
+    return out
+
+
+def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
+           length_counts: dict, runtime: str | None = None, topk: int | None = None
+           ) -> Advice | None:
+    """`phase_costs`: (phase, bucket, K) -> (seconds, squares, samples[, tokens, squared
+    tokens, seconds x tokens, requests]), as the metrics hold them. None when no step
+    cost was measured."""
+    from .families.step_cost import BUCKET_INDEX
+    by_bucket = _by_bucket(phase_costs)
     if not by_bucket:
         return None
+    forwards = _forward_sums(phase_costs)
+    model = fit(list(forwards.values()))
     probs = acceptance_probabilities(list(accepted), list(drafted), drafts)
     len_rse = _length_rse(length_counts, drafts)
     notes = []
@@ -235,46 +352,55 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
                      f"not known from these counts; only the speed-up is estimated")
     buckets = []
     for label in sorted(by_bucket, key=lambda x: BUCKET_INDEX.get(x, 99)):
-        adv = _bucket(label, by_bucket[label], probs, drafts, len_rse, runtime)
+        adv = _bucket(label, by_bucket[label], forwards, model, probs, drafts, len_rse, runtime)
         if adv is not None:
             buckets.append(adv)
     configured = max((b.num_steps for b in buckets), default=0)
     notes.append(f"settings above {configured} draft steps cannot be predicted (no "
-                 f"acceptance measured there); verify time is held at its measured value")
+                 f"acceptance measured there)")
     usable = [b for b in buckets if b.options]
+    bound = any(b.bound for b in usable) or not usable
+    if usable and bound:
+        why = ("no target forward was measured: vLLM's V2 model runner does not time it"
+               if not forwards else "too few forwards, or their tokens varied too little: "
+               "one batch size and one K, say")
+        notes.append(f"no fit of the target's forward against its tokens ({why}), so a plain "
+                     f"step is bounded by the verify phase and the speed-up is an upper bound")
     weights = [b.phases[signals.PHASE_STEP].samples for b in usable]
-    speedup = upper = best = gain = flags = None
+    speedup = upper = lower = best = gain = flags = batch_flags = None
     if usable:
         w = sum(weights)
         speedup = sum(b.speedup * n for b, n in zip(usable, weights)) / w
         se = math.sqrt(sum((b.speedup_stderr or 0.0) ** 2 * n * n
                            for b, n in zip(usable, weights))) / w
-        upper = speedup + 2 * se
+        upper, lower = speedup + SIGMAS * se, speedup - SIGMAS * se
         if not tree:
-            common = min(len(b.options) for b in usable)
-            # tokens/s over the observed mix of steps, each K' (per request)
-            rates = []
-            for kp in range(common):
-                time_ = sum(b.options[kp].step_seconds * n for b, n in zip(usable, weights))
-                toks = sum(b.options[kp].tokens_per_step * n for b, n in zip(usable, weights))
-                rates.append(toks / time_)
-            current = min(b.num_steps for b in usable)
-            best = max(range(common), key=lambda kp: rates[kp])
-            gain = rates[best] / rates[min(current, common - 1)]
-            if gain < MIN_GAIN:
-                best, gain = current, 1.0
-            flags = runtime_flags(runtime, best)
-    judged = bool(usable) and all(b.judged for b in usable)
-    if speedup is None or not judged:
-        verdict = "unknown"
-    elif upper < 1.0:
-        verdict = "slower"
-    elif upper < SMALL_GAIN:
-        verdict = "small_gain"
-    else:
-        verdict = "pays"
+            best, gain = _best_over_mix(usable, weights)
+            flags = fixed_k(runtime, best)
+            batch_flags = by_batch_size(runtime, [(b.bucket, b.best) for b in usable])
+    # judged once the buckets past the floor hold nearly every measured step: a few steps
+    # in a passing bucket (requests arriving one by one) do not hold the verdict back
+    judged = bool(usable) and sum(n for b, n in zip(usable, weights) if b.judged) \
+        >= JUDGED_SHARE * sum(weights)
+    verdict = judge(None if speedup is None else (lower, upper), judged, bound)
     return Advice(runtime, topk, configured, tuple(buckets), speedup, upper, best, gain,
-                  flags, judged, verdict, tuple(notes), drafts)
+                  flags, judged, verdict, tuple(notes), drafts, lower, bound, model,
+                  None if tree else _loses_from(usable), batch_flags)
+
+
+def _best_over_mix(usable: list[BucketAdvice], weights: list[int]) -> tuple[int, float]:
+    """The K' with the most tokens/s over the observed mix of steps (per request), and its
+    gain over the current K (the current K and 1.0 unless it gains MIN_GAIN)."""
+    common = min(len(b.options) for b in usable)
+    rates = []
+    for kp in range(common):
+        time_ = sum(b.options[kp].step_seconds * n for b, n in zip(usable, weights))
+        toks = sum(b.options[kp].tokens_per_step * n for b, n in zip(usable, weights))
+        rates.append(toks / time_)
+    current = min(b.num_steps for b in usable)
+    best = max(range(common), key=lambda kp: rates[kp])
+    gain = rates[best] / rates[min(current, common - 1)]
+    return (current, 1.0) if gain < MIN_GAIN else (best, gain)
 
 
 def findings(adv: Advice) -> list[tuple[str, str, str]]:
@@ -286,25 +412,29 @@ def findings(adv: Advice) -> list[tuple[str, str, str]]:
     out = []
     current = adv.configured_steps
     better = adv.best is not None and adv.best != current and adv.gain is not None
-    advice = (m.ADVICE_BEST.format(flags=adv.flags, gain=f"{adv.gain:.2f}") if better
-              else m.ADVICE_NONE.format(current=current))
+    if adv.batch_flags:
+        advice = m.ADVICE_BY_BATCH.format(flags=adv.batch_flags, loses=adv.loses_from or "-")
+    elif better:
+        advice = m.ADVICE_BEST.format(flags=adv.flags, gain=f"{adv.gain:.2f}")
+    else:
+        advice = m.ADVICE_NONE.format(current=current)
     main = max((b for b in adv.buckets if b.options),
                key=lambda b: b.phases[signals.PHASE_STEP].samples)
     step = main.phases[signals.PHASE_STEP].mean + (
         main.phases[signals.PHASE_BETWEEN].mean if signals.PHASE_BETWEEN in main.phases else 0)
-    plain = main.options[0].step_seconds
-    facts = dict(speedup=f"{adv.speedup:.2f}", upper=f"{adv.speedup_upper:.2f}", advice=advice,
+    facts = dict(speedup=f"{adv.speedup:.2f}", upper=f"{adv.speedup_upper:.2f}",
+                 lower=f"{adv.speedup_lower:.2f}", advice=advice,
+                 estimate=m.ESTIMATE_BOUND if adv.bound else m.ESTIMATE_FIT,
                  steps=sum(b.phases[signals.PHASE_STEP].samples for b in adv.buckets
                            if signals.PHASE_STEP in b.phases),
                  drafts=int(adv.drafts), step_ms=f"{step * 1e3:.2f}",
-                 plain_ms=f"{plain * 1e3:.2f}",
-                 tokens=f"{main.options[-1].tokens_per_step:.2f}")
-    if adv.verdict == "slower":
-        out.append((m.SPEC_SLOWER.code, signals.REPORT_FINDINGS[m.SPEC_SLOWER.code],
-                    m.SPEC_SLOWER.render(**facts)))
-    elif adv.verdict == "small_gain":
-        out.append((m.SPEC_SMALL_GAIN.code, signals.REPORT_FINDINGS[m.SPEC_SMALL_GAIN.code],
-                    m.SPEC_SMALL_GAIN.render(**facts)))
+                 plain_ms=f"{main.options[0].step_seconds * 1e3:.2f}",
+                 tokens=f"{main.options[-1].tokens_per_step:.2f}", k=current,
+                 best=adv.best if adv.best is not None else current)
+    message = {"slower": m.SPEC_SLOWER, "small_gain": m.SPEC_SMALL_GAIN}.get(adv.verdict)
+    if message is not None:
+        out.append((message.code, signals.REPORT_FINDINGS[message.code],
+                    message.render(**facts)))
     if better and adv.best > 0:
         out.append((m.SPEC_FEWER_STEPS.code, signals.REPORT_FINDINGS[m.SPEC_FEWER_STEPS.code],
                     m.SPEC_FEWER_STEPS.render(best=adv.best, current=current,

@@ -619,21 +619,27 @@ TRAINED_UNKNOWN = "The draft's config names no trained length."
 # -- is speculation paying off (spectrace.advisor; `spectrace report`) ---------------------------
 SPEC_SLOWER = Message(
     names.SPEC_SLOWER,
-    "speculation is slower than plain decoding: estimated speed-up {speedup}x (at most "
-    "{upper}x with two standard errors; {steps} measured steps, {drafts} request-steps). "
-    "Each step costs {step_ms} ms for {tokens} tokens per request, a plain decode step "
-    "about {plain_ms} ms for one.",
+    "speculation is slower than plain decoding: estimated speed-up {speedup}x ({lower}x - "
+    "{upper}x, {estimate}; {steps} measured steps, {drafts} request-steps, K={k}). Each step "
+    "costs {step_ms} ms for {tokens} tokens per request, a plain decode step about "
+    "{plain_ms} ms for one; the advisor's K: {best} (0: no speculation).",
     "{advice}")
 SPEC_SMALL_GAIN = Message(
     names.SPEC_SMALL_GAIN,
-    "speculation gains little: estimated speed-up {speedup}x (at most {upper}x; "
-    "{steps} measured steps, {drafts} request-steps).",
+    "speculation gains little: estimated speed-up {speedup}x ({lower}x - {upper}x, "
+    "{estimate}; {steps} measured steps, {drafts} request-steps, K={k}).",
     "{advice}")
 SPEC_FEWER_STEPS = Message(
     names.SPEC_FEWER_STEPS,
     "{best} draft steps instead of {current} would give {gain}x the tokens per second "
     "(predicted from the per-position acceptance and step costs measured here).",
     "serve with {flags}.")
+ESTIMATE_FIT = ("two standard errors; a plain step from the target's forward fitted against "
+                "its tokens")
+ESTIMATE_BOUND = ("an upper bound: no fit of the forward's cost (one batch size and K only, or "
+                  "no forward measured), so a plain step is bounded by the verify phase")
 ADVICE_BEST = "serve with {flags} (predicted {gain}x the current tokens per second)."
+ADVICE_BY_BATCH = ("serve each batch size with its best K, speculation off from batch {loses}: "
+                   "{flags}.")
 ADVICE_NONE = ("no setting up to the configured {current} draft steps does better; check "
                "acceptance per position (the draft) and the verify cost at this batch size.")

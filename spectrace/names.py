@@ -82,14 +82,18 @@ WORKER_V1 = "EAGLEWorker"           # SGLang's eagle workers
 WORKER_V2 = "EAGLEWorkerV2"
 WORKER_VLLM = "EngineCore"          # vLLM: steps are counted by the EngineCore's scheduler
 
-# Step-cost phases (spectrace.step_cost): the whole worker step, its three parts, and the
-# time outside the worker between two consecutive decode steps (scheduler, sampling output).
+# Step-cost phases (spectrace.step_cost): the whole worker step, its three parts, the
+# time outside the worker between two consecutive decode steps (scheduler, sampling output),
+# and the target's forward alone inside verify (timed against the tokens it processed: the
+# cost model of docs/advisor.md).
 PHASE_STEP = "step"
 PHASE_DRAFT = "draft"
 PHASE_VERIFY = "verify"
 PHASE_DRAFT_EXTEND = "draft_extend"
 PHASE_BETWEEN = "between_steps"
-PHASES = (PHASE_STEP, PHASE_DRAFT, PHASE_VERIFY, PHASE_DRAFT_EXTEND, PHASE_BETWEEN)
+PHASE_FORWARD = "target_forward"
+PHASES = (PHASE_STEP, PHASE_DRAFT, PHASE_VERIFY, PHASE_DRAFT_EXTEND, PHASE_BETWEEN,
+          PHASE_FORWARD)
 
 # The instrumentation scope of spectrace's tracer and meter (`otel_scope_name`).
 SCOPE = "spectrace"

@@ -22,7 +22,7 @@ def test_buckets_are_powers_of_two_and_bounded():
     assert step_cost.BUCKETS[:4] == ("1", "2-3", "4-7", "8-15")
     assert step_cost.bucket_of(10 ** 9) == step_cost.MAX_BUCKET
     assert step_cost.BUCKETS[-1] == f"{1 << step_cost.MAX_BUCKET}+"
-    assert step_cost.slot(step_cost.BETWEEN, step_cost.MAX_BUCKET, 99) == step_cost.SLOTS - 1
+    assert step_cost.slot(step_cost.FORWARD, step_cost.MAX_BUCKET, 99) == step_cost.SLOTS - 1
 
 
 def begin(rec, worker, batch_size: int):
@@ -47,10 +47,10 @@ def test_wall_clock_measures_each_phase_under_the_step_k(tmp_path):
         worker.speculative_num_steps = 1
         cost = begin(rec, worker, 1)
         rec.cost.end(cost)
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.cost.rows()}
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n, *_ in rec.cost.rows()}
         assert got == {("step", "4-7", 3): 1, ("verify", "4-7", 3): 1,
                        ("between_steps", "4-7", 3): 1, ("step", "1", 1): 1}
-        assert all(s >= 0 for _, s, _, _ in rec.cost.rows())
+        assert all(s >= 0 for _, s, _, _, *_ in rec.cost.rows())
         points = {(o.attributes[signals.ATTR_PHASE], o.attributes[signals.ATTR_NUM_STEPS]):
                   o.value for o in rec.cost._observe(3)}
         assert points[("step", 1)] == 1 and points[("verify", 3)] == 1
@@ -85,11 +85,11 @@ def test_the_totals_take_whole_measured_steps_only(tmp_path):
         _v2_boundaries(rec, worker)
         rec.cost.step_starts(True)
         cost = _v2_boundaries(rec, worker, end=False)  # in flight at the collection
-        got = {k.phase: n for k, _, _, n in rec.cost.rows()}
+        got = {k.phase: n for k, _, _, n, *_ in rec.cost.rows()}
         assert got == {"step": 1, "draft": 1, "verify": 1, "draft_extend": 1,
                        "between_steps": 1}
         rec.cost.end(cost)
-        costs = {k.phase: (sec, n) for k, sec, _, n in rec.cost.rows()}
+        costs = {k.phase: (sec, n) for k, sec, _, n, *_ in rec.cost.rows()}
         assert {p: n for p, (_, n) in costs.items()} == {
             "step": 2, "draft": 2, "verify": 2, "draft_extend": 2, "between_steps": 1}
         assert sum(costs[p][0] for p in PARTS) == pytest.approx(costs["step"][0], rel=1e-9)
@@ -105,7 +105,7 @@ def test_one_collection_reads_one_snapshot_of_the_step_costs(tmp_path):
         _v2_boundaries(rec, worker)
         for first, then in ((1, (3, 2)), (3, (1, 2)), (2, (3, 1))):
             reads = {first: _by_phase(rec.cost._observe(first))}
-            before = {k.phase: n for k, _, _, n in rec.cost.rows()}["step"]
+            before = {k.phase: n for k, _, _, n, *_ in rec.cost.rows()}["step"]
             _v2_boundaries(rec, worker)  # the decode loop goes on during the collection
             reads.update({f: _by_phase(rec.cost._observe(f)) for f in then})
             samples, seconds, squares = reads[3], reads[1], reads[2]
@@ -137,14 +137,22 @@ def test_sglang_v2_phases_are_told_apart_by_verifys_boundaries(tmp_path):
         finally:
             step.close()
         assert rec.inflight.cost is None and rec.inflight.tail is None
-        costs = {(k.phase, k.bucket, k.num_steps): (sec, n) for k, sec, _, n in rec.cost.rows()}
+        rows = {(r.key.phase, r.key.bucket, r.key.num_steps): r for r in rec.cost.rows()}
+        costs = {key: (r.seconds, r.samples) for key, r in rows.items()}
+        phases = ("step", "draft", "verify", "draft_extend", "target_forward")
         assert {key: n for key, (_, n) in costs.items()} == {
-            **{(p, "4-7", 3): 3 for p in ("step", "draft", "verify", "draft_extend")},
-            **{(p, "4-7", 2): 1 for p in ("step", "draft", "verify", "draft_extend")},
+            **{(p, "4-7", 3): 3 for p in phases}, **{(p, "4-7", 2): 1 for p in phases},
             ("between_steps", "4-7", 3): 3}
         for k in (2, 3):
             parts = sum(costs[(p, "4-7", k)][0] for p in ("draft", "verify", "draft_extend"))
             assert parts == pytest.approx(costs[("step", "4-7", k)][0], rel=1e-9)
+            # the target's forward: inside verify, with its tokens (5 requests x 4 rows)
+            fwd = rows[("target_forward", "4-7", k)]
+            assert 0 < fwd.seconds <= costs[("verify", "4-7", k)][0]
+            assert (fwd.tokens, fwd.tokens_squares, fwd.requests) == (
+                20 * fwd.samples, 400 * fwd.samples, 5 * fwd.samples)
+            assert fwd.time_tokens == pytest.approx(20 * fwd.seconds)
+        assert all(r.tokens == 0 for r in rows.values() if r.key.phase != "target_forward")
         for p in rec.tel.owned:
             p.force_flush()
         with open(os.path.join(rec.tel.directory, SPANS_FILE)) as fh:
@@ -190,10 +198,139 @@ def test_partial_acceptance_recommends_one_step_with_sglang_flags():
 
 
 def test_full_acceptance_keeps_the_configured_steps():
+    """Without forwards of different sizes there is no fit: the speed-up is a bound (verify
+    stands in for a plain step), which can say "slower" but never "pays"."""
     adv = advisor.advise(_costs(), [1000] * 3, [1000] * 3, 1000, {4: 1000}, runtime="sglang")
     assert [o.tokens_per_step for o in adv.buckets[0].options] == [1.0, 2.0, 3.0, 4.0]
-    assert adv.best == 3 and adv.gain == 1.0 and adv.verdict == "pays"
+    assert adv.best == 3 and adv.gain == 1.0
+    assert adv.bound and adv.verdict == "uncertain" and adv.speedup > 1.1
+    assert any("upper bound" in n for n in adv.notes)
+    assert adv.to_json()["estimate"] == "bound"
     assert not [c for c, _, _ in advisor.findings(adv) if c == signals.SPEC_FEWER_STEPS]
+
+
+def forward_line(x):
+    """The forward cost of the synthetic deployment below: 2 ms + 0.5 ms per token."""
+    return 2e-3 + 0.5e-3 * x
+
+
+def _fitted(sizes: dict, k=3, draft=0.6e-3, extend=0.3e-3, rest=0.5e-3, between=0.2e-3,
+            per_size=40, noise=2e-5):
+    """Phase sums as step cost keeps them, for steps at the batch sizes `sizes` (bucket ->
+    sizes, `per_size` steps each) whose target forward costs `forward_line` of its B x (K+1)
+    tokens, give or take `noise`; verify is the forward plus `rest`."""
+    out: dict = {}
+
+    def add(key, t, tokens=0, requests=0):
+        row = out.setdefault(key, [0.0, 0.0, 0, 0, 0, 0.0, 0])
+        row[0] += t
+        row[1] += t * t
+        row[2] += 1
+        if tokens:
+            row[3] += tokens
+            row[4] += tokens * tokens
+            row[5] += t * tokens
+            row[6] += requests
+    for bucket, batch_sizes in sizes.items():
+        for size in batch_sizes:
+            for i in range(per_size):
+                x = size * (k + 1)
+                fwd = forward_line(x) + (noise if i % 2 else -noise)
+                add(("target_forward", bucket, k), fwd, x, size)
+                add(("verify", bucket, k), fwd + rest)
+                add(("draft", bucket, k), draft)
+                add(("draft_extend", bucket, k), extend)
+                add(("step", bucket, k), draft + fwd + rest + extend)
+                add(("between_steps", bucket, k), between)
+    return {key: tuple(v) for key, v in out.items()}
+
+
+# positions 0, 1, 2 accepted by 60 %, 50 %, 30 % of the request-steps: L = 1.6, 2.1, 2.4
+PARTIAL = ([600, 500, 300], [1000] * 3, 1000, {1: 400, 2: 100, 3: 200, 4: 300})
+
+
+def test_a_plain_step_is_the_fitted_forward_at_the_batch_plus_what_a_step_also_does():
+    """The forwards of batches 1 and 8-15 give the line back; a plain step at a bucket's mean
+    batch B is the line at B tokens plus the step's work beyond its forward and draft, plus
+    the time between steps; the speed-up L(K) x plain / step is an estimate with an
+    interval. Here the forward grows with its tokens (compute-bound): speculation pays at
+    batch 1 (best 2 draft steps) and loses at 8-15, so the advice is per batch size, with
+    each runtime's own setting, and the verdict is judged on the interval."""
+    costs = _fitted({"1": [1], "8-15": [8, 12, 15]})
+    adv = advisor.advise(costs, *PARTIAL, runtime="sglang", topk=1)
+    assert not adv.bound and adv.fit is not None
+    assert adv.fit.slope == pytest.approx(0.5e-3, rel=1e-3)
+    assert adv.fit.intercept == pytest.approx(2e-3, rel=1e-2)
+    small, large = adv.buckets
+    assert small.batch_size == 1 and large.batch_size == pytest.approx(35 / 3)
+    assert small.plain_seconds == pytest.approx(0.2e-3 + forward_line(1) + 0.5e-3, rel=1e-3)
+    assert large.plain_seconds == pytest.approx(0.2e-3 + forward_line(35 / 3) + 0.5e-3,
+                                                rel=1e-3)
+    step_small = 0.2e-3 + 0.6e-3 + forward_line(4) + 0.5e-3 + 0.3e-3
+    assert small.speedup == pytest.approx(2.4 * small.plain_seconds / step_small, rel=1e-3)
+    lo, hi = small.interval
+    assert lo < small.speedup < hi and hi - lo < 0.2 and small.verdict == "pays"
+    assert large.interval[1] < 1.0 and large.verdict == "slower"
+    # fewer draft tokens also verify fewer tokens: the forward's saving is in T(K')
+    t1 = step_small - 2 * (0.6e-3 / 2 + 0.5e-3 * 1)
+    assert small.options[1].step_seconds == pytest.approx(t1, rel=1e-3)
+    assert (small.best, large.best) == (2, 0) and adv.loses_from == "8-15"
+    assert adv.batch_flags == (
+        'SGLang 0.5.16+: --speculative-adaptive --speculative-adaptive-config FILE '
+        '--speculative-num-steps 2 --speculative-eagle-topk 1, FILE holding '
+        '{"1": {"candidate_steps": [2]}, "8": {"candidate_steps": [0]}}')
+    vllm = advisor.advise(costs, *PARTIAL, runtime="vllm", topk=1)  # K draft forwards
+    assert vllm.batch_flags == (
+        "vLLM 0.26+: --speculative-config '{..., \"num_speculative_tokens\": 3, "
+        "\"num_speculative_tokens_per_batch_size\": [[1, 7, 3], [8, 15, 0]]}'")
+    # over the mix (three times as many large steps) speculation loses: its warning
+    # names the per-batch-size setting and the advisor's K
+    assert adv.verdict == "slower" and adv.speedup_upper < 1.0
+    (code, severity, message), *_ = advisor.findings(adv)
+    assert code == signals.SPEC_SLOWER and severity == "warning"
+    assert f"{adv.speedup_lower:.2f}x - {adv.speedup_upper:.2f}x" in message
+    assert "the advisor's K: 0" in message and "speculation off from batch 8-15" in message
+    assert "--speculative-adaptive-config" in message
+    text = "\n".join(speculation_lines(adv))
+    assert "target forward: 2.00 ms + 0.500 ms per token" in text
+    assert "speculation loses from batch 8-15" in text
+    doc = adv.to_json()
+    assert doc["estimate"] == "fit" and doc["loses_from_batch_size"] == "8-15"
+    assert [b["verdict"] for b in doc["buckets"]] == ["pays", "slower"]
+    assert doc["forward_fit"]["seconds_per_token"] == pytest.approx(0.5e-3, rel=1e-3)
+
+
+def test_one_batch_size_and_one_k_is_no_fit_and_says_so():
+    """Every forward of the same size: nothing to fit, so the plain step is bounded by the
+    verify phase (as before the fit), the estimate is labelled a bound in every output."""
+    costs = _fitted({"1": [1]})
+    adv = advisor.advise(costs, *PARTIAL, runtime="sglang", topk=1)
+    assert adv.fit is None and adv.bound and adv.buckets[0].bound
+    verify = 0.2e-3 + forward_line(4) + 0.5e-3
+    assert adv.buckets[0].plain_seconds == pytest.approx(verify, rel=1e-3)
+    assert any("no fit of the target's forward" in n and "varied too little" in n
+               for n in adv.notes)
+    assert "(upper bound)" in "\n".join(speculation_lines(adv))
+
+
+def test_no_forward_measured_is_a_bound_that_says_why():
+    """Several batch sizes but no `target_forward` (vLLM's V2 model runner times none): a
+    bound, and the note names the missing forward, not tokens that did not vary."""
+    costs = {key: v for key, v in _fitted({"1": [1], "4-7": [4]}).items()
+             if key[0] != "target_forward"}
+    adv = advisor.advise(costs, *PARTIAL, runtime="vllm", topk=1)
+    assert adv.fit is None and adv.bound and all(b.bound for b in adv.buckets)
+    [note] = [n for n in adv.notes if "no fit of the target's forward" in n]
+    assert "no target forward was measured" in note and "varied too little" not in note
+
+
+@pytest.mark.parametrize("interval,bound,verdict", [
+    ((0.80, 0.97), False, "slower"), ((0.80, 0.97), True, "slower"),
+    ((0.95, 1.05), False, "small_gain"), ((0.90, 1.30), False, "uncertain"),
+    ((1.02, 1.30), False, "pays"), ((1.02, 1.30), True, "uncertain")])
+def test_the_verdict_is_judged_on_the_interval(interval, bound, verdict):
+    assert advisor.judge(interval, True, bound) == verdict
+    assert advisor.judge(interval, False, bound) == "unknown"
 
 
 def test_tokens_per_step_is_exact_under_adaptive_steps():
@@ -227,3 +364,69 @@ def test_trees_get_a_speedup_but_no_recommendation():
     assert adv.speedup is not None and adv.best is None and adv.flags is None
     assert any("tree" in n for n in adv.notes)
     assert any("above 3 draft steps cannot be predicted" in n for n in adv.notes)
+
+
+def _sums(points):
+    """cost_model.ForwardSums of (tokens, seconds) forwards."""
+    from spectrace.cost_model import ForwardSums
+    return ForwardSums(len(points), sum(y for _, y in points), sum(y * y for _, y in points),
+                       sum(x for x, _ in points), sum(x * x for x, _ in points),
+                       sum(x * y for x, y in points), len(points))
+
+
+def test_the_forward_fit_keeps_both_parts_at_least_zero():
+    """Least squares from the sums; noise that tips the slope below 0 gives the mean, an
+    intercept below 0 the line through the origin; tokens that do not vary give no fit."""
+    from spectrace.cost_model import fit
+    line = fit([_sums([(x, 2e-3 + 1e-4 * x + (1e-5 if i % 2 else -1e-5))
+                       for i, x in enumerate([4, 8, 16] * 20)])])
+    assert (line.intercept, line.slope) == (pytest.approx(2e-3, rel=1e-2),
+                                            pytest.approx(1e-4, rel=1e-2))
+    mean, se = line.at(1)
+    assert mean == pytest.approx(2.1e-3, rel=1e-2) and 0 < se < 1e-5
+    assert line.at(100)[1] > se  # further from the data, wider
+    falling = fit([_sums([(x, 5e-3 - 1e-5 * x) for x in [4, 8, 16] * 20])])
+    assert falling.slope == 0 and falling.intercept == pytest.approx(5e-3 - 1e-5 * 28 / 3)
+    steep = fit([_sums([(x, -1e-3 + 1e-3 * x) for x in [4, 8, 16] * 20])])
+    assert steep.origin and steep.intercept == 0 and steep.slope > 0
+    assert steep.at(0) == (0.0, 0.0)
+    assert fit([_sums([(4, 5e-3)] * 100)]) is None       # one batch size, one K
+    assert fit([_sums([(4, 5e-3), (8, 6e-3)] * 10)]) is None  # under MIN_FORWARDS
+
+
+def test_a_few_steps_at_a_passing_batch_size_do_not_hold_the_verdict_back():
+    """The verdict waits for buckets past the floor (30 measured steps) to hold 90 % of the
+    steps: 5 steps at batch 2-3 beside 120 at 1 and 8-15 are judged; 40 are not."""
+    few = _fitted({"1": [1], "2-3": [2], "8-15": [8, 12, 15]}, per_size=40)
+    few = {k: v for k, v in few.items()}
+    for key, v in list(few.items()):
+        if key[1] == "2-3":  # 5 of its 40 steps
+            few[key] = tuple(x * 5 / 40 for x in v)
+    adv = advisor.advise(few, *PARTIAL, runtime="sglang", topk=1)
+    assert [b.judged for b in adv.buckets] == [True, False, True]
+    assert adv.judged and adv.verdict != "unknown"
+    many = _fitted({"1": [1], "2-3": [2], "8-15": [8]}, per_size=40)
+    many = {k: (tuple(x * 20 / 40 for x in v) if k[1] == "2-3" else v)
+            for k, v in many.items()}
+    adv = advisor.advise(many, *PARTIAL, runtime="sglang", topk=1)
+    assert not adv.judged and adv.verdict == "unknown" and advisor.findings(adv) == []
+
+
+@pytest.mark.torch
+def test_steps_adaptive_speculation_runs_without_drafts_verify_no_request_step(tmp_path):
+    """SGLang's adaptive speculation with `candidate_steps` [0] for a batch size (the
+    advice's per-batch-size setting) runs those steps through the worker with K = 0: no
+    draft token, so no request-step is counted (they would read as rejected drafts and
+    pull the mean acceptance length to 1); their cost is filed under K = 0."""
+    with process_state.own_recorder(str(tmp_path), step_cost_every=1) as rec:
+        step = hb.V2Step(4, "spectrace")
+        try:
+            step()
+            step.worker.speculative_num_steps = 0
+            step()
+            step()
+        finally:
+            step.close()
+        assert rec.acceptance.folded().drafts == 4  # the first step's 4 requests only
+        ks = {(r.key.phase, r.key.num_steps) for r in rec.cost.rows()}
+        assert ("step", 0) in ks and ("step", 3) in ks

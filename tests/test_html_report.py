@@ -34,6 +34,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_AGREEMENT_EVERY": "2"}
 PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8]]
 KINDS = ["positions", "lengths", "mal", "rate", "widths"]
+SPECULATION_KINDS = ["tokens_k", "speedup"]  # where step costs gave a speed-up estimate
+
+
+def speculates(view: dict) -> bool:
+    adv = view.get("speculation")
+    return bool(adv) and any(b["estimated_speedup"] is not None for b in adv["buckets"])
 RGB = {"accept": (31, 119, 180), "agree": (255, 127, 14), "line": (29, 35, 48),
        "ok": (44, 160, 44), "bad": (214, 39, 40)}
 
@@ -148,6 +154,8 @@ def expected_colours(kind: str, v: dict) -> list[str]:
     if kind == "mal":
         return ["line"] + (["bad"] if any(f["code"] == "eagle3.fc_bypass"
                                           for f in v["findings"]) else [])
+    if kind in ("tokens_k", "speedup"):  # the first bucket's line; the bars
+        return ["accept"]
     return (["ok"] if any(not p["finding"] for p in v["hidden_state_passes"]) else []) + \
            (["bad"] if any(p["finding"] for p in v["hidden_state_passes"]) else [])
 
@@ -161,8 +169,8 @@ def test_every_chart_drew(runs, browser, name, tmp_path):
     page.open(html.as_uri())
     found = charts(page)
     views = views_of(rep)
-    assert sorted((c["view"], c["kind"]) for c in found) == sorted(
-        (v, k) for v in views for k in KINDS)                 # every chart, every view
+    assert sorted((c["view"], c["kind"]) for c in found) == sorted(  # every chart, every view
+        (v, k) for v in views for k in KINDS + (SPECULATION_KINDS if speculates(views[v]) else []))
     assert page.evaluate("document.body.dataset.chartsDrawn") == str(len(found))
     img = Image.open(io.BytesIO(page.screenshot()))
     img.save(tmp_path / f"{name}.png")
@@ -247,7 +255,7 @@ def test_numbers_in_the_page_equal_the_json(runs, browser, name):
         if any(p in ("mean_acceptance_length", "acceptance_rate") or p.endswith("per_position")
                for p in parts):
             assert cell["text"] == f"{want:.2f}", cell
-        elif parts[-1].endswith("_seconds"):  # the advisor's step costs, in milliseconds
+        elif parts[-1].endswith(("_seconds", "seconds_per_token")):  # the advisor's, in ms
             assert cell["text"] == f"{want * 1e3:.2f} ms", cell
         elif parts[-1] == "tokens_per_second":
             assert cell["text"] == f"{want:.1f}", cell

@@ -205,8 +205,10 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
     """Step cost on a GPU (`step_cost.CudaEventClock`, chosen because the batch lives on
     the device): one event on the current stream per boundary (the step's start, verify's
     start and end, the step's end) and four phases between them (step, draft, verify,
-    draft-extend), no aten op beyond the agreement's, no synchronize, no wait; the metric
-    reader only polls them and reads nothing while they have not completed."""
+    draft-extend), plus two around the target's forward inside verify (its own pair, read
+    with its tokens); no aten op beyond the agreement's (the forward's tokens are a shape),
+    no synchronize, no wait; the metric reader only polls them and reads nothing while
+    they have not completed."""
     from spectrace.families import step_cost
     mode, calls = fake_cuda
     with process_state.own_recorder(str(tmp_path), step_sample_ratio=sample_ratio,
@@ -218,8 +220,11 @@ def test_v2_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path
         assert ops.count("aten.copy_.default") == 3, log.describe()  # the agreement's only
         clock = rec.cost._clocks[True]
         assert isinstance(clock, step_cost.CudaEventClock) and False not in rec.cost._clocks
-        assert FakeEvent.log.count("record") == 3 + 3 * 4
-        assert len(clock._pending) == 3 * 4
+        assert FakeEvent.log.count("record") == 3 + 3 * 6
+        assert len(clock._pending) == 3 * 5
+        forward = step_cost.slot(step_cost.FORWARD, step_cost.bucket_of(BS), hb.STEPS)
+        assert [(i, n) for _, _, i, n in clock._pending if n] == [
+            (forward, (BS * hb.NUM_DRAFT_TOKENS, BS))] * 3
         assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
         assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
         assert rec.inflight.last_end is None  # between-steps time: host clocks only
@@ -294,10 +299,11 @@ def test_vllm_step_issues_no_device_to_host_op(fake_cuda, tmp_path, sample_ratio
 @pytest.mark.parametrize("every", [1, 2])
 def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_path, every):
     """vLLM's step cost on a GPU (the runner's device is CUDA): per measured step one event
-    where `execute_model` starts (the step's and verify's start), one where it returns
-    (verify), two around `propose_draft_token_ids` (draft), one where `sample_tokens`
-    returns (step): three pairs, five events; no aten op beyond the agreement's, no
-    synchronize, no wait; the reader only polls."""
+    where `execute_model` starts (the step's and verify's start), two around its
+    `_model_forward` (the target's forward, with the step's scheduled tokens), one where
+    it returns (verify), two around `propose_draft_token_ids` (draft), one where
+    `sample_tokens` returns (step): four pairs, seven events; no aten op beyond the
+    agreement's, no synchronize, no wait; the reader only polls."""
     from spectrace.families import step_cost
     mode, calls = fake_cuda
     with process_state.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=1,
@@ -308,10 +314,12 @@ def test_vllm_step_cost_on_cuda_records_events_and_never_waits(fake_cuda, tmp_pa
         clock = rec.cost._clocks[True]
         assert isinstance(clock, step_cost.CudaEventClock) and False not in rec.cost._clocks
         measured = len(range(0, 3, every))  # steps 0 and 2 with every 2
-        assert FakeEvent.log.count("record") == 3 + 5 * measured
-        assert [i for _, _, i in clock._pending] == [
-            step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS)
-            for phase in (step_cost.VERIFY, step_cost.DRAFT, step_cost.STEP)] * measured
+        assert FakeEvent.log.count("record") == 3 + 7 * measured
+        assert [(i, n) for _, _, i, n in clock._pending] == [
+            (step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS),
+             (BS * hb.NUM_DRAFT_TOKENS, BS) if phase == step_cost.FORWARD else 0)
+            for phase in (step_cost.FORWARD, step_cost.VERIFY, step_cost.DRAFT,
+                          step_cost.STEP)] * measured
         assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
         assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
         assert rec.inflight.last_end is None and rec.inflight.cost is None
@@ -346,7 +354,7 @@ def test_mrv2_step_cost_and_agreement_on_cuda_never_wait(fake_cuda, tmp_path, ev
         assert isinstance(clock, step_cost.CudaEventClock) and False not in rec.cost._clocks
         measured = len(range(0, 3, every))
         assert FakeEvent.log.count("record") == 3 + 5 * measured
-        assert [i for _, _, i in clock._pending] == [
+        assert [i for _, _, i, _ in clock._pending] == [
             step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS)
             for phase in (step_cost.VERIFY, step_cost.DRAFT, step_cost.STEP)] * measured
         assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete

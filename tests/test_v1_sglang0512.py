@@ -109,6 +109,19 @@ def test_v1_acceptance_matches_sglang_meta_info(v1_run):
     assert proc["agreement_drafts"] == 0  # v1 exposes no per-position target predictions
 
 
+def test_v1_step_cost_times_the_target_forward_inside_verify(v1_run):
+    """Step cost on v1 (every 4th step): each measured step's verify holds one target
+    forward (`TpModelWorker.forward_batch_generation(..., is_verify=True)`), timed within
+    it, for batch 1 and the concurrent requests alike."""
+    server, data, responses = v1_run
+    adv = scheduler(data, sglang_totals(responses)[0])["speculation"]
+    assert adv is not None and adv["buckets"], adv
+    for b in adv["buckets"]:
+        n, ph = b["phase_samples"], b["phase_seconds"]
+        assert n["target_forward"] == n["verify"] == n["step"] > 0, n
+        assert 0 < ph["target_forward"] <= ph["verify"], ph
+
+
 def test_v1_step_spans_nest_draft_verify_and_draft_extend(v1_run):
     server, data, responses = v1_run
     proc = scheduler(data, sglang_totals(responses)[0])

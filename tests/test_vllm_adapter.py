@@ -335,13 +335,18 @@ def test_step_cost_measures_every_nth_speculative_step(tmp_path):
             runner.sample_tokens(None)  # vLLM's pipeline stage: nothing to end
         finally:
             step.close()
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.cost.rows()}
-        assert got == {**{(p, "4-7", hb.STEPS): 2 for p in ("step", "verify", "draft")},
-                       **{(p, "4-7", 2): 1 for p in ("step", "verify", "draft")},
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n, *_ in rec.cost.rows()}
+        phases = ("step", "verify", "draft", "target_forward")
+        assert got == {**{(p, "4-7", hb.STEPS): 2 for p in phases},
+                       **{(p, "4-7", 2): 1 for p in phases},
                        ("between_steps", "4-7", hb.STEPS): 1, ("between_steps", "4-7", 2): 1}
-        sec = {(k.phase, k.num_steps): s for k, s, _, _ in rec.cost.rows()}
+        sec = {(k.phase, k.num_steps): s for k, s, _, _, *_ in rec.cost.rows()}
         for k in (2, hb.STEPS):
             assert 0 < sec[("verify", k)] + sec[("draft", k)] <= sec[("step", k)]
+            assert 0 < sec[("target_forward", k)] <= sec[("verify", k)]
+        # the forward's tokens: the step's scheduled tokens (5 requests x 4), its requests
+        fwd = {r.key.num_steps: r for r in rec.cost.rows() if r.key.phase == "target_forward"}
+        assert (fwd[hb.STEPS].tokens, fwd[hb.STEPS].requests) == (2 * 20, 2 * 5)
 
 
 # -- the V2 model runner (MRV2) ------------------------------------------------------------------
@@ -369,7 +374,7 @@ def test_mrv2_step_cost_measures_every_nth_speculative_step(tmp_path):
             step()  # 5th: measured at K 2
         finally:
             step.close()
-        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n in rec.cost.rows()}
+        got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n, *_ in rec.cost.rows()}
         assert got == {**{(p, "4-7", hb.STEPS): 2 for p in ("step", "verify", "draft")},
                        **{(p, "4-7", 2): 1 for p in ("step", "verify", "draft")},
                        ("between_steps", "4-7", hb.STEPS): 1}

@@ -143,7 +143,9 @@ def test_partial_step_cost_and_advisor_recommend_one_draft_token(partial):
     """Step cost, measured in the worker (every step here): step, verify and draft samples
     for each speculative step the EngineCore counted, by batch bucket, at K 3; with the
     EngineCore's acceptance (only position 0 accepted) the advisor predicts 2 tokens per
-    step from 1 draft token on as from 3, and recommends 1 with vLLM's flag."""
+    step from 1 draft token on as from 3, and recommends 1 (or none, where its estimate of
+    a plain step is cheaper still) with vLLM's flag; the target's forward fitted against its
+    tokens gives the speed-up per batch size, at batch 1 and the concurrent requests'."""
     run, _, _, report = partial[:4]
     engine = run.process("engine_core", report)
     adv = report["combined"]["speculation"]
@@ -154,7 +156,7 @@ def test_partial_step_cost_and_advisor_recommend_one_draft_token(partial):
         n = b["phase_samples"]
         # between steps: filed under the measured step before it, when a decode step followed
         assert b["num_steps"] == 3 and {"step", "verify", "draft"} <= set(n) <= {
-            "step", "verify", "draft", "between_steps"}
+            "step", "verify", "draft", "between_steps", "target_forward"}
         assert n["step"] == n["verify"] == n["draft"] > 0
         ph = b["phase_seconds"]
         assert all(v > 0 for v in ph.values())
@@ -162,9 +164,24 @@ def test_partial_step_cost_and_advisor_recommend_one_draft_token(partial):
     assert buckets["1"]["phase_samples"]["between_steps"] > 0
     assert sum(b["phase_samples"]["step"] for b in buckets.values()) == engine["steps"]
     assert [o["tokens_per_step"] for o in buckets["1"]["options"]] == [1.0, 2.0, 2.0, 2.0]
-    assert adv["best_num_steps"] == 1 and adv["predicted_gain"] > 1.0, adv
-    assert adv["flags"] == ("--speculative-config '{..., \"num_speculative_tokens\": 1}' "
-                            "(num_speculative_tokens=1, other keys unchanged)")
+    # the target's forward (`_model_forward`) timed against the step's scheduled tokens:
+    # 4 at batch 1, more with the concurrent requests, so a fit and a speed-up estimate
+    # (not a bound) for each batch size the requests made, at least two
+    assert adv["estimate"] == "fit" and adv["forward_fit"]["tokens_range"][0] == 4.0, adv
+    assert len(buckets) >= 2, sorted(buckets)
+    for b in buckets.values():
+        n = b["phase_samples"]
+        assert n["target_forward"] == n["step"]
+        assert 0 < b["phase_seconds"]["target_forward"] <= b["phase_seconds"]["verify"]
+        assert b["estimate"] == "fit" and b["mean_batch_size"] >= 1
+        assert b["estimated_speedup_lower"] < b["estimated_speedup"] < b["estimated_speedup_upper"]
+        assert 0 < b["plain_step_seconds"] < b["phase_seconds"]["step"]
+    assert buckets["1"]["mean_batch_size"] == 1.0
+    assert adv["best_num_steps"] in (0, 1) and adv["predicted_gain"] > 1.0, adv
+    assert adv["flags"] == {
+        1: "--speculative-config '{..., \"num_speculative_tokens\": 1}' "
+           "(num_speculative_tokens=1, other keys unchanged)",
+        0: "serve without --speculative-config"}[adv["best_num_steps"]]
     # the text report (of everything now, the sampled requests too) says the same advice
     final = partial.final_report["combined"]["speculation"]
     out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", run.data_dir],

@@ -98,6 +98,7 @@ WRAPPED = [
     (RUNNER, "GPUModelRunner.execute_model", ALL),
     (RUNNER, "GPUModelRunner.sample_tokens", ALL),
     (RUNNER, "GPUModelRunner.propose_draft_token_ids", ALL),
+    (RUNNER, "GPUModelRunner._model_forward", ALL),  # the target's forward (target_forward)
     (CPU_RUNNER, "CPUModelRunner.load_model", ALL),
     (RUNNER_V2, "GPUModelRunner.load_model", ALL),
     *[(f, f"{c}.{m}", v) for f, c, v in DRAFTS
@@ -123,7 +124,8 @@ ABSENT = [
 # Methods a subclass must not override (it inherits the wrapped one): (file, method,
 # versions). The CPU runner's step is GPUModelRunner's: the step-cost points wrap it once.
 NOT_OVERRIDDEN = [(CPU_RUNNER, f"CPUModelRunner.{m}", ALL)
-                  for m in ("execute_model", "sample_tokens", "propose_draft_token_ids")]
+                  for m in ("execute_model", "sample_tokens", "propose_draft_token_ids",
+                            "_model_forward")]
 # vLLM's CPU V2 runner (the one tests/test_vllm_mrv2_e2e.py runs) is MRV2's GPUModelRunner
 NOT_OVERRIDDEN += [(CPU_RUNNER_V2, f"CPUModelRunner.{m}", MRV2)
                    for m in ("load_model", "execute_model", "sample_tokens", "sample")]
@@ -153,7 +155,8 @@ ATTRS = [
       for a in ("num_drafts", "num_draft_tokens", "num_accepted_tokens_per_pos")],
     (SCHED, "Scheduler", "num_sampled_tokens_per_step", since("0.26.0")),  # else 1
     *[(SCHED_OUT, "SchedulerOutput", a, ALL)
-      for a in ("scheduled_spec_decode_tokens", "num_scheduled_tokens")],
+      for a in ("scheduled_spec_decode_tokens", "num_scheduled_tokens",
+                "total_num_scheduled_tokens")],
     *[(OUTPUTS, "ModelRunnerOutput", a, ALL) for a in ("sampled_token_ids", "req_id_to_index")],
     *[(SPEC_META, "SpecDecodeMetadata", a, ALL)
       for a in ("draft_token_ids", "num_draft_tokens", "target_logits_indices")],

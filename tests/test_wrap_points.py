@@ -84,6 +84,8 @@ WRAPPED = [
     (BASE, "BaseSpecWorker.on_verify_complete_cpu", V23),
     (NGRAM, "NGRAMWorker.on_verify_complete_cpu", V23),
     (STANDALONE, "StandaloneWorkerV2.__init__", V23),
+    # the target's forward inside verify (step cost's target_forward)
+    (TP, "TpModelWorker.forward_batch_generation", ALL),
     *[(f, f"{c}.{m}", V23) for f, c in OWN_STEP for m in ("__init__",
                                                            "forward_batch_generation")],
 ]
@@ -118,6 +120,9 @@ PARAMS = [
     (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", 1, "req",
      since("0.5.23")),
     (E3, "LlamaModel.forward", 3, "forward_batch", ALL),  # the adapter reads args[2]
+    (TP, "TpModelWorker.forward_batch_generation", 1, "model_worker_batch", until("0.5.12")),
+    (TP, "TpModelWorker.forward_batch_generation", 1, "batch", since("0.5.16")),
+    (TP, "TpModelWorker.forward_batch_generation", 2, "forward_batch", ALL),
     (K25, "Eagle3MLAModel.forward", 3, "forward_batch", since("0.5.12")),
 ]
 
@@ -309,6 +314,32 @@ def test_module_function_wrapped_and_called_by_name(version, path, name, params,
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name) and n.func.id == name]
     assert calls and all(len(c.args) >= len(params) for c in calls)
+
+
+# Where verify runs the target: (file, function or Class.method, versions); the call passes
+# `is_verify=True` (the target forward hook times only those) and the batch it runs.
+VERIFY_FORWARD = [(W2, "EAGLEWorkerV2.verify", until("0.5.12")),
+                  (COMMON, "run_eagle_verify", since("0.5.16")),
+                  (W1, "EAGLEWorker.verify", V1)]
+
+
+@pytest.mark.parametrize("version,path,where", rows(VERIFY_FORWARD))
+def test_verify_runs_the_target_forward_with_is_verify(version, path, where):
+    """The only `forward_batch_generation(..., is_verify=True)` calls are verify's: v2's
+    pass `forward_batch` (its rows are the verify tokens), v1's its batch."""
+    if "." in where:
+        fn = get_method(version, path, where)
+    else:
+        [fn] = [n for n in module(version, path).body
+                if isinstance(n, ast.FunctionDef) and n.name == where]
+    calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "forward_batch_generation"]
+    assert len(calls) == 1, f"SGLang {version} {where}"
+    kw = {k.arg: ast.unparse(k.value) for k in calls[0].keywords}
+    assert kw.get("is_verify") == "True", kw
+    assert "forward_batch" in kw if path != W1 else calls[0].args, kw
+    # the target worker is the one the verify forward goes to
+    assert "target_worker" in ast.unparse(calls[0].func), ast.unparse(calls[0].func)
 
 
 def test_tables_here_are_the_adapters_wrap_points():

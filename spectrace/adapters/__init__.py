@@ -17,6 +17,7 @@ ADAPTERS = {
     "sglang.srt.managers.scheduler_components.batch_result_processor":
         "spectrace.adapters.sglang_v2:RESULT_PROCESSOR",
     "sglang.srt.speculative.eagle_worker": "spectrace.adapters.sglang_v1:WORKER_POINTS",
+    "sglang.srt.managers.tp_worker": "spectrace.adapters.sglang_worker:TARGET_WORKER",
     # SGLang's other speculative algorithms (one row each: sglang_algorithms.ALGORITHMS)
     "sglang.srt.speculative.base_spec_worker":
         "spectrace.adapters.sglang_algorithms:BASE_SPEC_WORKER",

@@ -157,7 +157,11 @@ def _before_finalize_tree(module, batch, predict, bs):
 
 def _before_verify_complete_cpu(instance, counts):
     rec = STATE.recorder or recorder()
-    rec.acceptance.add(counts, instance.speculative_num_steps, rec.inflight.take_seq_lens())
+    steps = instance.speculative_num_steps
+    lens = rec.inflight.take_seq_lens()
+    if steps:  # 0: adaptive speculation switched drafting off for this batch size (its
+        # `candidate_steps` [0]): a plain decode step, no request-step verified
+        rec.acceptance.add(counts, steps, lens)
 
 
 def _before_resolve_overlap(scheduler, res):

@@ -203,6 +203,35 @@ def end_phase(ctx: step_cost.PhaseCost) -> None:
         ctx.span.end()
 
 
+# -- the target's forward inside verify (the cost model's measured forward) -----------------
+def _before_target_forward(worker, batch, forward_batch, is_verify):
+    """The target worker's forward called from verify (`is_verify`, the only caller that
+    passes it) inside a measured step: timed against its tokens, the rows of the batch it
+    runs (requests x draft tokens; SGLang v2 passes a `ForwardBatch`, v1 its batch)."""
+    if not is_verify:
+        return None
+    rec = STATE.recorder
+    if rec is None or rec.inflight.cost is None:
+        return None
+    ids = (forward_batch if forward_batch is not None else batch).input_ids
+    return rec.cost.start_forward(int(ids.shape[0]))
+
+
+def _after_target_forward(ctx, worker, result) -> None:
+    rec = STATE.recorder
+    if rec is not None:
+        rec.cost.stop_forward(ctx)
+
+
+# `sglang.srt.managers.tp_worker`: the target worker both eagle worker generations verify with
+TARGET_WORKER = (
+    WrapPoint("TpModelWorker.forward_batch_generation", "sglang.target_forward",
+              before=_before_target_forward, after=_after_target_forward,
+              after_needs_ctx=True,
+              reads=(("batch", "model_worker_batch"), "forward_batch", "is_verify")),
+)
+
+
 def step_attrs(worker, batch) -> dict:
     """Step-span attributes from the worker's settings and the batch (a `ScheduleBatch` or
     `ModelWorkerBatch`: `reqs` when present, else the length of `seq_lens`). The worker

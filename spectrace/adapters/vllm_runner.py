@@ -21,7 +21,9 @@ audit once both models are loaded, and draft/target token agreement.
   computes its logits; `sample_tokens` samples (the rejection sampler), drafts the next
   step's tokens (`propose_draft_token_ids`, which calls `self.drafter.propose`) and does
   the bookkeeping. So a measured step is `step` (from `execute_model`'s start to
-  `sample_tokens`' end), `verify` (`execute_model`), `draft` (`propose_draft_token_ids`),
+  `sample_tokens`' end), `verify` (`execute_model`), within it `target_forward`
+  (`_model_forward`, the model's own call, timed against the step's scheduled tokens:
+  the cost model's forward), `draft` (`propose_draft_token_ids`),
   and, on the CPU, `between` (from `sample_tokens`' end to the next speculative
   `execute_model`: the EngineCore's bookkeeping and scheduling); there is no separate
   draft-extend phase (the proposer's first, target-fed forward is inside `propose`). A
@@ -45,13 +47,15 @@ class RunnerState:
     """What spectrace keeps on one model runner (`objstate`)."""
 
     # speculative_num_steps: the runner's K, as `StepCosts.end` reads it off the
-    # "worker" a step cost is measured for (SGLang's workers have their own)
-    __slots__ = ("audited", "spec_steps", "speculative_num_steps")
+    # "worker" a step cost is measured for (SGLang's workers have their own); tokens: the
+    # measured step's scheduled tokens, which its target forward processes
+    __slots__ = ("audited", "spec_steps", "speculative_num_steps", "tokens")
 
     def __init__(self) -> None:
         self.audited = False
         self.spec_steps = 0
         self.speculative_num_steps = 0
+        self.tokens = 0
 
 
 def runner_state(runner) -> RunnerState:
@@ -131,6 +135,7 @@ def start_step(runner, scheduler_output, k_attr: str):
         return None
     st = runner_state(runner)
     st.speculative_num_steps = getattr(runner, k_attr)
+    st.tokens = scheduler_output.total_num_scheduled_tokens
     cost = costs.start(st, len(scheduler_output.num_scheduled_tokens),
                        runner.device.type == "cuda")
     return step_cost.PhaseCost(None, cost.started, step_cost.slot(
@@ -163,6 +168,20 @@ def _after_phase(ctx, runner, result) -> None:
         rec.cost.stop_phase(ctx)
 
 
+def _before_model_forward(runner):
+    """The target's forward (`_model_forward`, inside `execute_model`) of a measured step:
+    timed against the step's scheduled tokens (its drafts included)."""
+    rec = STATE.recorder
+    cost = None if rec is None else rec.inflight.cost
+    return None if cost is None else rec.cost.start_forward(cost.worker.tokens)
+
+
+def _after_model_forward(ctx, runner, result) -> None:
+    rec = STATE.recorder
+    if rec is not None:
+        rec.cost.stop_forward(ctx)
+
+
 def _before_sample_tokens(runner):
     rec = STATE.recorder
     return None if rec is None else rec.inflight.cost
@@ -185,6 +204,8 @@ GPU_RUNNER = (
     WrapPoint("GPUModelRunner.execute_model", "vllm.runner.execute_model",
               before=_before_execute, after=_after_execute, after_needs_ctx=True,
               reads=("scheduler_output",)),
+    WrapPoint("GPUModelRunner._model_forward", "vllm.runner.model_forward",
+              before=_before_model_forward, after=_after_model_forward, after_needs_ctx=True),
     WrapPoint("GPUModelRunner.propose_draft_token_ids", "vllm.runner.propose_draft",
               before=_before_phase(step_cost.DRAFT), after=_after_phase, after_needs_ctx=True),
     WrapPoint("GPUModelRunner.sample_tokens", "vllm.runner.sample_tokens",

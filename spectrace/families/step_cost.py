@@ -1,7 +1,7 @@
 """What a speculative step costs, per phase (`names.PHASES`), batch-size bucket and number
 of draft steps K, measured without ever making the host wait for the device.
 
-One clock measures every phase, picked once per worker from where its batch lives:
+One clock (`clocks`) measures every phase, picked once per worker from where its batch lives:
 
 - `WallClock` (CPU runtimes): `time.perf_counter()` around the phase; the phase's work is
   done when the call returns. The pair of readings is kept and added up at collection
@@ -13,18 +13,20 @@ One clock measures every phase, picked once per worker from where its batch live
 
 Both fold their intervals into the same `PhaseTotals`: flat lists of seconds, squared
 seconds and samples indexed by (phase, bucket, K), so the decode loop appends one tuple per
-interval, whatever the batch size. Which steps are measured is `StepCosts.due`'s (every Nth,
-`SPECTRACE_STEP_COST_EVERY`).
+interval, whatever the batch size. The target's forward inside verify (`FORWARD`) also
+carries the target tokens it processed and its step's requests, summed (tokens also squared
+and times the seconds: a least-squares fit of forward cost against tokens, `cost_model`). Which
+steps are measured is `StepCosts.due`'s (every Nth, `SPECTRACE_STEP_COST_EVERY`).
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from typing import NamedTuple
 
 from .. import names
 from ..names import COUNTER, MetricSpec
+from .clocks import CudaEventClock, WallClock
 
 MAX_BUCKET = 11  # 1, 2-3, 4-7, ..., 1024-2047, then "2048+"
 MAX_K = 16       # draft steps beyond this are kept under K = MAX_K
@@ -40,7 +42,7 @@ def bucket_label(i: int) -> str:
 BUCKETS = tuple(bucket_label(i) for i in range(MAX_BUCKET + 1))
 BUCKET_INDEX = {label: i for i, label in enumerate(BUCKETS)}
 PHASE_INDEX = {p: i for i, p in enumerate(names.PHASES)}
-STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN = range(len(names.PHASES))
+STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN, FORWARD = range(len(names.PHASES))
 
 
 def bucket_of(batch_size: int) -> int:
@@ -65,154 +67,82 @@ class PhaseKey(NamedTuple):
     num_steps: int
 
 
+class PhaseRow(NamedTuple):
+    """One (phase, bucket, K) measured: its sums. The token and request sums are the
+    target's forward's only (`FORWARD`); 0 for the other phases."""
+
+    key: PhaseKey
+    seconds: float
+    squares: float
+    samples: int
+    tokens: float = 0
+    tokens_squares: float = 0
+    time_tokens: float = 0
+    requests: float = 0
+
+
 class PhaseTotals:
-    """Seconds, squared seconds and samples per (phase, bucket, K): plain lists, preallocated."""
+    """Seconds, squared seconds and samples per (phase, bucket, K), and the forward's tokens
+    (their sum, squares and product with the seconds) and requests: plain lists,
+    preallocated."""
 
     def __init__(self) -> None:
         self.seconds = [0.0] * SLOTS
         self.squares = [0.0] * SLOTS
         self.samples = [0] * SLOTS
+        self.tokens = [0] * SLOTS
+        self.tokens_squares = [0] * SLOTS
+        self.time_tokens = [0.0] * SLOTS
+        self.requests = [0] * SLOTS
 
-    def add(self, i: int, seconds: float) -> None:
+    def add(self, i: int, seconds: float, load=0) -> None:
+        """`load`: (tokens, requests) of a target forward, else 0."""
         self.seconds[i] += seconds
         self.squares[i] += seconds * seconds
         self.samples[i] += 1
+        if load:
+            tokens, requests = load
+            self.tokens[i] += tokens
+            self.tokens_squares[i] += tokens * tokens
+            self.time_tokens[i] += seconds * tokens
+            self.requests[i] += requests
 
     def items(self):
-        """(PhaseKey, seconds, squares, samples) of every slot measured."""
+        """A `PhaseRow` for every slot measured."""
         nb, nk = MAX_BUCKET + 1, MAX_K + 1
         for i, n in enumerate(list(self.samples)):
             if n:
                 phase, rest = divmod(i, nb * nk)
                 b, k = divmod(rest, nk)
-                yield (PhaseKey(names.PHASES[phase], BUCKETS[b], k), self.seconds[i],
-                       self.squares[i], n)
-
-
-class WallClock:
-    """CPU: the phase is over when its call returns. The decode loop appends each
-    interval's two clock readings; the collecting thread adds them up (`fold`)."""
-
-    cuda = False
-    MAX_PENDING = 4096  # intervals not yet folded; beyond this new ones are not kept
-
-    def __init__(self, totals: PhaseTotals) -> None:
-        self.totals = totals
-        self._pending: deque = deque()
-        self._lock = threading.Lock()
-
-    def start(self):
-        return time.perf_counter()
-
-    def stop(self, started, i: int) -> None:
-        self.interval(started, time.perf_counter(), i)
-
-    def interval(self, started, ended, i: int) -> None:
-        """The phase `i` ran from `started` to `ended` (two `start()`s)."""
-        if len(self._pending) < self.MAX_PENDING:
-            self._pending.append((started, ended, i))
-
-    def fold(self) -> None:
-        """Add up the intervals of every measured step that has ended, in order (the
-        phases of the step in flight wait for its end: see `whole_steps`)."""
-        with self._lock:
-            pending, add = self._pending, self.totals.add
-            for _ in range(whole_steps(pending)):
-                started, ended, i = pending.popleft()
-                add(i, ended - started)
-
-
-class CudaEventClock:
-    """GPU: a pair of CUDA events on the current stream per measured phase, read back only
-    once the end event has completed (`query()`), in the collecting thread."""
-
-    cuda = True
-    MAX_PENDING = 4096  # pairs not yet complete; beyond this new ones are not measured
-
-    def __init__(self, totals: PhaseTotals, event=None) -> None:
-        if event is None:
-            import torch
-            event = torch.cuda.Event
-        self._event = event  # torch.cuda.Event (a test may pass its own recorder of calls)
-        self.totals = totals
-        self._pending: deque = deque()
-        self._lock = threading.Lock()
-
-    def start(self):
-        if len(self._pending) >= self.MAX_PENDING:
-            return None
-        ev = self._event(enable_timing=True)
-        ev.record()
-        return ev
-
-    def stop(self, started, i: int) -> None:
-        if started is None:
-            return
-        end = self._event(enable_timing=True)
-        end.record()
-        self._pending.append((started, end, i))
-
-    def interval(self, started, ended, i: int) -> None:
-        """The phase `i` ran between the events `started` and `ended` (two `start()`s;
-        either None when the pending pairs were full)."""
-        if started is not None and ended is not None:
-            self._pending.append((started, ended, i))
-
-    def fold(self) -> None:
-        """Add the pairs of every measured step whose events have all completed, in order,
-        whole steps only (as `whole_steps`); stop polling at the first pair not complete
-        (never wait for the device)."""
-        with self._lock:
-            pending, whole = self._pending, 0
-            for j in range(len(pending)):
-                if not pending[j][1].query():
-                    break
-                if ends_a_step(pending[j][2]):
-                    whole = j + 1
-            for _ in range(whole):
-                start, end, i = pending.popleft()
-                self.totals.add(i, start.elapsed_time(end) / 1000.0)
-
-
-def whole_steps(pending) -> int:
-    """How many of the pending (started, ended, slot) intervals, oldest first, go up to and
-    including the last one of phase `STEP` or `BETWEEN`: a measured step appends its own
-    interval last, after its phases, and the between-steps interval comes at the next
-    step's start, before that step's phases; what follows the last of them is the step in
-    flight. The totals take whole steps only, so a collection in the middle of a step
-    never counts some of its phases without the rest or without the step (a phase's mean
-    and the step's over different steps). The decode loop appends on the right meanwhile:
-    read by index."""
-    for j in range(len(pending) - 1, -1, -1):
-        if ends_a_step(pending[j][2]):
-            return j + 1
-    return 0
+                yield PhaseRow(PhaseKey(names.PHASES[phase], BUCKETS[b], k), self.seconds[i],
+                               self.squares[i], n, self.tokens[i], self.tokens_squares[i],
+                               self.time_tokens[i], self.requests[i])
 
 
 def ends_a_step(i: int) -> bool:
     """The interval in slot `i` is a step's own (`STEP`) or the time after it (`BETWEEN`)."""
-    return i < PHASE_STRIDE or i >= BETWEEN * PHASE_STRIDE
+    return i < PHASE_STRIDE or BETWEEN * PHASE_STRIDE <= i < FORWARD * PHASE_STRIDE
 
 
 def clock_for(totals: PhaseTotals, on_cuda: bool):
-    return CudaEventClock(totals) if on_cuda else WallClock(totals)
+    return (CudaEventClock(totals, ends=ends_a_step) if on_cuda
+            else WallClock(totals, ends_a_step))
 
 
 class StepCost:
-    """A measured step in flight: its clock, its bucket, its worker (whose
+    """A measured step in flight: its clock, batch size and bucket, its worker (whose
     `speculative_num_steps`, read when each phase ends, is the step's K: SGLang's adaptive
     speculation sets it inside the step), when it started, and `mark`: where the phase in
-    flight began, for a worker whose phases are told apart by boundaries rather than wrap
-    points of their own (SGLang v2: draft until verify starts, verify, draft-extend from
-    verify's end to the step's end; `StepCosts.boundary`); None otherwise. From the
-    first boundary on, `row` is the step's `slot(0, bucket, K)`, K read there once (-1
-    before)."""
+    flight began when phases are told apart by boundaries (SGLang v2: `StepCosts.boundary`);
+    None otherwise. From the first boundary on, `row` is the step's `slot(0, bucket, K)`, K
+    read there once (-1 before)."""
 
-    __slots__ = ("clock", "bucket", "worker", "started", "mark", "row")
+    __slots__ = ("clock", "bucket", "size", "worker", "started", "mark", "row")
 
-    def __init__(self, clock, bucket: int, worker, started) -> None:
+    def __init__(self, clock, size: int, worker, started) -> None:
         self.clock = clock
-        self.bucket = bucket
+        self.size = size
+        self.bucket = bucket_of(size)
         self.worker = worker
         self.started = started
         self.mark = None
@@ -221,34 +151,55 @@ class StepCost:
 
 class PhaseCost(NamedTuple):
     """A measured phase in flight (its child span too, when the step is sampled as spans)."""
-
     span: object
     started: object
     slot: int
 
 
+class ForwardCost(NamedTuple):
+    """The target's forward in flight inside a measured step's verify."""
+    cost: StepCost
+    started: object
+    tokens: int
+
+
 # -- the family: metrics, the measured step's hooks, the totals' observations ------------------
-SPEC_PHASE_TIME = MetricSpec(
-    "spectrace.spec.phase_time", COUNTER, "s",
-    "Measured time of sampled speculative steps, by `phase` (step, draft, verify, "
-    "draft_extend, between_steps), batch-size bucket and draft steps K: wall time on the "
-    "CPU, CUDA events on a GPU (read once complete, never waited on).",
-    (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS), counted_once=True)
-SPEC_PHASE_TIME_SQUARES = MetricSpec(
-    "spectrace.spec.phase_time_squares", COUNTER, "{s2}",
-    "Sum of squared phase times (seconds squared), for the spread of each mean.",
-    (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS), counted_once=True)
-SPEC_PHASE_SAMPLES = MetricSpec(
-    "spectrace.spec.phase_samples", COUNTER, "{sample}",
-    "Phases measured (the denominator of spectrace.spec.phase_time).",
-    (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS), counted_once=True)
-METRICS = (SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES)
+_ATTRS = (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS)
+
+
+def _sum(name: str, unit: str, description: str) -> MetricSpec:
+    return MetricSpec(f"spectrace.spec.{name}", COUNTER, unit, description, _ATTRS,
+                      counted_once=True)
+
+
+SPEC_PHASE_TIME = _sum(
+    "phase_time", "s", "Measured time of sampled speculative steps, by `phase` (step, "
+    "draft, verify, draft_extend, between_steps, target_forward), batch-size bucket and draft "
+    "steps K: wall time on the CPU, CUDA events on a GPU (read once complete, never waited on).")
+SPEC_PHASE_TIME_SQUARES = _sum("phase_time_squares", "{s2}", "Sum of squared phase times "
+                               "(seconds squared), for the spread of each mean.")
+SPEC_PHASE_SAMPLES = _sum("phase_samples", "{sample}",
+                          "Phases measured (the denominator of spectrace.spec.phase_time).")
+SPEC_PHASE_TOKENS = _sum(
+    "phase_tokens", "{token}", "Target tokens processed by the measured target forwards "
+    "inside verify (phase target_forward: requests x (K + 1) for chain drafting), for the fit "
+    "of forward cost against tokens (docs/advisor.md).")
+SPEC_PHASE_TOKENS_SQUARES = _sum("phase_tokens_squares", "{token2}", "Sum of the squared "
+                                 "token counts of the measured target forwards.")
+SPEC_PHASE_TIME_TOKENS = _sum("phase_time_tokens", "{s.token}", "Sum of each measured target "
+                              "forward's seconds times its tokens (the fit's cross term).")
+SPEC_PHASE_REQUESTS = _sum("phase_requests", "{request}", "Requests in the steps of the "
+                           "measured target forwards (their batch sizes summed): the batch a "
+                           "plain decode step would run.")
+METRICS = (SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES, SPEC_PHASE_TOKENS,
+           SPEC_PHASE_TOKENS_SQUARES, SPEC_PHASE_TIME_TOKENS, SPEC_PHASE_REQUESTS)
+TOKEN_FIELDS = 4  # METRICS from this field on are the forward's token sums
 
 
 class StepCosts:
     """Step cost in one process: which steps are measured (every `step_cost_every`th), the
     measured step in flight (`StepInFlight.cost`), its phases, the time between steps, and
-    the totals the three metrics read."""
+    the totals its metrics read."""
 
     def __init__(self, cfg, inflight) -> None:
         self.cfg = cfg
@@ -284,8 +235,8 @@ class StepCosts:
         clock = self._clocks.get(on_cuda)
         if clock is None:
             clock = self._clocks[on_cuda] = clock_for(self.totals, on_cuda)
-        cost = self.inflight.cost = StepCost(clock, bucket_of(batch_size), worker, clock.start())
-        return cost
+        self.inflight.cost = StepCost(clock, batch_size, worker, clock.start())
+        return self.inflight.cost
 
     def measuring(self) -> StepCost | None:
         """The measured step in flight, if any."""
@@ -346,6 +297,22 @@ class StepCosts:
             if cost is not None:
                 cost.clock.stop(ctx.started, ctx.slot)
 
+    def start_forward(self, tokens: int) -> ForwardCost | None:
+        """The target's forward over `tokens` target tokens starts inside verify, in the
+        measured step in flight (None when no step is measured)."""
+        cost = self.inflight.cost
+        return None if cost is None else ForwardCost(cost, cost.clock.start(), tokens)
+
+    def stop_forward(self, ctx: ForwardCost) -> None:
+        """The forward `start_forward` timed is over: filed under its step's bucket and K
+        (not counted when the step ended first)."""
+        cost = ctx.cost
+        if self.inflight.cost is not cost:
+            return
+        row = cost.row if cost.row >= 0 else slot(0, cost.bucket,
+                                                  cost.worker.speculative_num_steps)
+        cost.clock.stop(ctx.started, row + FORWARD * PHASE_STRIDE, (ctx.tokens, cost.size))
+
     def step_starts(self, speculative: bool) -> None:
         """A step starts: a speculative one after a measured CPU step adds the time between
         them; one that is not speculative (a prefill) means there is none to add."""
@@ -360,27 +327,28 @@ class StepCosts:
         self._clocks[False].interval(t, time.perf_counter(), row + BETWEEN * PHASE_STRIDE)
 
     # -- collection ---------------------------------------------------------------------
-    def rows(self) -> list:
-        """(PhaseKey, seconds, squared seconds, samples) of every (phase, bucket, K)
-        measured, with what the clocks still held folded in (in the caller's thread; one
-        caller at a time, so each row's three figures are of the same intervals)."""
+    def rows(self) -> list[PhaseRow]:
+        """A `PhaseRow` of every (phase, bucket, K) measured, with what the clocks still
+        held folded in (in the caller's thread; one caller at a time, so each row's
+        figures are of the same intervals)."""
         with self._lock:
             for clock in list(self._clocks.values()):
                 clock.fold()
             return list(self.totals.items())
 
     def _observe(self, field: int):
-        """One field of the rows (1 seconds, 2 squares, 3 samples) for its instrument. The
-        three instruments of one collection read one snapshot, taken by whichever of them
-        the collecting thread calls first: folded separately, a step the decode loop was
-        in the middle of would count in the samples but not the seconds (a mean too low
-        by a step's share)."""
+        """One field of the rows (1 seconds, 2 squares, 3 samples, 4-7 the forward's sums,
+        of its rows only) for its instrument. The instruments of one collection read one
+        snapshot, taken by whichever of them the collecting thread calls first: folded
+        separately, a step the decode loop was in the middle of would count in the samples
+        but not the seconds (a mean too low by a step's share)."""
         from opentelemetry.metrics import Observation
         reads = self._reads
         if field not in getattr(reads, "unread", ()):
-            reads.items, reads.unread = self.rows(), {1, 2, 3}
+            reads.items, reads.unread = self.rows(), set(range(1, len(METRICS) + 1))
         reads.unread.discard(field)
         return [Observation(item[field], {names.ATTR_PHASE: key.phase,
                                           names.ATTR_BATCH_BUCKET: key.bucket,
                                           names.ATTR_NUM_STEPS: key.num_steps})
-                for item in reads.items for key in (item[0],)]
+                for item in reads.items for key in (item[0],)
+                if field < TOKEN_FIELDS or item.tokens]

@@ -16,6 +16,8 @@ from . import promql as Q
 
 BY = Q.SCRAPE_LABELS
 GAP_WINDOW = "1h"  # the breakdowns' rules count an hour (their floor of request-steps a bucket)
+SPEEDUP_WINDOW = "30m"  # the speed-up rule's window (and how long it must hold)
+SLOWER = "SpectraceSpeculationSlower"
 
 
 def _rule(name, query, op, threshold, for_, severity, summary, description) -> dict:
@@ -82,6 +84,17 @@ def rules(flt: str = "") -> dict:
         "Sampled on-device checks found inf or nan in the draft's hidden states or logits "
         "(e.g. a bfloat16 draft served in float16 overflows): its proposals are garbage and "
         "acceptance falls to about 1.0. The finding draft.non_finite names the dtype.")
+    slower = _rule(
+        SLOWER, f"{Q.estimated_speedup(SPEEDUP_WINDOW, flt)} and on() "
+        f"{Q.speedup_floor(SPEEDUP_WINDOW, flt)}", "<", 1, SPEEDUP_WINDOW, "warning",
+        "Speculative decoding is slower than plain decoding",
+        "The estimated speed-up against no speculation over the last 30 minutes is "
+        "{{ $value | printf \"%.2f\" }} (each batch-size bucket weighted by its measured "
+        "steps; a plain step from the target's forward fitted against its tokens). Run "
+        "`spectrace report` for the interval, the batch size from which speculation loses "
+        "and the setting that serves each batch size its best number of draft tokens "
+        "(finding speculation.slower). One figure for every series the rules match: narrow "
+        "them to one deployment (`spectrace grafana --matchers`).")
     internal = _rule(
         "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY, flt),
         ">", 0, "0m", "warning", "spectrace hooks raised errors on {{ $labels.instance }}",
@@ -90,7 +103,8 @@ def rules(flt: str = "") -> dict:
         "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
                         "rules": [collapse, position0, *gap_rules(flt), bypass, width,
-                                  weights, vocab, synthetic, non_finite, internal]}]}
+                                  weights, vocab, synthetic, non_finite, slower,
+                                  internal]}]}
 
 
 def gap_rules(flt: str = "") -> list[dict]:
@@ -224,6 +238,50 @@ def _long_context_test(rule: dict) -> dict:
         {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [fire, half]}]}
 
 
+def _step_costs(accepted_per_minute: float, drafts_per_minute: float = 120) -> list[dict]:
+    """A deployment's step costs, a minute at a time: 60 measured steps at batch 1 (12 ms,
+    the target's forward over 4 tokens 5.5 ms) and 60 at batch 4 (16.5 ms, forward over 16
+    tokens 8.5 ms), 0.5 ms between steps; so the forward's line is 4.5 ms + 0.25 ms a token,
+    a plain step 5.75 ms at batch 1 and 6.5 ms at batch 4 (the forwards on the line: scaled
+    by 1; docs/advisor.md)."""
+    out = [_series(S.SPEC_DRAFTS, f"0+{drafts_per_minute:g}x90"),
+           _series(S.SPEC_ACCEPTED_TOKENS, f"0+{accepted_per_minute:g}x90")]
+    phases = {"1": dict(step=12, draft=4, verify=6, draft_extend=2, target_forward=5.5),
+              "4-7": dict(step=16.5, draft=5, verify=9, draft_extend=2.5, target_forward=8.5)}
+    for bucket, (batch, costs) in zip(phases, ((1, phases["1"]), (4, phases["4-7"]))):
+        costs = {**costs, "between_steps": 0.5}
+        for phase, ms in costs.items():
+            at = dict(phase=phase, batch_size_bucket=bucket, num_steps="3")
+            out += [_series(S.SPEC_PHASE_TIME, f"0+{60 * ms / 1e3:g}x90", **at),
+                    _series(S.SPEC_PHASE_SAMPLES, "0+60x90", **at)]
+            if phase == "target_forward":
+                x = 4 * batch
+                out += [_series(S.SPEC_PHASE_TOKENS, f"0+{60 * x:g}x90", **at),
+                        _series(S.SPEC_PHASE_TOKENS_SQUARES, f"0+{60 * x * x:g}x90", **at),
+                        _series(S.SPEC_PHASE_TIME_TOKENS, f"0+{60 * x * ms / 1e3:g}x90", **at),
+                        _series(S.SPEC_PHASE_REQUESTS, f"0+{60 * batch:g}x90", **at)]
+    return out
+
+
+def _slower_tests(rule: dict) -> list[dict]:
+    """The speed-up rule: fires where speculation is slower (accept length 2.0: 2 x 5.75 /
+    12.5 = 0.92 at batch 1, 2 x 6.5 / 17 = 0.76 at batch 4, 0.84 together) once it held
+    30 minutes; not where it pays (3.5: 1.61 and 1.34), nor under the floor of 100
+    request-steps in 30 minutes (3 a minute: 90)."""
+    slow = (2 * 5.75 / 12.5 + 2 * 6.5 / 17) / 2
+    return [
+        {"interval": "1m", "input_series": _step_costs(120), "alert_rule_test": [
+            {"eval_time": "20m", "alertname": SLOWER, "exp_alerts": []},  # pending
+            {"eval_time": "70m", "alertname": SLOWER, "exp_alerts": [
+                {"exp_labels": rule["labels"], "exp_annotations": {
+                    k: _render(v, {}, slow) for k, v in rule["annotations"].items()}}]}]},
+        {"interval": "1m", "input_series": _step_costs(300), "alert_rule_test": [
+            {"eval_time": "70m", "alertname": SLOWER, "exp_alerts": []}]},
+        {"interval": "1m", "input_series": _step_costs(3, drafts_per_minute=3),
+         "alert_rule_test": [{"eval_time": "70m", "alertname": SLOWER, "exp_alerts": []}]},
+    ]
+
+
 def rule_tests() -> dict:
     """A broken deployment fires fc bypass, dropped weights and vocabulary-map alerts and
     acceptance collapse, once for a rank 0 and its tensor-parallel copy; a healthy one
@@ -278,4 +336,5 @@ def rule_tests() -> dict:
     return {"rule_files": ["spectrace-rules.yml"], "evaluation_interval": "1m",
             "tests": [broken, healthy,
                       _long_context_test(by_name["SpectraceLongContextAcceptance"]),
-                      _large_batch_test(by_name[BATCH_SIZE.alert])]}
+                      _large_batch_test(by_name[BATCH_SIZE.alert]),
+                      *_slower_tests(by_name[SLOWER])]}

@@ -25,6 +25,8 @@ POSITION0_STEPS = [{"color": "red", "value": None},
 HEALTHY_ACCEPT_LENGTH = (f"red below {S.ACCEPT_LENGTH_RED_BELOW}, amber "
                          f"{S.ACCEPT_LENGTH_RED_BELOW}-{S.ACCEPT_LENGTH_AMBER_BELOW}")
 ZERO_IS_GOOD = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+SPEEDUP_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 1.0},
+                 {"color": "green", "value": 1.1}]
 
 
 def _target(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> dict:
@@ -186,25 +188,37 @@ def rows(flt: str = F) -> list[list[dict]]:
         ],
         *breakdown_rows(flt),
         [
-            _stat("Estimated speed-up vs no speculation", "Mean accept length x (verify + "
-                  "between-steps time) / (whole step + between-steps time), from the measured "
-                  "step costs (SPECTRACE_STEP_COST_EVERY): an upper bound, since a plain decode "
-                  "step costs at most a verify step. Below 1.0 speculation is slower; "
-                  "`spectrace report` gives the per-bucket figures and the best number of draft "
-                  "tokens (docs/advisor.md). vLLM: the accept length from the EngineCore, the "
-                  "step costs from the worker (the V1 runner and MRV2). " + ONCE,
+            _stat("Estimated speed-up vs no speculation", "Mean accept length x a plain "
+                  "decode step's estimated cost / (whole step + between-steps time), each "
+                  "batch-size bucket weighted by its measured steps (SPECTRACE_STEP_COST_EVERY). "
+                  "The plain step is the target's forward fitted against its tokens at the "
+                  "bucket's mean batch, plus the step's other work; without a fit (one batch "
+                  "size and one K, or no target_forward: MRV2) it is bounded by the verify "
+                  "phase and the figure is an upper bound. Below 1.0 speculation is slower; "
+                  "`spectrace report` gives the interval, the best number of draft tokens per "
+                  "batch size and the runtime's setting for it (docs/advisor.md). vLLM: the "
+                  "accept length from the EngineCore, the step costs from the worker (the V1 "
+                  "runner and MRV2). " + ONCE,
                   Q.estimated_speedup(RANGE, flt),
-                  (6, 8), decimals=2,
-                  steps=[{"color": "red", "value": None}, {"color": "orange", "value": 1.0},
-                         {"color": "green", "value": 1.1}]),
+                  (6, 8), decimals=2, steps=SPEEDUP_STEPS),
+            _bars("Estimated speed-up by batch size", "The estimate above for each batch-size "
+                  "bucket (the requests verified in a step): speculation loses from the "
+                  "first bucket below 1.0 (red) on; it usually pays at small batches and "
+                  "loses at large ones, where verifying K + 1 tokens per request costs more "
+                  "than the drafts save. The best number of draft tokens per bucket and the "
+                  "runtime's per-batch-size setting (SGLang --speculative-adaptive-config, "
+                  "vLLM num_speculative_tokens_per_batch_size): `spectrace report`. " + ONCE,
+                  [_target(Q.speedup_by_batch(RANGE, flt), "batch {{batch_size_bucket}}")],
+                  (6, 8), decimals=2, steps=SPEEDUP_STEPS),
             _series("Step cost per phase and batch size", "Mean measured time of the whole "
-                    "step, its draft, verify and draft-extend phases, and the time outside the "
-                    "worker between steps, by batch-size bucket (wall time on the CPU, CUDA "
-                    "events on a GPU). vLLM (the worker): verify is execute_model, draft "
-                    "propose_draft_token_ids (V1 runner) or the speculator's propose (MRV2), "
-                    "no draft-extend (inside draft). " + ONCE,
+                    "step, its draft, verify and draft-extend phases, the target's forward "
+                    "inside verify (target_forward), and the time outside the worker between "
+                    "steps, by batch-size bucket (wall time on the CPU, CUDA events on a GPU). "
+                    "vLLM (the worker): verify is execute_model, target_forward its "
+                    "_model_forward (V1 runner), draft propose_draft_token_ids (V1 runner) or "
+                    "the speculator's propose (MRV2), no draft-extend (inside draft). " + ONCE,
                     [_target(Q.phase_seconds(RATE, (), flt),
-                             "{{phase}} batch {{batch_size_bucket}}")], (18, 8), unit="s"),
+                             "{{phase}} batch {{batch_size_bucket}}")], (12, 8), unit="s"),
         ],
         [
             _bars("Requests by mean accept length", "Finished requests over the selected "

@@ -141,20 +141,94 @@ def phase_seconds(window: str, by=(), flt="", extra="") -> str:
             f" / {srate(S.SPEC_PHASE_SAMPLES, window, by, flt, extra)}")
 
 
-def _phase_mean(phase: str, window: str, flt: str) -> str:
+def _phase_mean(phase: str, window: str, flt: str, by=()) -> str:
+    """A phase's mean seconds over `window`, only where it was measured in the window (a
+    series that did not grow there is left out, not 0 / 0, so `or` can stand in for it)."""
     m = f'{S.ATTR_PHASE}="{phase}"'
-    return (f"({srate(S.SPEC_PHASE_TIME, window, (), flt, m)}"
-            f" / {srate(S.SPEC_PHASE_SAMPLES, window, (), flt, m)})")
+    return (f"({srate(S.SPEC_PHASE_TIME, window, by, flt, m)}"
+            f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, m)} > 0))")
+
+
+FORWARD = f'{S.ATTR_PHASE}="{S.PHASE_FORWARD}"'
+MIN_TOKEN_SPREAD = 1  # cost_model.MIN_TOKEN_SPREAD: the tokens' sd a fit needs
+
+
+def forward_fit(window: str, flt="") -> tuple[str, str, str]:
+    """(slope, intercept, ok): the least-squares line of the target's forward seconds
+    against its tokens over every measured forward (`cost_model.fit`), as single-series
+    vectors; `ok` is empty unless the tokens' standard deviation is at least
+    MIN_TOKEN_SPREAD (no fit: one batch size and one K). Neither part below 0: a slope
+    below 0 is 0, and where the intercept would be below 0 the line goes through the
+    origin (slope: sum xy / sum xx), as `cost_model.fit`."""
+    def r(spec, extra=FORWARD):
+        return srate(spec, window, (), flt, extra)
+    n, x, y = r(S.SPEC_PHASE_SAMPLES), r(S.SPEC_PHASE_TOKENS), r(S.SPEC_PHASE_TIME)
+    xx, xy = r(S.SPEC_PHASE_TOKENS_SQUARES), r(S.SPEC_PHASE_TIME_TOKENS)
+    free = f"clamp_min(({n} * {xy} - {x} * {y}) / ({n} * {xx} - {x} * {x}), 0)"
+    raw = f"(({y} - {free} * {x}) / {n})"
+    slope = f"(({free} and on() ({raw} >= 0)) or on() ({xy} / {xx}))"
+    intercept = f"clamp_min({raw}, 0)"
+    ok = f"({xx} / {n} - ({x} / {n}) ^ 2 >= {MIN_TOKEN_SPREAD ** 2})"
+    return slope, intercept, ok
+
+
+def plain_step_seconds(window: str, flt="") -> str:
+    """A plain decode step's estimated seconds by batch-size bucket (docs/advisor.md): the
+    fitted forward at the bucket's mean batch (scaled to the bucket's own forwards), plus
+    the step's work beyond its forward and draft, plus the time between steps; without a
+    fit, the bound (verify + between)."""
+    by = (S.ATTR_BATCH_BUCKET,)
+    step = _phase_mean(S.PHASE_STEP, window, flt, by)
+    zero = f"({step} * 0)"
+
+    def mean(phase):
+        return f"({_phase_mean(phase, window, flt, by)} or {zero})"
+    slope, intercept, ok = forward_fit(window, flt)
+
+    def per_forward(spec):
+        return (f"({srate(spec, window, by, flt, FORWARD)}"
+                f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, FORWARD)} > 0))")
+    forward = _phase_mean(S.PHASE_FORWARD, window, flt, by)
+
+    def line(x):
+        return f"(scalar({intercept}) + scalar({slope}) * {x})"
+    # the line at the batch, scaled to the bucket's own forwards (`advisor._plain`)
+    plain_forward = (f"({forward} * {line(per_forward(S.SPEC_PHASE_REQUESTS))}"
+                     f" / {line(per_forward(S.SPEC_PHASE_TOKENS))})")
+    rest = (f"clamp_min({step} - {forward} - {mean(S.PHASE_DRAFT)}"
+            f" - {mean(S.PHASE_DRAFT_EXTEND)}, 0)")
+    fitted = f"({mean(S.PHASE_BETWEEN)} + {plain_forward} + {rest})"
+    bound = f"({mean(S.PHASE_BETWEEN)} + {_phase_mean(S.PHASE_VERIFY, window, flt, by)})"
+    return f"(({fitted} and on() {ok}) or {bound})"
+
+
+def speedup_by_batch(window: str, flt="") -> str:
+    """Estimated speed-up against no speculation by batch-size bucket: mean accept length
+    x plain step / (step + between steps) (`spectrace.advisor`; a bound without a fit)."""
+    by = (S.ATTR_BATCH_BUCKET,)
+    step = _phase_mean(S.PHASE_STEP, window, flt, by)
+    between = f"({_phase_mean(S.PHASE_BETWEEN, window, flt, by)} or ({step} * 0))"
+    return (f"scalar({mean_acceptance_length(window, (), flt)}) * "
+            f"{plain_step_seconds(window, flt)} / ({step} + {between})")
 
 
 def estimated_speedup(window: str, flt="") -> str:
-    """Estimated speed-up against no speculation (docs/advisor.md): mean accept length x
-    (verify + between steps) / (step + between steps), over every bucket; an upper bound
-    (a plain decode step costs at most a verify step)."""
-    between = f"({_phase_mean(S.PHASE_BETWEEN, window, flt)} or vector(0))"
-    return (f"({mean_acceptance_length(window, (), flt)}) * "
-            f"({_phase_mean(S.PHASE_VERIFY, window, flt)} + {between}) / "
-            f"({_phase_mean(S.PHASE_STEP, window, flt)} + {between})")
+    """Estimated speed-up against no speculation over every bucket, each weighted by its
+    measured steps (`speedup_by_batch`)."""
+    samples = srate(S.SPEC_PHASE_SAMPLES, window, (S.ATTR_BATCH_BUCKET,), flt,
+                    f'{S.ATTR_PHASE}="{S.PHASE_STEP}"')
+    return (f"sum({speedup_by_batch(window, flt)} * {samples})"
+            f" / sum({samples})")
+
+
+def speedup_floor(window: str, flt="") -> str:
+    """Empty unless the window holds the advisor's floor: MIN_STEPS measured steps and
+    MIN_DRAFTS request-steps (`spectrace.advisor`)."""
+    from .. import advisor
+    steps = srate(S.SPEC_PHASE_SAMPLES, window, (), flt, f'{S.ATTR_PHASE}="{S.PHASE_STEP}"',
+                  fn="increase")
+    drafts = srate(S.SPEC_DRAFTS, window, (), flt, fn="increase")
+    return f"(({steps} >= {advisor.MIN_STEPS}) and on() ({drafts} >= {advisor.MIN_DRAFTS}))"
 
 
 def bucket_request_steps(b: Breakdown, window: str, by=(), flt="", copies=False) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import json
 import math
 import os
@@ -29,6 +28,8 @@ from .format import (
     COPY_LINE, HEALTH_BANDS, combined_title, count_text, expected_widths_text, finding_count,
     finding_severity, process_identity, runtime_label,
 )
+from .html_parts import _cell, _e, _finite, _ratio, _table, _utc
+from .html_speculation import SPECULATION_CHARTS, speculation_chart_data, speculation_tables
 from .records import Figures, HiddenStatePass, ProcessSummary, Report
 from .verdict import verdict_of
 
@@ -51,50 +52,6 @@ def inert_json(obj) -> str:
 def _csp_hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()
                                          ).decode() + "'"
-
-
-def _finite(v, digits: int | None = None):
-    """A JSON-safe number (None for non-finite), rounded for the page's chart data."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return round(v, digits) if digits is not None and isinstance(v, float) else v
-
-
-def _utc(t) -> str:
-    t = _finite(t)
-    if t is None:
-        return "-"
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + " UTC"
-    except (OverflowError, OSError, ValueError):
-        return "-"
-
-
-def _ratio(v) -> str:
-    return "-" if _finite(v) is None else f"{v:.2f}"
-
-
-def _e(v) -> str:
-    return html.escape("-" if v is None else str(v))
-
-
-def _cell(value, key: str | None, text: str | None = None) -> str:
-    """A table cell; `data-key` names the figure in `spectrace report --json`, `data-value`
-    holds it exactly (the text may be rounded)."""
-    attrs = ""
-    if key is not None:
-        attrs = f' data-key="{_e(key)}"'
-        if _finite(value) is not None:
-            attrs += f' data-value="{_e(repr(value))}"'
-    return f"<td{attrs}>{_e(text if text is not None else value)}</td>"
-
-
-def _table(caption: str, head: list[str], rows: list[str], cls: str = "") -> str:
-    if not rows:
-        return ""
-    ths = "".join(f"<th>{_e(h)}</th>" for h in head)
-    return (f'<div class="table {cls}"><table><caption>{_e(caption)}</caption>'
-            f"<thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def _totals_table(v: Figures) -> str:
@@ -128,33 +85,6 @@ def _positions_table(v: Figures) -> str:
     note = (f" (agreement from {count_text(v.agreement_drafts)} sampled request-steps)"
             if agr else "")
     return _table("Per draft position" + note, ["position", "acceptance", "agreement"], rows)
-
-
-def _speculation_table(v: Figures) -> str:
-    """Step cost, the estimated speed-up and the draft-token advisor, per bucket."""
-    adv = v.speculation
-    if adv is None:
-        return ""
-    rows = [f"<tr><th scope=row>estimated speed-up (upper bound)</th>"
-            f"{_cell(adv.speedup, 'speculation.estimated_speedup', _ratio(adv.speedup))}"
-            f"{_cell(adv.speedup_upper, 'speculation.estimated_speedup_upper', _ratio(adv.speedup_upper))}"
-            f"<td>{_e(adv.verdict)}</td><td></td></tr>"]
-    if adv.best is not None:
-        rows.append(f"<tr><th scope=row>advisor: best draft steps</th>"
-                    f"{_cell(adv.best, 'speculation.best_num_steps')}"
-                    f"{_cell(adv.gain, 'speculation.predicted_gain', _ratio(adv.gain))}"
-                    f"<td colspan=2>{_e(adv.flags)}</td></tr>")
-    for i, b in enumerate(adv.buckets):
-        for j, o in enumerate(b.options):
-            key = f"speculation.buckets.{i}.options.{j}"
-            rows.append(f"<tr><th scope=row>batch {_e(b.bucket)}, K'={o.num_steps}"
-                        f"{' (now)' if o.num_steps == b.num_steps else ''}</th>"
-                        f"{_cell(o.tokens_per_step, key + '.tokens_per_step', _ratio(o.tokens_per_step))}"
-                        f"{_cell(o.step_seconds, key + '.step_seconds', f'{o.step_seconds * 1e3:.2f} ms')}"
-                        f"{_cell(o.tokens_per_second, key + '.tokens_per_second', f'{o.tokens_per_second:.1f}')}"
-                        f"{_cell(o.relative, key + '.relative', _ratio(o.relative))}</tr>")
-    return _table("Is speculation paying off (step cost, advisor)",
-                  ["figure", "tokens/step", "time/step", "tokens/s/request", "vs now"], rows)
 
 
 def _lengths_table(v: Figures) -> str:
@@ -244,6 +174,7 @@ def _chart_data(v: Figures) -> dict:
         "widths": [{"label": f"{p.pass_kind} {p.width}", "count": _finite(p.count),
                     "ok": p.expected is not None and not p.finding}
                    for p in v.hidden_state_passes],
+        **speculation_chart_data(v),
     }
 
 
@@ -254,6 +185,10 @@ def _has_data(kind: str, d: dict) -> bool:
         return any(d["lengths"]["y"])
     if kind in ("mal", "rate"):
         return any(x is not None for x in d["timeline"][kind])
+    if kind == "tokens_k":
+        return any(y is not None for s in d["tokens_k"]["series"] for y in s["y"])
+    if kind == "speedup":
+        return any(x is not None for x in d["speedup"]["est"])
     return bool(d["widths"])
 
 
@@ -313,7 +248,7 @@ def _labels_table(r) -> str:
 def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     data = _chart_data(v)
     charts = []
-    for kind, label in CHARTS:
+    for kind, label in CHARTS + (SPECULATION_CHARTS if v.speculation is not None else ()):
         if _has_data(kind, data):
             charts.append(f'<figure class="chart-box"><figcaption>{_e(label)}</figcaption>'
                           f'<div class="chart" data-chart="{kind}" data-view="{vid}"></div>'
@@ -324,7 +259,7 @@ def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     body = (f'<section class="view" id="view-{vid}" data-view="{vid}"><h2>{_e(title)}</h2>'
             f"{identity}<div class=grid>{''.join(charts)}</div>"
             f"<div class=tables>{_totals_table(v)}{_positions_table(v)}{_lengths_table(v)}"
-            f"{_widths_table(v)}{''.join(_breakdown_table(b) for b in v.breakdowns)}{_requests_table(v)}{_speculation_table(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
+            f"{_widths_table(v)}{''.join(_breakdown_table(b) for b in v.breakdowns)}{_requests_table(v)}{speculation_tables(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
     return body, data
 
 

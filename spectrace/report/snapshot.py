@@ -180,11 +180,14 @@ def raw_totals(metrics: dict) -> RawTotals:
 
 
 PHASE_FIELDS = (signals.SPEC_PHASE_TIME, signals.SPEC_PHASE_TIME_SQUARES,
-                signals.SPEC_PHASE_SAMPLES)
+                signals.SPEC_PHASE_SAMPLES, signals.SPEC_PHASE_TOKENS,
+                signals.SPEC_PHASE_TOKENS_SQUARES, signals.SPEC_PHASE_TIME_TOKENS,
+                signals.SPEC_PHASE_REQUESTS)
 
 
 def phase_costs(metrics: dict) -> dict:
-    """(phase, bucket, K) -> [seconds, squared seconds, samples]."""
+    """(phase, bucket, K) -> [seconds, squared seconds, samples, tokens, squared tokens,
+    seconds x tokens, requests] (the last four: the target forward's only)."""
     out: dict = {}
     for i, spec in enumerate(PHASE_FIELDS):
         for p in points(metrics, spec):
@@ -193,7 +196,7 @@ def phase_costs(metrics: dict) -> dict:
                    key_of(a.get(signals.ATTR_NUM_STEPS)))
             if None in key:
                 continue
-            out.setdefault(key, [0, 0, 0])[i] += p["value"]
+            out.setdefault(key, [0] * len(PHASE_FIELDS))[i] += p["value"]
     return out
 
 

@@ -25,8 +25,8 @@ from .records import (
     UnreadableProcess,
 )
 from .snapshot import (
-    MAX_POINTS, SUMMED, PASSES_COUNTED_ONCE, finite_sum, raw_totals, read_events, read_resource,
-    request_record,
+    MAX_POINTS, PHASE_FIELDS, SUMMED, PASSES_COUNTED_ONCE, finite_sum, raw_totals, read_events,
+    read_resource, request_record,
 )
 from .timeline import Timeline, merge_points
 from .verdict import of_report
@@ -114,9 +114,9 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         r, counting = p.raw, counts_once(p.counted)
         if counting:
             for key, v in r.phase_costs.items():
-                acc = phase_costs.setdefault(key, [0, 0, 0])
-                for i in range(3):
-                    acc[i] = finite_sum((acc[i], v[i]))
+                acc = phase_costs.setdefault(key, [0] * len(PHASE_FIELDS))
+                for i, x in enumerate(v):
+                    acc[i] = finite_sum((acc[i], x))
             for key, v in r.drafted_per_position.items():
                 drafted[key] = finite_sum((drafted.get(key, 0), v))
             for name, counts in r.breakdowns.items():  # counted_once, like every breakdown

@@ -4,6 +4,7 @@ same figures; all of them worded by `format`."""
 from __future__ import annotations
 
 from .. import advisor, signals
+from ..runtime_settings import describe
 from .format import (
     COPY_LINE, algorithm_text, combined_title, count_text, expected_widths_text, finding_count,
     finding_severity, process_title, ratio_text,
@@ -137,23 +138,49 @@ def render_text(report: Report) -> str:
 VERDICTS = {"slower": "speculation is SLOWER than plain decoding",
             "small_gain": "speculation gains little",
             "pays": "speculation pays",
+            "uncertain": "not judged: the interval spans 1.0",
             "unknown": "too few measured steps to judge yet"}
+BOUND_VERDICT = "at most this: an upper bound cannot say that speculation pays"
+
+
+def speedup_text(speedup: float, interval: tuple[float, float] | None, bound: bool) -> str:
+    """'1.15x (0.95x - 1.35x)', or '1.15x (upper bound)' for a bound."""
+    if bound or interval is None:
+        return f"{speedup:.2f}x (upper bound)"
+    return f"{speedup:.2f}x ({interval[0]:.2f}x - {interval[1]:.2f}x)"
+
+
+def best_text(k: int | None) -> str:
+    return "-" if k is None else "off" if k == 0 else str(k)
 
 
 def speculation_lines(adv: advisor.Advice) -> list[str]:
-    """Step cost per phase and bucket, the estimated speed-up and the draft-token advisor
-    (`spectrace.advisor`; docs/advisor.md)."""
+    """Step cost per phase and bucket, the estimated speed-up per bucket and over all, the
+    forward's fit, the draft-token advisor (`spectrace.advisor`; docs/advisor.md)."""
     lines = []
     if adv.speedup is not None:
-        lines.append(f"  estimated speed-up vs no speculation {adv.speedup:.2f}x (upper bound "
-                     f"{adv.speedup_upper:.2f}x): {VERDICTS[adv.verdict]}")
+        words = BOUND_VERDICT if adv.bound and adv.verdict == "uncertain" else \
+            VERDICTS[adv.verdict]
+        lines.append(f"  estimated speed-up vs no speculation "
+                     f"{speedup_text(adv.speedup, (adv.speedup_lower, adv.speedup_upper), adv.bound)}"
+                     f": {words}")
     else:
         lines.append(f"  step cost measured; speed-up not estimated: {VERDICTS['unknown']}")
+    if adv.fit is not None:
+        f = adv.fit
+        lines.append(f"  target forward: {f.intercept * 1e3:.2f} ms + {f.slope * 1e3:.3f} ms per "
+                     f"token (spread {f.residual_sd * 1e3:.2f} ms; {count_text(f.n)} forwards, "
+                     f"{f.x_min:.1f} - {f.x_max:.1f} tokens on average by bucket)")
     for b in adv.buckets:
         phases = "  ".join(f"{ph} {m.mean * 1e3:.2f}" for ph, m in b.phases.items())
         n = b.phases[signals.PHASE_STEP].samples if signals.PHASE_STEP in b.phases else 0
-        lines.append(f"  batch {b.bucket}, K={b.num_steps}, {count_text(n)} measured steps: "
+        size = f", mean batch {b.batch_size:.1f}" if b.batch_size else ""
+        lines.append(f"  batch {b.bucket}, K={b.num_steps}, {count_text(n)} measured steps{size}: "
                      f"ms per phase: {phases}")
+        if b.speedup is not None:
+            lines.append(f"    speed-up {speedup_text(b.speedup, b.interval, b.bound)}, "
+                         f"{b.verdict}; plain step {b.plain_seconds * 1e3:.2f} ms; best K' "
+                         f"{best_text(b.best)}")
         if b.options:
             lines.append("    K'  tokens/step  ms/step  tokens/s/request  vs now")
             for o in b.options:
@@ -169,6 +196,10 @@ def speculation_lines(adv: advisor.Advice) -> list[str]:
         else:
             lines.append(f"  advisor: keep {adv.configured_steps} draft steps (no setting "
                          f"up to it is predicted to do better)")
+    if adv.batch_flags or adv.loses_from:
+        lines.append(f"  advisor by batch size: {describe(adv.best_by_bucket)}"
+                     + (f"; speculation loses from batch {adv.loses_from}" if adv.loses_from
+                        else "") + (f": {adv.batch_flags}" if adv.batch_flags else ""))
     for code, severity, message in advisor.findings(adv):
         lines.append(f"  - {code} ({severity}): {message}")
     for note in adv.notes:

@@ -22,6 +22,7 @@ between the two is spectrace's cost alone.
 One v2 step (SGLang 0.5.23 `EAGLEWorkerV2.forward_batch_generation`, decode batch):
   draft_worker.draft(batch)                  -> draft model forward x (steps - 1), DECODE
   self.verify(batch, ...)                    -> result.accept_lens [bs], next_token_ids [bs*n]
+    target_worker.forward_batch_generation(batch=None, forward_batch=..., is_verify=True)
   draft_worker._draft_extend_for_decode(...) -> draft model forward x 1, DRAFT_EXTEND_V2
 then the scheduler: processor._resolve_spec_v2_tokens(result, batch), which calls
 worker.on_verify_complete_cpu(list_of_bs_ints, batch_size=bs) (the batch's seq_lens_cpu,
@@ -107,6 +108,21 @@ def make_eagle3_module():
     return mod
 
 
+def make_tp_worker_module():
+    """A module shaped like `sglang.srt.managers.tp_worker` (0.5.23): the target worker whose
+    forward verify calls (`is_verify=True`) on the bs x n verify tokens."""
+
+    class TpModelWorker:
+        def forward_batch_generation(self, batch, forward_batch=None, pp_proxy_tensors=None,
+                                     is_verify=False, skip_attn_backend_init=None, *,
+                                     capture_hidden_mode=None, return_kv_loc_plan=False):
+            return None
+
+    mod = types.ModuleType("spectrace_bench.tp_worker")
+    mod.TpModelWorker = TpModelWorker
+    return mod
+
+
 def make_v2_module():
     """A module object shaped like `sglang.srt.speculative.eagle_worker_v2` (0.5.23)."""
 
@@ -150,6 +166,9 @@ def make_v2_module():
             return out
 
         def verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None):
+            self.target_worker.forward_batch_generation(
+                batch=None, forward_batch=self.verify_fb, is_verify=True,
+                pp_proxy_tensors=pp_proxy_tensors)
             return self.result
 
         def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
@@ -212,6 +231,7 @@ def make_v1_module():
             return batch.spec_info
 
         def verify(self, batch):
+            self.target_worker.forward_batch_generation(batch, is_verify=True)
             return self.verify_result
 
         def forward_draft_extend_after_decode(self, batch):
@@ -263,7 +283,12 @@ def make_vllm_modules() -> dict:
             return None
 
         def execute_model(self, scheduler_output, intermediate_tensors=None):
+            self._model_forward(input_ids=None, positions=None)
             self.execute_model_state = scheduler_output
+            return None
+
+        def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None,
+                           inputs_embeds=None):
             return None
 
         def sample_tokens(self, grammar_output):
@@ -434,6 +459,7 @@ HOT_METHODS = {
     "sglang/srt/managers/scheduler_components/batch_result_processor.py": {
         "SchedulerBatchResultProcessor": ("_resolve_spec_v2_tokens",
                                           "_prepare_kv_cache_release")},
+    "sglang/srt/managers/tp_worker.py": {"TpModelWorker": ("forward_batch_generation",)},
 }
 HOT_METHODS_V1 = {"sglang/srt/speculative/eagle_worker.py": {"EAGLEWorker": (
     "forward_batch_generation", "draft", "verify", "forward_draft_extend_after_decode")}}
@@ -442,7 +468,8 @@ HOT_METHODS_VLLM = {
                                                       "make_stats")},
     "vllm/v1/engine/core.py": {"EngineCore": ("step", "step_with_batch_queue")},
     "vllm/v1/worker/gpu_model_runner.py": {"GPUModelRunner": (
-        "_sample", "execute_model", "sample_tokens", "propose_draft_token_ids")},
+        "_sample", "execute_model", "_model_forward", "sample_tokens",
+        "propose_draft_token_ids")},
     "vllm/model_executor/models/llama_eagle3.py": {
         "Eagle3LlamaForCausalLM": ("combine_hidden_states", "compute_logits", "load_weights")},
     "vllm/v1/worker/gpu/model_runner.py": {"MRV2.GPUModelRunner": (
@@ -495,6 +522,7 @@ def check_signatures(site_packages: str | None = None, v1: bool = False,
             **dict.fromkeys(("BaseSpecWorker", "DFlashWorkerV2", "NGRAMWorker",
                              "DFlashDraftModel"), make_algorithm_module()),
             "SchedulerBatchResultProcessor": make_result_processor_module(),
+            "TpModelWorker": make_tp_worker_module(),
             **{name: m for m in vllm_mods.values() for name in vars(m)
                if isinstance(vars(m)[name], type)},
             **{("MRV2." if name == "GPUModelRunner" else "") + name: m
@@ -582,12 +610,13 @@ class V2Step:
         self.bs = bs
         self.patcher = Patcher()
         self.mod, self.mod3 = make_v2_module(), make_eagle3_module()
-        self.mod_rp = make_result_processor_module()
+        self.mod_rp, self.mod_tp = make_result_processor_module(), make_tp_worker_module()
         if hooks == "spectrace":
-            from spectrace.adapters import sglang_eagle3, sglang_v2
+            from spectrace.adapters import sglang_eagle3, sglang_v2, sglang_worker
             self.patcher.apply(self.mod, sglang_v2.WORKER_POINTS)
             self.patcher.apply(self.mod3, sglang_eagle3.LLAMA_EAGLE3)
             self.patcher.apply(self.mod_rp, sglang_v2.RESULT_PROCESSOR)
+            self.patcher.apply(self.mod_tp, sglang_worker.TARGET_WORKER)
             assert not self.patcher.missing, self.patcher.missing
         elif hooks == "naive":
             self.patcher.wrap(self.mod.EAGLEWorkerV2, "on_verify_complete_cpu",
@@ -595,7 +624,8 @@ class V2Step:
         t = tensors or make_tensors(bs, device)
         self.tensors = t
         w = self.mod.EAGLEWorkerV2(server_args=None, gpu_id=0, nccl_port=0,
-                                   target_worker=types.SimpleNamespace(tp_rank=0))
+                                   target_worker=self.mod_tp.TpModelWorker())
+        w.verify_fb = types.SimpleNamespace(input_ids=t.draft_token)  # bs x n verify tokens
         w.draft_worker = self.mod.EagleDraftWorker(
             self.mod3.LlamaModel(), _forward_batch(FM.DECODE, t.hidden_decode),
             _forward_batch(FM.DRAFT_EXTEND_V2, t.hidden_extend), STEPS)
@@ -643,14 +673,17 @@ class V1Step:
         self.bs = bs
         self.patcher = Patcher()
         self.mod, self.mod3 = make_v1_module(), make_eagle3_module()
+        self.mod_tp = make_tp_worker_module()
         if hooks == "spectrace":
-            from spectrace.adapters import sglang_eagle3, sglang_v1
+            from spectrace.adapters import sglang_eagle3, sglang_v1, sglang_worker
             self.patcher.apply(self.mod, sglang_v1.WORKER_POINTS)
             self.patcher.apply(self.mod3, sglang_eagle3.LLAMA_EAGLE3)
+            self.patcher.apply(self.mod_tp, sglang_worker.TARGET_WORKER)
             assert not self.patcher.missing, self.patcher.missing
         t = tensors or make_tensors(bs, device)
         w = self.mod.EAGLEWorker(server_args=None, gpu_id=0, tp_rank=0, dp_rank=None,
-                                 moe_ep_rank=0, nccl_port=0, target_worker=None)
+                                 moe_ep_rank=0, nccl_port=0,
+                                 target_worker=self.mod_tp.TpModelWorker())
         w.draft_model = self.mod3.LlamaModel()
         w.decode_fb = _forward_batch(FM.DECODE, t.hidden_decode)
         w.extend_fb = _forward_batch(FM.DRAFT_EXTEND_V2, t.hidden_extend)
@@ -658,7 +691,8 @@ class V1Step:
         w.verify_result = (None, self.out, None, False)
         self.worker = w
         self.batch = types.SimpleNamespace(forward_mode=FM.DECODE, is_extend_in_batch=False,
-                                           reqs=[None] * bs, seq_lens=None, spec_info=None)
+                                           reqs=[None] * bs, seq_lens=None, spec_info=None,
+                                           input_ids=t.draft_token)
         self.lists = accept_lists(bs)
         self.i = 0
 
@@ -843,7 +877,8 @@ def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
     steps = []
     for accepted in accept_lists(bs):
         so = types.SimpleNamespace(scheduled_spec_decode_tokens={r: [7] * k for r in reqs},
-                                   num_scheduled_tokens={r: k + 1 for r in reqs})
+                                   num_scheduled_tokens={r: k + 1 for r in reqs},
+                                   total_num_scheduled_tokens=bs * (k + 1))
         stats = types.SimpleNamespace(  # vLLM's SpecDecodingStats of the step
             num_drafts=bs, num_draft_tokens=bs * k,
             num_accepted_tokens_per_pos=[sum(a > p for a in accepted) for p in range(k)])

@@ -94,7 +94,76 @@
     return [lo - pad, hi + pad];
   }
 
+  var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
+                 "#7f7f7f", "#bcbd22", "#17becf", "#d62728", "#393b79", "#637939"];
+
+  /* The estimate's interval as whiskers over each bar, and the line of no speed-up. */
+  function intervalPlugin(lo, hi, bound) {
+    return function (u) {
+      var ctx = u.ctx, b = u.bbox, dpr = window.devicePixelRatio || 1;
+      ctx.save();
+      ctx.lineWidth = 1.5 * dpr;
+      ctx.strokeStyle = C.line;
+      ctx.setLineDash([]);
+      for (var i = 0; i < lo.length; i++) {
+        if (lo[i] === null || hi[i] === null || bound[i]) { continue; }
+        var x = u.valToPos(i, "x", true), w = 6 * dpr;
+        var y0 = u.valToPos(lo[i], "y", true), y1 = u.valToPos(hi[i], "y", true);
+        ctx.beginPath();
+        ctx.moveTo(x, y0); ctx.lineTo(x, y1);
+        ctx.moveTo(x - w, y0); ctx.lineTo(x + w, y0);
+        ctx.moveTo(x - w, y1); ctx.lineTo(x + w, y1);
+        ctx.stroke();
+      }
+      var one = u.valToPos(1, "y", true);
+      ctx.strokeStyle = C.bad;
+      ctx.setLineDash([5 * dpr, 4 * dpr]);
+      ctx.beginPath(); ctx.moveTo(b.left, one); ctx.lineTo(b.left + b.width, one); ctx.stroke();
+      ctx.restore();
+    };
+  }
+
   var BUILD = {
+    tokens_k: function (view) {
+      var ks = view.tokens_k.k, labels = ks.map(function (k) { return k === 0 ? "off" : "K'=" + k; });
+      var series = [{label: "draft tokens"}], data = [ks];
+      view.tokens_k.series.forEach(function (s, i) {
+        var color = PALETTE[i % PALETTE.length];
+        series.push({label: s.label, stroke: color, width: 2,
+                     points: {show: true, size: 7, fill: color}});
+        data.push(s.y);
+      });
+      return {
+        data: data,
+        opts: {
+          scales: {x: {time: false, range: [-0.3, ks.length - 0.7]},
+                   y: {range: function (u, a, b) { return [0, (b || 1) * 1.15]; }}},
+          axes: [axis(categories(labels)), axis({label: "tokens/s per request", size: 60})],
+          series: series
+        }
+      };
+    },
+    speedup: function (view) {
+      var d = view.speedup, xs = d.labels.map(function (_, i) { return i; });
+      var labels = d.labels.map(function (l) { return "batch " + l; });
+      return {
+        data: [xs, d.est],
+        opts: {
+          scales: {x: {time: false, range: [-0.6, xs.length - 0.4]},
+                   y: {range: function (u, a, b) {
+                     var top = 1.2;
+                     d.hi.concat(d.est).forEach(function (v) { if (v !== null && v * 1.1 > top) { top = v * 1.1; } });
+                     return [0, top];
+                   }}},
+          axes: [axis(categories(labels)),
+                 axis({label: "speed-up (1 = plain)", size: 50})],
+          series: [{label: "batch size"},
+                   {label: "estimated speed-up (whiskers: interval)", stroke: C.accept,
+                    fill: C.accept, paths: bars(0, 0.5), points: {show: false}}],
+          hooks: {draw: [intervalPlugin(d.lo, d.hi, d.bound)]}
+        }
+      };
+    },
     positions: function (view) {
       var acc = view.positions.acceptance, agr = view.positions.agreement;
       var n = Math.max(acc.length, agr.length), xs = [], labels = [];
