@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from spectrace.advisor import SMALL_GAIN
+from spectrace.report.text import VERDICTS
 from tests.e2e import settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
@@ -79,20 +81,28 @@ def test_partial_at_three_steps_is_slower_with_its_estimate_interval_and_k(parti
         assert b["mean_batch_size"] == pytest.approx(batch, abs=0.5)
         assert b["estimated_speedup_lower"] < b["estimated_speedup"] < b["estimated_speedup_upper"]
         assert 0 < b["plain_step_seconds"] < b["phase_seconds"]["step"]
-    assert adv["verdict"] == "slower", adv
-    assert adv["estimated_speedup_upper"] < 1.0
-    [slower] = [f for f in adv["findings"] if f["code"] == "speculation.slower"]
-    assert slower["severity"] == "warning"
-    m = slower["message"]
+    # Slower: the whole interval under 1.0, on a quiet machine. Under load the interval
+    # widens past 1.0 (CI rehearsal: 0.69x with its upper end between 1.0 and 1.1), and the
+    # verdict is `small_gain`, also a warning. Either way the estimate is under 1 and the
+    # report warns; never quiet, never `pays`.
+    verdict = adv["verdict"]
+    assert verdict in ("slower", "small_gain"), adv
+    assert adv["estimated_speedup"] < 1.0 and adv["estimated_speedup_upper"] < SMALL_GAIN
+    assert (adv["estimated_speedup_upper"] < 1.0) == (verdict == "slower")
+    code = {"slower": "speculation.slower", "small_gain": "speculation.small_gain"}[verdict]
+    [warning] = [f for f in adv["findings"] if f["code"] == code]
+    assert warning["severity"] == "warning"
+    m = warning["message"]
     assert (f"estimated speed-up {adv['estimated_speedup']:.2f}x "
             f"({adv['estimated_speedup_lower']:.2f}x - {adv['estimated_speedup_upper']:.2f}x, "
-            "two standard errors") in m, m
-    assert f"the advisor's K: {adv['best_num_steps']}" in m and "K=3" in m, m
+            "two standard errors") in m and "K=3" in m, m
+    if verdict == "slower":
+        assert f"the advisor's K: {adv['best_num_steps']}" in m, m
     assert adv["best_num_steps"] in (0, 1)  # never 3: its drafts past the first are wasted
     text = report_text(run.data_dir)
-    assert "speculation is SLOWER than plain decoding" in text
+    assert VERDICTS[verdict] in text
     assert text.splitlines()[0].startswith("Verdict: underperforming") and \
-        "(speculation.slower)" in text.splitlines()[0], text.splitlines()[0]
+        f"({code})" in text.splitlines()[0], text.splitlines()[0]
     for label in ("1", "4-7"):
         b = buckets[label]
         assert (f"batch {label}, K=3" in text and

@@ -443,12 +443,17 @@ def test_every_rule_query_evaluates(runs, runtime):
     parts instead); none compares a value on the healthy run that should fire."""
     partial, bypass = runs(runtime, "partial"), runs(runtime, "bypass")
     for name, query in rule_queries():
-        if name == alerts.SLOWER:  # under its floor here: its estimate instead
+        if name == alerts.SLOWER:  # its estimate has data; the rule only past its floor
             assert dict(rule_part_queries())[SPEEDUP_PART] in query
             for run in (partial, bypass):
-                assert run.rules[name] == [], (name, run.mode, run.rules[name])
                 [speedup] = _by(run.rule_parts[SPEEDUP_PART], "").values()
                 assert 0 < speedup < 10, (run.mode, speedup, run.logs)
+                # A quick run stays under the floor of measured steps; a loaded machine
+                # runs longer and passes it (CI rehearsal: the bypass run, 0.57). Then the
+                # rule is the estimate, and below 1: never a value that should not fire.
+                fired = run.rules[name]
+                assert fired == [] or (len(fired) == 1 and float(fired[0]["value"][1]) < 1.0), \
+                    (name, run.mode, fired)
             continue
         if name in GAP_RULES:
             b = GAP_RULES[name]
