@@ -28,8 +28,8 @@ Parts (one row each check):
    tensors on the device) at batch 1, 32, 256, next to a measured step of the tiny draft
    (eager, and as a graph replay on CUDA), as a ratio.
    The MRV2 case (vLLM's V2 model runner) also times every step with spectrace's CUDA
-   events and checks, once they complete, a step, verify and draft sample per measured
-   step in each batch bucket.
+   events and checks, once they complete, a step, verify, target_forward and draft sample
+   per measured step in each batch bucket.
 4. events: step times from CUDA events recorded on the stream and read back only once
    `event.query()` is true (no synchronization), against a synchronizing reference
    (`synchronize(); t0; step; synchronize(); t1`), on a graph-replayed step of at least
@@ -73,8 +73,8 @@ SKIPPED = "skipped: no CUDA device"
 CONTROL = "control: .item() on a CUDA tensor is caught by the counters"
 READBACK = "agreement counts read back (event.query, no wait)"
 MRV2_CASE = ("vLLM V2 model runner (MRV2) step: rejection-sampler agreement (argmax), step "
-             "cost CUDA events at execute_model / speculator propose / sample_tokens (every "
-             "step measured)")
+             "cost CUDA events at execute_model / vLLM's forward-start mark / speculator "
+             "propose / sample_tokens (every step measured)")
 
 
 # -- the bundle ---------------------------------------------------------------------------
@@ -478,8 +478,9 @@ def part_sync(table: Table, torch, tmp: str) -> None:
 
 def step_cost_problems(counter, rec) -> list[str]:
     """Once the device is idle, the step-cost events of every measured step are read (by
-    polling, under error mode): in each batch bucket as many `step`, `verify` and `draft`
-    samples, each phase inside its step."""
+    polling, under error mode): in each batch bucket as many `step`, `verify`,
+    `target_forward` and `draft` samples, each phase inside its step and the target's
+    forward inside verify."""
     deadline, samples, seconds = time.monotonic() + 5, {}, {}
     while time.monotonic() < deadline:
         rows = []
@@ -490,19 +491,22 @@ def step_cost_problems(counter, rec) -> list[str]:
             break
         time.sleep(0.01)
     buckets = {b for b, _ in samples}
-    problems = [f"bucket {b}: samples {[samples.get((b, p)) for p in PHASES3]}"
+    problems = [f"bucket {b}: samples {[samples.get((b, p)) for p in PHASES]}"
                 for b in sorted(buckets)
-                if len({samples.get((b, p)) for p in PHASES3}) != 1]
+                if len({samples.get((b, p)) for p in PHASES}) != 1]
     problems += [f"bucket {b}: verify + draft {seconds[(b, 'verify')] + seconds[(b, 'draft')]}"
                  f" s > step {seconds[(b, 'step')]} s" for b in sorted(buckets)
                  if not problems and seconds[(b, "verify")] + seconds[(b, "draft")]
                  > seconds[(b, "step")]]
+    problems += [f"bucket {b}: target_forward {seconds[(b, 'target_forward')]} s > verify "
+                 f"{seconds[(b, 'verify')]} s" for b in sorted(buckets)
+                 if not problems and seconds[(b, "target_forward")] > seconds[(b, "verify")]]
     if len(buckets) != len(BATCHES):
         problems.append(f"step cost in buckets {sorted(buckets)}, expected one per batch size")
     return problems
 
 
-PHASES3 = ("step", "verify", "draft")
+PHASES = ("step", "verify", "target_forward", "draft")
 
 
 # -- last: a runtime's graph capture while the metric reader polls -------------------------

@@ -12,7 +12,7 @@ step cost (`step_cost`), per batch-size bucket. docs/advisor.md states the model
   step - draft - draft_extend - target_forward, measured) and the time between steps. The
   speed-up L(K) * T_plain / T(K) is an estimate with a standard error. Where there is no fit
   (the forwards' tokens did not vary: one batch size and one K; or no forward measured, as
-  on vLLM's V2 model runner) the plain step is bounded by the verify phase instead and the
+  on vLLM's V2 model runner before 0.28) the plain step is bounded by the verify phase instead and the
   speed-up is an upper bound, labelled so.
 - Time per step with K' (chain drafting): T(K') = between + step(K) - (K - K') * c - the
   fitted forward's saving on K - K' fewer tokens per request (0 without a fit), c the
@@ -361,7 +361,8 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
     usable = [b for b in buckets if b.options]
     bound = any(b.bound for b in usable) or not usable
     if usable and bound:
-        why = ("no target forward was measured: vLLM's V2 model runner does not time it"
+        why = ("no target forward was measured: vLLM's V2 model runner before 0.28 has no "
+               "forward-start mark to time it from"
                if not forwards else "too few forwards, or their tokens varied too little: "
                "one batch size and one K, say")
         notes.append(f"no fit of the target's forward against its tokens ({why}), so a plain "

@@ -338,9 +338,10 @@ def test_mrv2_step_cost_and_agreement_on_cuda_never_wait(fake_cuda, tmp_path, ev
     """MRV2 on a GPU: the rejection sampler's hook takes the target's argmax and the
     verify input at the logits rows, compares them on the device and copies the counts
     back without blocking; a measured step records one event where `execute_model`
-    starts, one where it returns (verify), two around the speculator's `propose` (draft),
-    one where `sample_tokens` returns (step): five events, three pairs; no synchronize,
-    no wait; the reader only polls."""
+    starts, one at vLLM's forward-start mark, two where `execute_model` returns (the end
+    of target_forward, then of verify), two around the speculator's `propose` (draft), one
+    where `sample_tokens` returns (step): seven events, four pairs; no synchronize, no
+    wait; the reader only polls."""
     from spectrace.families import step_cost
     mode, calls = fake_cuda
     with process_state.own_recorder(str(tmp_path), step_sample_ratio=0.0, agreement_every=1,
@@ -353,10 +354,11 @@ def test_mrv2_step_cost_and_agreement_on_cuda_never_wait(fake_cuda, tmp_path, ev
         clock = rec.cost._clocks[True]
         assert isinstance(clock, step_cost.CudaEventClock) and False not in rec.cost._clocks
         measured = len(range(0, 3, every))
-        assert FakeEvent.log.count("record") == 3 + 5 * measured
+        assert FakeEvent.log.count("record") == 3 + 7 * measured
         assert [i for _, _, i, _ in clock._pending] == [
             step_cost.slot(phase, step_cost.bucket_of(BS), hb.STEPS)
-            for phase in (step_cost.VERIFY, step_cost.DRAFT, step_cost.STEP)] * measured
+            for phase in (step_cost.FORWARD, step_cost.VERIFY, step_cost.DRAFT,
+                          step_cost.STEP)] * measured
         assert rec.cost._observe(3) == [] and "query" in FakeEvent.log  # polled, not complete
         assert "synchronize" not in FakeEvent.log and "wait" not in FakeEvent.log
         assert rec.inflight.last_end is None and rec.inflight.cost is None

@@ -353,7 +353,7 @@ def test_step_cost_measures_every_nth_speculative_step(tmp_path):
 def test_mrv2_step_cost_measures_every_nth_speculative_step(tmp_path):
     """MRV2 (`vllm_mrv2`, on the test kit's stand-ins of its runner, rejection sampler and
     speculator): every 2nd step with drafts is measured, `draft` being the speculator's
-    `propose`; K is the runner's `num_speculative_steps`; a warm-up dummy run (no drafts
+    `propose` and `target_forward` from vLLM's forward-start mark to `execute_model`'s end; K is the runner's `num_speculative_steps`; a warm-up dummy run (no drafts
     scheduled) neither counts nor is measured and clears the between-steps interval, and
     its `propose` records nothing."""
     with process_state.own_recorder(str(tmp_path), step_cost_every=2, agreement_every=0) as rec:
@@ -375,8 +375,9 @@ def test_mrv2_step_cost_measures_every_nth_speculative_step(tmp_path):
         finally:
             step.close()
         got = {(k.phase, k.bucket, k.num_steps): n for k, _, _, n, *_ in rec.cost.rows()}
-        assert got == {**{(p, "4-7", hb.STEPS): 2 for p in ("step", "verify", "draft")},
-                       **{(p, "4-7", 2): 1 for p in ("step", "verify", "draft")},
+        phases = ("step", "verify", "target_forward", "draft")
+        assert got == {**{(p, "4-7", hb.STEPS): 2 for p in phases},
+                       **{(p, "4-7", 2): 1 for p in phases},
                        ("between_steps", "4-7", hb.STEPS): 1}
 
 

@@ -114,7 +114,8 @@ def assert_engine_is_vllms(engine: dict, metrics: dict) -> int:
 
 def test_partial_step_cost_on_mrv2_equals_vllms_steps(partial):
     """Every speculative step the EngineCore counted was measured in MRV2's worker: a
-    `step`, `verify` (`execute_model`) and `draft` (the speculator's `propose`) sample each,
+    `step`, `verify` (`execute_model`), `target_forward` (from vLLM's own forward-start
+    mark to `execute_model`'s end) and `draft` (the speculator's `propose`) sample each,
     at K 3 (`num_speculative_steps`), the phases inside the step; the time between steps
     is there too (CPU clocks)."""
     run, metrics, report = partial
@@ -128,12 +129,14 @@ def test_partial_step_cost_on_mrv2_equals_vllms_steps(partial):
     buckets = adv["buckets"]
     assert buckets and all(b["num_steps"] == 3 for b in buckets)
     samples = [b["phase_samples"] for b in buckets]
-    assert all(s["step"] == s["verify"] == s["draft"] > 0 for s in samples), samples
+    assert all(s["step"] == s["verify"] == s["target_forward"] == s["draft"] > 0
+               for s in samples), samples
     assert sum(s["step"] for s in samples) == engine["steps"]
     assert sum(s.get("between_steps", 0) for s in samples) > 0
     for b in buckets:
         ph = b["phase_seconds"]
         assert all(v > 0 for v in ph.values()) and ph["draft"] + ph["verify"] <= ph["step"]
+        assert ph["target_forward"] < ph["verify"]  # from vLLM's forward-start mark
 
 
 def test_partial_agreement_on_mrv2_is_vllms_acceptance(partial):
@@ -152,7 +155,8 @@ def test_partial_agreement_on_mrv2_is_vllms_acceptance(partial):
 
 def test_partial_concurrent_requests_on_mrv2(partial):
     """Then four requests at once (batches of up to four, steps that mix a prefill with
-    decodes): every speculative step is still measured, in its batch-size bucket; the
+    decodes): every speculative step is still measured, in its batch-size bucket, and the
+    target's forward is fitted against its tokens (an estimate, not a bound); the
     agreement compares the steps whose requests all verify 3 drafts (never more drafts
     than vLLM verified), where still only position 0 agrees."""
     run = partial.run
@@ -166,7 +170,11 @@ def test_partial_concurrent_requests_on_mrv2(partial):
     samples = {b["batch_size_bucket"]: b["phase_samples"]
                for b in report["combined"]["speculation"]["buckets"]}
     assert set(samples) - {"1"}, samples  # batches of more than one request
-    assert all(s["step"] == s["verify"] == s["draft"] for s in samples.values()), samples
+    assert all(s["step"] == s["verify"] == s["target_forward"] == s["draft"]
+               for s in samples.values()), samples
+    # the target's forwards over different token counts: the speed-up is an estimate
+    adv = report["combined"]["speculation"]
+    assert adv["estimate"] == "fit" and adv["forward_fit"]["forwards"] == engine["steps"], adv
     assert sum(s["step"] for s in samples.values()) == engine["steps"]
     before = run.process("worker", partial.report)["agreement_drafts"]
     assert before < worker["agreement_drafts"] <= n

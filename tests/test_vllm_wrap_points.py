@@ -109,6 +109,8 @@ WRAPPED = [
     (RUNNER_V2, "GPUModelRunner.execute_model", MRV2),
     (RUNNER_V2, "GPUModelRunner.sample_tokens", MRV2),
     (MRV2_RS, "RejectionSampler.__call__", MRV2),
+    # ... the target's forward: from vLLM's forward-start mark to execute_model's end
+    (MRV2_TIMING, "StepTimingCollector.forward_start", mrv2_since("0.28.0")),
     *[(f, f"{c}.propose", v) for f, c, v in SPECULATORS],
 ]
 
@@ -221,6 +223,10 @@ READS = [
     # the step span's start: the engine's step calls the scheduler's bookkeeping
     (CORE, "EngineCore.step", "self.scheduler.update_from_output", ALL),
     (CORE, "EngineCore.step_with_batch_queue", "self.scheduler.update_from_output", ALL),
+    # MRV2 marks its target forward's start on every step, in every execution mode (eager,
+    # piecewise, full CUDA graph), after the inputs are prepared: target_forward's start
+    (RUNNER_V2, "GPUModelRunner.execute_model", "self.step_timing.forward_start",
+     mrv2_since("0.28.0")),
     # `_sample` hands those logits and drafts to the rejection sampler
     (RUNNER, "GPUModelRunner._sample", "self.rejection_sampler", ALL),
     # step cost: execute_model runs the target and leaves its state for sample_tokens
@@ -373,6 +379,15 @@ def test_vllms_step_timing_is_collected_only_while_capturing(version):
     callers = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)
                and "self.step_timing.collect()" in ws.expressions(f)}
     assert callers == {"capture_model"}
+
+
+@pytest.mark.parametrize("version", mrv2_until("0.27.0"))
+def test_no_step_timing_before_0_28(version):
+    """0.26 and 0.27 have no `StepTimingCollector`: no target_forward on MRV2 there, and
+    the advisor's speed-up is a bound (its wrap point is not required)."""
+    tree = module(version, MRV2_TIMING)
+    assert tree is None or not any(isinstance(n, ast.ClassDef) and n.name == "StepTimingCollector"
+                                   for n in tree.body)
 
 
 def test_tables_here_are_the_adapters_wrap_points():

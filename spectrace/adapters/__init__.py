@@ -41,6 +41,7 @@ ADAPTERS = {
     "vllm.v1.worker.cpu_model_runner": "spectrace.adapters.vllm_runner:CPU_RUNNER",
     # vLLM's V2 model runner (MRV2): its runner, rejection sampler and speculators
     "vllm.v1.worker.gpu.model_runner": "spectrace.adapters.vllm_mrv2:RUNNER",
+    "vllm.v1.worker.gpu.async_utils": "spectrace.adapters.vllm_mrv2:STEP_TIMING",  # 0.28+
     "vllm.v1.worker.gpu.spec_decode.rejection_sampler":
         "spectrace.adapters.vllm_mrv2:REJECTION_SAMPLER",
     # ... the `draft` phase: `propose` of each speculator class that defines it, by release

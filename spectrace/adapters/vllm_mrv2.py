@@ -20,6 +20,11 @@ release by release.
   only inside `collect()`, which vLLM opens once, while it captures CUDA graphs for
   adaptive verification, and closes with a synchronize of its own: there are no samples
   of serving steps to read, so spectrace times the same boundaries with its own clocks.
+  Its `forward_start()` is still called on every step, right before the target runs
+  (eagerly, piecewise or as a full CUDA-graph replay: a Python call either way), so a
+  measured step's `target_forward` runs from there to `execute_model`'s end, against the
+  step's scheduled tokens: the cost model's forward, as `_model_forward` on the V1
+  runner. 0.26 and 0.27 have no collector: no forward, and the speed-up is a bound.
 - Agreement. `RejectionSampler.__call__(logits, input_batch)` gets the target's logits at
   `input_batch.logits_indices`, each request's K + 1 rows in order; the verify input at
   those rows (`input_batch.input_ids[logits_indices]`, where vLLM itself reads the drafts)
@@ -54,6 +59,27 @@ def _before_execute(runner, scheduler_output):
     return start_step(runner, scheduler_output, "num_speculative_steps")
 
 
+def _before_forward_start(collector):
+    """The target's forward of a measured step starts (`StepTimingCollector.forward_start`,
+    called by `execute_model` right before the model runs); `_after_execute` ends it."""
+    rec = STATE.recorder
+    cost = None if rec is None else rec.inflight.cost
+    if cost is not None and cost.forward is None:
+        cost.forward = rec.cost.start_forward(cost.worker.tokens)
+    return None
+
+
+def _after_execute_mrv2(ctx, runner, result) -> None:
+    """The target's forward (when `forward_start` began one), then `verify`, are over."""
+    rec = STATE.recorder
+    cost = None if rec is None else rec.inflight.cost
+    if cost is not None and cost.forward is not None:
+        forward, cost.forward = cost.forward, None
+        if result is None:  # else the step ends here, unmeasured (`_after_execute`)
+            rec.cost.stop_forward(forward)
+    _after_execute(ctx, runner, result)
+
+
 def _before_rejection_sample(sampler, logits, input_batch):
     """Agreement of this step's drafts with the target's argmax, every Nth step that
     verifies drafts (the counter is kept on the sampler)."""
@@ -85,10 +111,16 @@ RUNNER = (
     _LOAD,
     # step cost: a step is execute_model then sample_tokens (see the module's docstring)
     WrapPoint("GPUModelRunner.execute_model", "vllm.mrv2.execute_model",
-              before=_before_execute, after=_after_execute, after_needs_ctx=True,
+              before=_before_execute, after=_after_execute_mrv2, after_needs_ctx=True,
               reads=("scheduler_output",)),
     WrapPoint("GPUModelRunner.sample_tokens", "vllm.mrv2.sample_tokens",
               before=_before_sample_tokens, after=_after_sample_tokens, after_needs_ctx=True),
+)
+
+# the target's forward (0.28+): from vLLM's own forward-start mark to execute_model's end
+STEP_TIMING = (
+    WrapPoint("StepTimingCollector.forward_start", "vllm.mrv2.forward_start",
+              before=_before_forward_start, required=False),  # absent in 0.26, 0.27
 )
 
 REJECTION_SAMPLER = (

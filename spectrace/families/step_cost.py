@@ -135,9 +135,10 @@ class StepCost:
     speculation sets it inside the step), when it started, and `mark`: where the phase in
     flight began when phases are told apart by boundaries (SGLang v2: `StepCosts.boundary`);
     None otherwise. From the first boundary on, `row` is the step's `slot(0, bucket, K)`, K
-    read there once (-1 before)."""
+    read there once (-1 before). `forward`: the target's forward in flight when another
+    hook than the one that started it ends it (vLLM MRV2: `ForwardCost`)."""
 
-    __slots__ = ("clock", "bucket", "size", "worker", "started", "mark", "row")
+    __slots__ = ("clock", "bucket", "size", "worker", "started", "mark", "row", "forward")
 
     def __init__(self, clock, size: int, worker, started) -> None:
         self.clock = clock
@@ -147,6 +148,7 @@ class StepCost:
         self.started = started
         self.mark = None
         self.row = -1
+        self.forward = None
 
 
 class PhaseCost(NamedTuple):

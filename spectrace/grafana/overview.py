@@ -193,7 +193,7 @@ def rows(flt: str = F) -> list[list[dict]]:
                   "batch-size bucket weighted by its measured steps (SPECTRACE_STEP_COST_EVERY). "
                   "The plain step is the target's forward fitted against its tokens at the "
                   "bucket's mean batch, plus the step's other work; without a fit (one batch "
-                  "size and one K, or no target_forward: MRV2) it is bounded by the verify "
+                  "size and one K, or no target_forward: MRV2 before vLLM 0.28) it is bounded by the verify "
                   "phase and the figure is an upper bound. Below 1.0 speculation is slower; "
                   "`spectrace report` gives the interval, the best number of draft tokens per "
                   "batch size and the runtime's setting for it (docs/advisor.md). vLLM: the "
@@ -215,7 +215,8 @@ def rows(flt: str = F) -> list[list[dict]]:
                     "inside verify (target_forward), and the time outside the worker between "
                     "steps, by batch-size bucket (wall time on the CPU, CUDA events on a GPU). "
                     "vLLM (the worker): verify is execute_model, target_forward its "
-                    "_model_forward (V1 runner), draft propose_draft_token_ids (V1 runner) or "
+                    "_model_forward (V1 runner) or from vLLM's forward-start mark to "
+                    "execute_model's end (MRV2, 0.28+), draft propose_draft_token_ids (V1 runner) or "
                     "the speculator's propose (MRV2), no draft-extend (inside draft). " + ONCE,
                     [_target(Q.phase_seconds(RATE, (), flt),
                              "{{phase}} batch {{batch_size_bucket}}")], (12, 8), unit="s"),

@@ -397,12 +397,24 @@ def make_vllm_mrv2_modules() -> dict:
                     self.model.compute_logits(aux_hidden_states)
             return None
 
+    class StepTimingCollector:
+        """vLLM's step timing (`v1/worker/gpu/async_utils.py`, 0.28+): records only inside
+        `collect()`, which serving never opens; its marks are called every step."""
+
+        def record_batch(self, input_batch, full_cudagraph) -> None:
+            return None
+
+        def forward_start(self) -> None:
+            return None
+
     class GPUModelRunner:
-        """A step as MRV2 splits it: `execute_model` runs the target inline (and keeps its
-        state), `sample_tokens` computes the logits and samples (`sample`: the rejection
-        sampler), then drafts inline (`self.speculator.propose`)."""
+        """A step as MRV2 splits it: `execute_model` marks the forward's start
+        (`step_timing.forward_start()`) and runs the target inline (and keeps its state),
+        `sample_tokens` computes the logits and samples (`sample`: the rejection sampler),
+        then drafts inline (`self.speculator.propose`)."""
 
         def __init__(self, draft=None, num_speculative_steps=STEPS) -> None:
+            self.step_timing = StepTimingCollector()
             self.speculator = TargetDependentARSpeculator(draft, num_speculative_steps)
             self.rejection_sampler = RejectionSampler()
             self.num_speculative_steps = num_speculative_steps
@@ -415,6 +427,8 @@ def make_vllm_mrv2_modules() -> dict:
         def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False,
                           skip_attn_for_dummy_run=False, is_profile=False, context_len=0,
                           valid_dummy_state_slots=False, randomize_inputs=False):
+            self.step_timing.record_batch(None, False)
+            self.step_timing.forward_start()  # then the model runs
             self.execute_model_state = scheduler_output
             return None
 
@@ -436,6 +450,7 @@ def make_vllm_mrv2_modules() -> dict:
     mods = {}
     for table, classes in (("RUNNER", (GPUModelRunner,)),
                            ("REJECTION_SAMPLER", (RejectionSampler,)),
+                           ("STEP_TIMING", (StepTimingCollector,)),
                            ("TARGET_DEPENDENT_AR", (TargetDependentARSpeculator,))):
         mod = mods[table] = types.ModuleType(f"spectrace_bench.vllm_mrv2.{table.lower()}")
         for cls in classes:
@@ -475,6 +490,8 @@ HOT_METHODS_VLLM = {
     "vllm/v1/worker/gpu/model_runner.py": {"MRV2.GPUModelRunner": (
         "execute_model", "sample_tokens", "sample")},
     "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py": {"RejectionSampler": ("__call__",)},
+    "vllm/v1/worker/gpu/async_utils.py": {"StepTimingCollector": (
+        "record_batch", "forward_start")},
     "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py": {
         "TargetDependentARSpeculator": ("propose",)},
 }
@@ -942,6 +959,7 @@ class VllmStep:
             mods.update(make_vllm_mrv2_modules())
             del tables["GPU_RUNNER"]
             tables.update(RUNNER=vllm_mrv2.RUNNER, REJECTION_SAMPLER=vllm_mrv2.REJECTION_SAMPLER,
+                          STEP_TIMING=vllm_mrv2.STEP_TIMING,
                           TARGET_DEPENDENT_AR=vllm_mrv2.TARGET_DEPENDENT_AR)
         if hooks == "spectrace":
             for name, points in tables.items():
