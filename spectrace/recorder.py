@@ -40,7 +40,8 @@ class Recorder:
         self.counted = counted
         self.steps = Steps(cfg, tel.tracer)
         self.acceptance = Acceptance(cfg)
-        self.requests = Requests(cfg, tel.tracer)
+        self.requests = Requests(cfg, tel.tracer,
+                                 lambda: len(self.acceptance.totals.per_position))
         self.agreement = Agreement()
         self.cost = StepCosts(cfg, self.steps.inflight)
         self.findings = Findings(tel)

@@ -183,7 +183,8 @@ ATTRS = [
       for a in ("request_id", "sampling_params", "priority", "lora_request")],
     (REQUEST, "Request", "spec_decode_metrics", ("0.33.0",)),
     (SCHED, "Scheduler", "spec_decode_metrics_level", ("0.33.0",)),  # else: release has none
-    (STATS, "RequestSpecDecodeMetrics", "histogram", ("0.33.0",)),
+    *[(STATS, "RequestSpecDecodeMetrics", a, ("0.33.0",))
+      for a in ("histogram", "num_draft_tokens")],
     (E3, None, "AutoWeightsLoader", ALL),
     # MRV2: K, the clock's device, the step's state; the input batch the agreement reads
     *[(RUNNER_V2, "GPUModelRunner", a, MRV2)

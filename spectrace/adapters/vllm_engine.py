@@ -240,7 +240,8 @@ def _before_free_request(scheduler, request) -> None:
     label = rec.cfg.request_label
     rec.requests.finished(FinishedRequest(
         request.request_id, steps, sum(j * n for j, n in enumerate(hist)), list(hist),
-        temperature, getattr(params, "top_k", None), _label(request, label) if label else None))
+        temperature, getattr(params, "top_k", None), _label(request, label) if label else None,
+        getattr(metrics, "num_draft_tokens", None) or None))
 
 
 def _label(request, name: str):

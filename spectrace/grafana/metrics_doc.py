@@ -69,6 +69,9 @@ SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_LABEL, "request: the value of the field `SPECTRACE_REQUEST_LABEL` "
      "names (uncapped, at most 64 characters; `none` when the request has none); only "
      "while a label is set"),
+    (S.SPAN_ATTR_REQUEST_DRAFT_TOKENS, "request: the draft tokens it could accept (vLLM's "
+     "own count with --per-request-spec-decode-metrics, grammar-cut drafts left out; else "
+     "verify steps x K): its acceptance rate is accepted_tokens over this"),
     (S.SPAN_ATTR_BATCH_SIZE, "step: requests in the batch"),
     (S.SPAN_ATTR_NUM_STEPS, "step: speculative steps (draft tokens per chain)"),
     (S.SPAN_ATTR_TOPK, "step: draft top-k (1 for a chain)"),
