@@ -1,4 +1,4 @@
-"""What the doctor's float16 overflow scan (`spectrace/doctor/weight_scan.py`) costs: its
+"""What the doctor's float16 overflow scan (`spectrace/doctor/files/weight_scan.py`) costs: its
 read rate and peak RSS on a real (not sparse) file of bfloat16 weights, for healthy weights
 (|x| < 1: only the bytes screen runs) and the worst case (every value >= 2**15: every
 chunk is decoded value by value). Target: memory a small constant, not the file's size.
@@ -40,10 +40,10 @@ def write(path: str, mib: int, hi_table: bytes) -> None:
 SCAN = """
 import json, resource, sys, time
 from pathlib import Path
-from spectrace.doctor.check import Checkpoint
-from spectrace.doctor.safetensors_header import parse_header
-from spectrace.detectors.inputs import CheckpointView
-from spectrace.doctor.weight_scan import float16_overflows
+from spectrace.doctor.files.checkpoint_files import Checkpoint
+from spectrace.doctor.files.safetensors_header import parse_header
+from spectrace.doctor.judge.inputs import CheckpointView
+from spectrace.doctor.files.weight_scan import float16_overflows
 h = parse_header(sys.argv[1])
 ck = Checkpoint(Path(sys.argv[1]).parent, CheckpointView({}, {}, {}), [sys.argv[1]],
                 {k: (h, i) for k, i in h.tensors.items()})

@@ -39,7 +39,7 @@ def calls(step: hb.V2Step) -> dict:
     from spectrace.process import STATE
 
     def bump() -> None:  # what the step hook does: the verify hook reads the step count
-        steps = STATE.recorder.steps
+        steps = STATE.recorder.steps.counts
         steps[signals.WORKER_V2] = steps.get(signals.WORKER_V2, 0) + 1
 
     return {

@@ -176,7 +176,7 @@ def tensor_bytes(d) -> dict[str, bytes]:
     a `--fix` copy with its original byte for byte)."""
     from pathlib import Path
 
-    from spectrace.doctor.safetensors_header import parse_header
+    from spectrace.doctor.files.safetensors_header import parse_header
     out = {}
     for f in sorted(Path(d).glob("*.safetensors")):
         h = parse_header(f)

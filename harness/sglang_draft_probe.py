@@ -2,12 +2,14 @@
 (`LlamaForCausalLMEagle3`, `Eagle3DeepseekV2ForCausalLM`), built on the CPU from a tiny
 config without a checkpoint: which parameters they have (names, shapes) and, for a list
 of (key, shape, dtype), which keys their own `load_weights` drops and which parameters
-stay empty. The doctor's loader model (`spectrace.detectors.loaders`) is checked against
+stay empty. The doctor's loader model (`spectrace.doctor.judge.loaders`) is checked against
 this in tests/test_doctor_loader_facts.py.
 
 Runs in its own process (it sets up SGLang's world-size-1 process groups):
     python -m harness.sglang_draft_probe CASES.json  ->  JSON on stdout
 CASES.json: [{"draft": "llama"|"mla", "config": {...}, "keys": [[key, shape, dtype], ...]}
+              (without keys: the parameters and `harness.draft_switches` only; a config
+              the class refuses gives `build_error`)
              | {"read_config": DIR}]  (the latter: what SGLang's own config reader makes of
              DIR/config.json: its architectures, or the error it raises)
 Uses the kernel stand-in on PYTHONPATH (harness.server.cpu_env()).
@@ -71,11 +73,17 @@ def build(draft: str, config: dict):
 
 def probe(case: dict) -> dict:
     import torch
+    from harness.draft_switches import switches
     from spectrace.adapters.load_observer import LoadObserver
     from spectrace.adapters.sglang_eagle3 import DRAFT_CLASSES
     from spectrace.rules.weights import missing_parameters
-    module, model = build(case["draft"], case["config"])
+    try:
+        module, model = build(case["draft"], case["config"])
+    except Exception as e:  # noqa: BLE001 (a config the class refuses is an answer too)
+        return {"build_error": f"{type(e).__name__}: {str(e)[:300]}"}
     params = {n: list(p.shape) for n, p in model.named_parameters()}
+    if not case.get("keys"):
+        return {"params": params, "switches": switches(model), "build_error": None}
     deferred = DRAFT_CLASSES["kimi_k25_eagle3" if case["draft"] == "mla" else
                              "llama_eagle3"].deferred
     weights = [(k, torch.zeros(shape, dtype=getattr(torch, DTYPES[dtype])))
@@ -91,7 +99,8 @@ def probe(case: dict) -> dict:
     obs.finish()
     return {"params": params, "unused": obs.unused, "error": error,
             "missing": missing_parameters(params, obs.loaded),
-            "hot_token_id": model.hot_token_id is not None}
+            "hot_token_id": model.hot_token_id is not None, "switches": switches(model),
+            "build_error": None}
 
 
 def read_config(path: str) -> dict:

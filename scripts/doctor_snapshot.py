@@ -28,7 +28,7 @@ import torch
 from harness import checkpoint_formats as cf
 from harness.tiny_models import DV, H, L, V, draft_config
 from spectrace.cli import main as spectrace_main
-from spectrace.doctor.safetensors_header import parse_header
+from spectrace.doctor.files.safetensors_header import parse_header
 from tests import test_doctor as td
 from tests import test_doctor_formats as tf
 
@@ -318,6 +318,30 @@ def run(out_file: Path) -> None:
         tgt = write_target(d / "target", tf.LLAMA)
         for runtime in (SG8, SG, VL):
             snap.all_outputs("sharded-modelopt", d / "draft", tgt, runtime)
+        # issue 33: a tied config, pickled .bin twins, the published drafts (check only: at
+        # full size --fix would copy gigabytes)
+        for runtime in (SG, SG8, VL, VL22):
+            d = case_dir(tmp, "tied", runtime)
+            draft = td.write_draft(d / "draft", td._tied(), td.state_dict())
+            snap.all_outputs("tied", draft, write_target(d / "target", td.TARGET), runtime)
+        for name, fault in (("healthy", None), ("d2t-arange", td._absolute_d2t)):
+            for runtime in (SG, VL):
+                d = case_dir(tmp, f"bin-{name}", runtime)
+                cfg, sd = draft_config("random"), td.state_dict()
+                if fault:
+                    fault(cfg, sd)
+                draft = td._bin_twin(d, cfg, sd, "draft")
+                snap.all_outputs(f"bin-{name}", draft, write_target(d / "target", td.TARGET),
+                                 runtime)
+        from tests import test_doctor_published as tp
+        from tests.published_drafts import PUBLISHED
+        for i, p in enumerate(PUBLISHED):
+            d = case_dir(tmp, f"published-{i}", None)
+            draft, tgt = tp.write(d, p)
+            for runtime in p.errors:
+                snap.lines.append(f"=== published: {p.name} [{runtime}]")
+                snap.doctor(draft, "--target", tgt, "--runtime", runtime)
+            shutil.rmtree(d)
         # unusable input (tests/test_doctor.py BAD_INPUTS) and bad arguments
         for case in sorted(td.BAD_INPUTS):
             d = case_dir(tmp, f"bad-{case}", None)

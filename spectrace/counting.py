@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .signals import COUNTED_COPY as COPY  # same request-steps as rank 0: per rank only
-from .signals import COUNTED_ONCE as ONCE  # the process whose figures the totals add
+from .names import COUNTED_COPY as COPY  # same request-steps as rank 0: per rank only
+from .names import COUNTED_ONCE as ONCE  # the process whose figures the totals add
 
 
 @dataclass(frozen=True)

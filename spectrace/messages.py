@@ -1,6 +1,6 @@
 """The words of every finding, in one place: for each kind of finding its code, what is
 wrong (and what it does to speculation), and the fix, as `str.format` templates over named
-facts. The detectors fill them for `spectrace doctor` and for the run-time hooks alike,
+facts. The doctor's judging and the run-time rules fill them alike,
 so both say the same thing the same way.
 
 A `Message` renders as "TEXT Fix: FIX" (just TEXT when it has no fix); the smaller
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import signals
+from . import names
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Message:
 
 # -- hidden-state widths at run time (rules.widths) ----------------------------------------
 FC_BYPASS = Message(
-    signals.FC_BYPASS,
+    names.FC_BYPASS,
     "fc bypass: a target-fed draft pass received hidden states {width} wide, the draft's own "
     "hidden size, so {runtime} skipped fc and the draft saw one layer instead of {num_aux} "
     "concatenated aux layers ({fc_in} wide); its proposals are near random and acceptance "
@@ -38,7 +38,7 @@ FC_BYPASS = Message(
     "eagle_config.eagle_aux_hidden_state_layer_ids, and that the target model class "
     "implements {capture_method}.")
 WIDTH_MISMATCH = Message(
-    signals.WIDTH_MISMATCH,
+    names.WIDTH_MISMATCH,
     "hidden-state width mismatch: a target-fed draft pass received {width} wide hidden states "
     "(about {layers:g} target layers), but fc expects {fc_in} ({num_aux} x {target_hidden}). "
     "The draft runs on features it was not trained on. Check that the target captures exactly "
@@ -47,23 +47,23 @@ WIDTH_MISMATCH = Message(
 
 # -- acceptance the runtime fakes (rules.synthetic) -----------------------------------
 SYNTHETIC_ACCEPTANCE = Message(
-    signals.ACCEPTANCE_SYNTHETIC,
+    names.ACCEPTANCE_SYNTHETIC,
     "the acceptance figures are synthetic: {runtime} accepts draft tokens by a synthetic "
     "rule ({setting}), not by comparing them with the target, so every acceptance figure "
     "(the runtime's and spectrace's) is fiction and the output is not the target's.",
     "{fix}")
 SYNTHETIC_FIX = {
-    signals.RUNTIME_SGLANG: "unset SGLANG_SIMULATE_ACC_LEN (and SGLANG_SIMULATE_ACC_METHOD) "
+    names.RUNTIME_SGLANG: "unset SGLANG_SIMULATE_ACC_LEN (and SGLANG_SIMULATE_ACC_METHOD) "
                             "in the server's environment and restart it; it is a "
                             "benchmarking switch.",
-    signals.RUNTIME_VLLM: "remove rejection_sample_method \"synthetic\" (and "
+    names.RUNTIME_VLLM: "remove rejection_sample_method \"synthetic\" (and "
                           "synthetic_acceptance_rates / synthetic_acceptance_length) from "
                           "--speculative-config and restart; it is a benchmarking switch.",
 }
 
 # -- numbers the draft computes (rules.finite) ----------------------------------------------
 NON_FINITE = Message(
-    signals.DRAFT_NON_FINITE,
+    names.DRAFT_NON_FINITE,
     "non-finite values (inf or nan) in the draft's {where}, found by {bad} of {checks} "
     "sampled on-device checks; the draft runs in {dtype}. Its proposals are then garbage and "
     "acceptance falls to about 1.0 (0 % of draft tokens), with nothing in the logs.",
@@ -78,28 +78,28 @@ NON_FINITE_FIX = (
 
 # -- the target's aux capture at run time (rules.aux) ---------------------------------------
 CAPTURE_OFF_IN_TARGET = Message(
-    signals.AUX_CAPTURE_DISABLED,
+    names.AUX_CAPTURE_DISABLED,
     "aux hidden-state capture is off in the target ({family}), but the EAGLE-3 draft's fc "
     "expects {expected_layers} concatenated layers ({fc_in} wide). The draft gets one layer, "
     "{runtime} skips fc (fc bypass) and acceptance length falls to about 1.0. {cause}")
 CAUSE_NOT_EAGLE3 = Message(
-    signals.AUX_CAPTURE_DISABLED,
+    names.AUX_CAPTURE_DISABLED,
     "SGLang switches capture on only for --speculative-algorithm EAGLE3, and this server runs "
     "{algorithm} (NEXTN is an alias of EAGLE), which also replaces the draft's own lm_head and "
     "d2t map with the target's.",
     "launch with --speculative-algorithm EAGLE3.")
 CAUSE_FLAG_OFF = Message(
-    signals.AUX_CAPTURE_DISABLED, "",
+    names.AUX_CAPTURE_DISABLED, "",
     "set eagle_config.use_aux_hidden_state to true (or remove it) in the draft's config.json.")
 TARGET_CAPTURE_COUNT = Message(
-    signals.AUX_COUNT_MISMATCH,
+    names.AUX_COUNT_MISMATCH,
     "the target ({family}) captures {captured} aux layers ({why}), but the draft's fc expects "
     "{expected_layers} ({fc_in} / {target_hidden}): every target-fed draft pass gets the wrong "
     "width. Fix eagle_config.eagle_aux_hidden_state_layer_ids (distinct ids, each below the "
     "target's {num_layers} layers) or the draft's fc.")
 TARGET_STORES = "it stores {capture_attr} {stored}"
 TARGET_IDS = Message(
-    signals.AUX_ID_MISMATCH,
+    names.AUX_ID_MISMATCH,
     "the draft was configured with {asked}, which {family} stores as {capture_attr} {expected} "
     "({rule}), but the target captures {stored}: the draft sees other layers than it was "
     "trained on. Check which layer ids the serving stack passes to {capture_method}.")
@@ -107,7 +107,7 @@ ASKED_IDS = "eagle_aux_hidden_state_layer_ids {ids}"
 ASKED_DEFAULT = "no eagle_aux_hidden_state_layer_ids (the defaults {defaults})"
 # SGLang's DFlash / DSpark drafts (rules.aux.audit_block_draft_capture)
 BLOCK_DRAFT_CAPTURE_OFF = Message(
-    signals.AUX_CAPTURE_DISABLED,
+    names.AUX_CAPTURE_DISABLED,
     "aux hidden-state capture is off in the target ({family}), but the {algorithm} draft's fc "
     "expects {expected_layers} target layer(s) ({fc_in} wide). {consequence}",
     "SGLang switches it on when the target's model runner is built ({capture_method}, from "
@@ -127,7 +127,7 @@ ASKED_BLOCK_DEPTH = ("no target_layer_ids but num_target_layers {trained} (SGLan
 
 # -- the vocabulary map (rules.vocab; checkpoint) -------------------------------------------
 D2T_MISSING = Message(
-    signals.VOCAB_D2T_MISSING,
+    names.VOCAB_D2T_MISSING,
     "the draft vocabulary ({draft_vocab} tokens) is smaller than the target's "
     "({target_vocab}) but the checkpoint has no `d2t` map, so {runtime} maps draft id i to "
     "target id i; unless the draft vocabulary is exactly the first {draft_vocab} target ids, "
@@ -135,7 +135,7 @@ D2T_MISSING = Message(
     "save the `d2t` tensor your training pipeline produced (int64, length {draft_vocab}, "
     "d2t[i] = target_id - i) into the checkpoint.")
 D2T_ABSOLUTE = Message(
-    signals.VOCAB_D2T_ABSOLUTE,
+    names.VOCAB_D2T_ABSOLUTE,
     "`d2t` holds absolute target ids ({what}: values {first}...) instead of offsets"
     "{confirmed}. {runtime} adds the draft id (hot id = i + d2t[i]), so draft id i proposes "
     "target id {proposes}: wrong tokens, near-zero acceptance{outside}.",
@@ -146,14 +146,14 @@ D2T_ABSOLUTE_IDS = ("a list of distinct target ids", "i + id")
 D2T_ABSOLUTE_CONFIRMED = " (t2d marks exactly these ids)"
 D2T_ABSOLUTE_OUTSIDE = ", and {count} ids fall outside the target vocabulary"
 D2T_OUT_OF_RANGE = Message(
-    signals.VOCAB_D2T_OUT_OF_RANGE,
+    names.VOCAB_D2T_OUT_OF_RANGE,
     "{count} draft ids map outside the target vocabulary [0, {target_vocab}) (e.g. draft id "
     "{draft_id} -> i + d2t[i] = {target_id}). {runtime} indexes the target with these ids: "
     "proposals of those tokens are garbage or fail with an index error on the GPU.",
     "rebuild `d2t` against this target's tokenizer (d2t[i] = target_id[i] - i, "
     "0 <= target_id < {target_vocab}).")
 D2T_DUPLICATES = Message(
-    signals.VOCAB_D2T_DUPLICATES,
+    names.VOCAB_D2T_DUPLICATES,
     "{count} target ids are the image of more than one draft id (e.g. draft ids {sources} all "
     "map to target id {target_id}). The draft splits probability over copies of one token, "
     "proposes it twice in a tree, and some target tokens it was trained on become "
@@ -161,14 +161,14 @@ D2T_DUPLICATES = Message(
     "`d2t` must be injective; rebuild it from the sorted list of distinct hot target ids "
     "(d2t[i] = hot[i] - i).")
 D2T_DTYPE = Message(
-    signals.VOCAB_D2T_DTYPE,
+    names.VOCAB_D2T_DTYPE,
     "`{key}` has dtype {dtype}; the runtime adds it to an int64 arange and indexes with the "
     "result, which fails (or rounds ids) unless it holds integers.",
     "save d2t as int64 (d2t[i] = target_id - i).")
 
 # -- weights (rules.weights; checkpoint) ------------------------------------------------------
 UNUSED_KEYS = Message(
-    signals.WEIGHTS_UNUSED_KEYS,
+    names.WEIGHTS_UNUSED_KEYS,
     "{subject} {count}{of} draft checkpoint key(s) that match no parameter, {dropped} "
     "({names}): {consequence}. {advice}")
 UNKNOWN_KEY_WORDS = {"silent": "without a word", "logged": "with only a log warning",
@@ -196,21 +196,38 @@ NOT_BUILT_NO_MODULE = "the config sets `{field}` but {loader} does not build tha
 NOT_BUILT_NOT_SET = "the config does not switch it on (`{field}: true`)"
 NOT_BUILT_TAIL_SET = "."
 NOT_BUILT_TAIL_NOT_SET = ", or set it in config.json if the runtime has it."
+UNUSED_TIED = (
+    "`tie_word_embeddings: true` in config.json makes {loader}'s draft class tie lm_head to "
+    "the embedding (`self.lm_head = self.model.embed_tokens`), which it then shares with the "
+    "target: the trained head is dropped and the draft scores its tokens with the target's "
+    "embedding matrix, so its proposals are mostly wrong and acceptance collapses")
+UNUSED_TIED_FIX = (
+    "Set \"tie_word_embeddings\": false in the draft's config.json (`--fix` does): the trained "
+    "head then loads (vLLM never reads the flag and loads it either way).")
 UNUSED_NO_PARAMETER = (
     "{loader}'s {arch} has no parameter for them: the draft was trained as a different "
     "network, and `--fix` cannot add what the runtime does not build.")
+MISSING_HEAD = Message(
+    names.WEIGHTS_MISSING_PARAMS,
+    "the checkpoint has no `lm_head.weight` and config.json declares draft_vocab_size = "
+    "vocab_size ({vocab}), so {loader} builds the draft its own lm_head and leaves it "
+    "uninitialised (it takes the target's head only when draft_vocab_size is absent: "
+    "load_lm_head_from_target): the server starts and the draft proposes noise, acceptance "
+    "length 1.0 (SGLang issue 27829).",
+    "remove draft_vocab_size from config.json (`--fix` does): SGLang then takes the target's "
+    "lm_head, as vLLM does for a draft without one.")
 MISSING_PARAMS = Message(
-    signals.WEIGHTS_MISSING_PARAMS,
+    names.WEIGHTS_MISSING_PARAMS,
     "{count} draft parameter(s) get no weight from the checkpoint under {subject} ({names}). "
     "The runtime allocates them uninitialised and does not complain, so the draft proposes "
     "noise and acceptance collapses.",
     "add the tensors under the names this version reads ({expected}).")
 MISSING_PARAMS_UNNAMED = Message(
-    signals.WEIGHTS_MISSING_PARAMS, MISSING_PARAMS.text,
+    names.WEIGHTS_MISSING_PARAMS, MISSING_PARAMS.text,
     "check the checkpoint's key names against this runtime's draft class (`spectrace doctor` "
     "lists the expected names).")
 MISSING_NORMS = Message(
-    signals.WEIGHTS_MISSING_PARAMS,
+    names.WEIGHTS_MISSING_PARAMS,
     "{count} draft norm weight(s) get no weight from the checkpoint under {subject} ({names}). "
     "Not noise: the runtime builds them as RMSNorm, whose weight starts at ones (SGLang "
     "`srt/layers/layernorm.py`, vLLM `model_executor/layers/layernorm.py`: "
@@ -223,42 +240,46 @@ MISSING_NORMS_RENAMED = (" The trained weights are in the checkpoint under {show
                          "{subject} loads into a norm that layer never computes with; `--fix` "
                          "renames them.")
 
-# -- a checkpoint's config (detectors.checkpoint) -------------------------------------------------
+# -- a checkpoint's config (doctor.judge.checkpoint) -------------------------------------------------
 CONFIG_TRANSLATABLE = Message(
-    signals.CONFIG_UNSUPPORTED, "{problem}.",
+    names.CONFIG_UNSUPPORTED, "{problem}.",
     "`spectrace doctor --fix OUT_DIR` writes the config in the form this runtime reads (the "
     "findings below are for that translation).")
 CONFIG_UNTRANSLATABLE = Message(
-    signals.CONFIG_UNSUPPORTED,
+    names.CONFIG_UNSUPPORTED,
     "{problem}. No translation makes this draft loadable here: {refusals}.")
 CONFIG_NO_DRAFT_CLASS = "deploy it on a runtime version that has its draft class"
 CONFIG_NO_Q_LORA = Message(
-    signals.CONFIG_UNSUPPORTED,
-    "the MLA draft's config has no q_lora_rank, and {loader} raises 'Eagle3 MLA layer requires "
-    "q_lora_rank in the draft config' when it builds the draft.",
-    "set q_lora_rank to the rank the draft was trained with (the rows of q_a_proj.weight).")
+    names.CONFIG_UNSUPPORTED,
+    "the MLA draft's config has no q_lora_rank, and {loader} {does}.",
+    "set q_lora_rank to the rank the draft was trained with (the rows of q_a_proj.weight{rank})"
+    "{fixed}.")
+NO_Q_LORA_SGLANG = ("raises 'Eagle3 MLA layer requires q_lora_rank in the draft config' when "
+                    "it builds the draft")
+NO_Q_LORA_VLLM = ("builds a plain q_proj instead of the low-rank q_a/q_b pair the checkpoint "
+                  "holds, so those keys match nothing and the server does not start")
 LAYERS_ONE_ONLY = Message(
-    signals.CONFIG_LAYERS_UNSUPPORTED,
+    names.CONFIG_LAYERS_UNSUPPORTED,
     "the draft has num_hidden_layers = {layers}, but {loader} builds a single `midlayer` and "
     "raises 'EAGLE3 currently only supports 1 layer' at load.",
     "deploy on SGLang >= 0.5.12 (multi-layer drafts, `layers.N.*` keys) or train a one-layer "
     "draft.")
 LAYERS_ONE_ONLY_MLA = Message(
-    signals.CONFIG_LAYERS_UNSUPPORTED, LAYERS_ONE_ONLY.text,
+    names.CONFIG_LAYERS_UNSUPPORTED, LAYERS_ONE_ONLY.text,
     "train a one-layer draft (the MLA draft has one layer in every version).")
 SETTING_UNSAID = Message(
-    signals.CONFIG_SETTING_IGNORED,
+    names.CONFIG_SETTING_IGNORED,
     "`{setting}`: {why}. {loader} therefore runs a different network than the one trained, "
     "silently, and acceptance drops.",
     "state it explicitly in config.json (what the draft was trained with).")
 SETTING_IGNORED = Message(
-    signals.CONFIG_SETTING_IGNORED, SETTING_UNSAID.text,
+    names.CONFIG_SETTING_IGNORED, SETTING_UNSAID.text,
     "deploy on a runtime that has this setting, or retrain without it; `--fix` cannot change "
     "what the weights compute.")
 
-# -- a checkpoint's tensor shapes (detectors.checkpoint) ------------------------------------------
+# -- a checkpoint's tensor shapes (doctor.judge.checkpoint) ------------------------------------------
 SHAPE_MISMATCH = Message(
-    signals.SHAPE_MISMATCH,
+    names.SHAPE_MISMATCH,
     "tensor `{key}` has shape {shape} but the draft config implies {expected} ({why}). "
     "{effect}",
     "make config.json describe the trained model (or re-export the tensor to match).")
@@ -267,15 +288,15 @@ SHAPE_D2T_EFFECT = ("The runtime indexes this map with every draft id, so a shor
 SHAPE_PARAM_EFFECT = ("The runtime's weight loader rejects it at load time, or the draft "
                       "computes with a layer of the wrong size.")
 VOCAB_SIZE_MISMATCH = Message(
-    signals.SHAPE_MISMATCH,
+    names.SHAPE_MISMATCH,
     "the draft config says vocab_size = {draft_vocab} but the target's is {target_vocab}. The "
     "runtime shares the target's embeddings with the draft, so the draft's view of the "
     "vocabulary disagrees with the tokens it is fed.",
     "set the draft's vocab_size to {target_vocab}.")
 
-# -- a checkpoint's fc width and aux layers (detectors.checkpoint_aux) ----------------------------
+# -- a checkpoint's fc width and aux layers (doctor.judge.checkpoint_aux) ----------------------------
 HIDDEN_IN_MISMATCH = Message(
-    signals.FC_CONFIG_WIDTH_MISMATCH,
+    names.FC_CONFIG_WIDTH_MISMATCH,
     "the draft config's {field} = {hidden_in} but the target's hidden_size is {target_hidden}: "
     "{loader} builds fc for {num_aux} x {hidden_in} = {fc_built} inputs while the target sends "
     "{num_aux} x {target_hidden}, so loading or the first target-fed draft pass fails (or fc "
@@ -283,14 +304,14 @@ HIDDEN_IN_MISMATCH = Message(
     "set target_hidden_size = {target_hidden} in the draft's config.json, or pair the draft "
     "with the target it was trained on.")
 FC_NOT_WHOLE_LAYERS = Message(
-    signals.FC_CONFIG_WIDTH_MISMATCH,
+    names.FC_CONFIG_WIDTH_MISMATCH,
     "fc takes {fc_in} inputs, which is not a whole number of target layers of width "
     "{target_hidden}: the draft was trained for another target (or fc was exported wrongly), "
     "and {loader} fails to load it or to run the first target-fed draft pass.",
     "use the target this draft was trained on, or retrain fc for (aux layers) x "
     "{target_hidden}.")
 FC_COUNT_MISMATCH = Message(
-    signals.AUX_COUNT_MISMATCH,
+    names.AUX_COUNT_MISMATCH,
     "{what}, but fc takes {fc_layers} layers ({fc_in} = {fc_layers} x {target_hidden}). "
     "{consequence}",
     "list exactly the {fc_layers} layer ids the draft was trained with.")
@@ -307,17 +328,17 @@ SENT_FOR_IDS = "the target is given aux layer ids {ids} and captures {sent} laye
 SENT_BY_DEFAULT = ("no aux layer ids are given, so the target captures its default layers (the "
                    "inputs of {inputs}: {sent} distinct for {layers} layers)")
 FC_LOADER_WIDTH = Message(
-    signals.FC_CONFIG_WIDTH_MISMATCH,
+    names.FC_CONFIG_WIDTH_MISMATCH,
     "fc takes {fc_layers} x {target_hidden} = {fc_in} inputs, but {loader} always builds fc "
     "for 3 aux layers, i.e. {fc_built}: loading the checkpoint fails.",
     "deploy on a version that sizes fc from the config (SGLang >= 0.5.12, vLLM >= 0.22).")
 FC_CONFIG_WIDTH = Message(
-    signals.FC_CONFIG_WIDTH_MISMATCH,
+    names.FC_CONFIG_WIDTH_MISMATCH,
     "fc takes {fc_layers} x {target_hidden} = {fc_in} inputs, but {loader} builds fc for "
     "{num_aux} aux layers (from the config), i.e. {fc_built}: loading the checkpoint fails.",
     "set num_aux_hidden_states = {fc_layers} (or list {fc_layers} layer ids) in config.json.")
 IDS_OUT_OF_RANGE = Message(
-    signals.AUX_LAYER_IDS_OUT_OF_RANGE,
+    names.AUX_LAYER_IDS_OUT_OF_RANGE,
     "aux layer ids {ids}, but the target has {layers} layers: {loader} {rule}, and can capture "
     "the inputs of layers {lo}..{hi}, so {bad} are never captured. The target sends fewer aux "
     "layers than fc expects: the draft pass fails, or fc is silently skipped when the width "
@@ -329,38 +350,38 @@ ID_RULE_KEPT = ("captures the input of layer id for a DeepSeek-family target (of
                 "the first id is 1, and before 0.5.16)")
 ID_RULE_PLUS_ONE = "captures the input of layer id + 1 (the output of layer id)"
 CAPTURE_FLAG_OFF = Message(
-    signals.AUX_CAPTURE_DISABLED,
+    names.AUX_CAPTURE_DISABLED,
     "eagle_config.use_aux_hidden_state is false, but fc expects {fc_layers} concatenated "
     "target layers. The target then sends only its last hidden state; when its width equals "
     "the draft's hidden size the draft silently skips fc, sees features it was not trained on, "
     "and acceptance falls to about 1.0 with no error anywhere.",
     "set eagle_config.use_aux_hidden_state to true (or remove it).")
 CAPTURE_FLAG_IGNORED = Message(
-    signals.AUX_CAPTURE_DISABLED,
+    names.AUX_CAPTURE_DISABLED,
     "eagle_config.use_aux_hidden_state is false, but fc expects {fc_layers} concatenated "
     "target layers. {loader} ignores this flag, but other versions would disable aux capture "
     "and the draft would silently skip fc.",
     CAPTURE_FLAG_OFF.fix)
 IDS_MISREAD = Message(
-    signals.AUX_LAYER_IDS_MISREAD,
+    names.AUX_LAYER_IDS_MISREAD,
     "the draft was trained on the inputs of target layers {trained} (its ids {ids} are in "
     "{convention}), but under {loader} {how}: the draft sees other layers than it was trained "
     "on, and acceptance drops with no error.",
     "{fix} (`--fix` does).")
 ID_CONVENTION = {
-    signals.RUNTIME_SGLANG: "SGLang's convention (eagle_config, as SGLang's "
+    names.RUNTIME_SGLANG: "SGLang's convention (eagle_config, as SGLang's "
                             "set_eagle3_layers_to_capture reads them for this target)",
-    signals.RUNTIME_VLLM: "vLLM's convention (top level: the input of layer id)",
+    names.RUNTIME_VLLM: "vLLM's convention (top level: the input of layer id)",
 }
 ID_CONVENTION_NONE = "no id list (the inputs of layers 2, n//2, n-3)"
 MISREAD_READING = "{when}{reading} capture the inputs of layers {got}"
 MISREAD_FIX = {
-    signals.RUNTIME_SGLANG: "write them in eagle_config in SGLang's convention",
-    signals.RUNTIME_VLLM: "write them at the top level as `eagle_aux_hidden_state_layer_ids` in "
+    names.RUNTIME_SGLANG: "write them in eagle_config in SGLang's convention",
+    names.RUNTIME_VLLM: "write them at the top level as `eagle_aux_hidden_state_layer_ids` in "
                           "vLLM's convention",
 }
 
-# -- why a runtime cannot read a config (detectors.runtime_view; the {problem} above) ------------
+# -- why a runtime cannot read a config (doctor.judge.runtime_view; the {problem} above) ------------
 SGLANG_READS_NO_SPECULATORS = (
     "{runtime} reads config.json with transformers' AutoConfig, which needs a top-level "
     "model_type, and no SGLang version reads the speculators format (`speculators_config`, "
@@ -375,8 +396,21 @@ SPECULATORS_NO_LAYER_CONFIG = ("the speculators config has no transformer_layer_
                                "which vLLM takes as the draft's model config")
 SPECULATORS_MODEL_TYPE = "vLLM {version} raises 'Unsupported model_type {model_type} for " \
                          "Eagle3 speculator'"
+VLLM_MLA_AS_MTP = (
+    "vLLM {version} turns a draft config whose model_type is {model_type} into DeepSeek's MTP "
+    "module (`SpeculativeConfig.hf_config_override`: model_type deepseek_mtp), so "
+    "`--speculative-config` with method eagle3 fails at start-up ('Eagle3DeepSeekMTPModel ... "
+    "not supported'); the same draft with model_type deepseek_v2 (the fields are the same) "
+    "builds Eagle3DeepseekV2ForCausalLM")
+UNSUPPORTED_ACTIVATION = Message(
+    names.CONFIG_UNSUPPORTED,
+    "the draft's hidden_act is {act!r}, and {loader}'s draft MLP raises 'Unsupported "
+    "activation: {act}. Only silu is supported for now.' when it builds the draft: the server "
+    "does not start.",
+    "the runtimes serve EAGLE-3 drafts with silu only: retrain with hidden_act silu (no config "
+    "change makes the trained weights compute silu).")
 
-# -- settings trained with vs read (detectors.trained_settings; the {why} above) ------------------
+# -- settings trained with vs read (doctor.judge.trained_settings; the {why} above) ------------------
 NBR_UNSAID_VLLM = (
     "the speculators config does not say; vLLM reads a missing value as true (residual = "
     "hidden_norm(fc output)), while `speculators convert` and the config class default to "
@@ -394,7 +428,7 @@ NORM_OUTPUT_DROPPED = " (its speculators translation drops the field)"
 MLA_NO_INPUT_NORM = ("the MLA draft of {loader} has no input_norm: the concatenated aux states "
                      "reach fc without the norm the draft was trained with")
 
-# -- dtype (detectors.dtypes; doctor.weight_scan) -------------------------------------------------
+# -- dtype (doctor.judge.dtypes; doctor.files.weight_scan) -------------------------------------------------
 DTYPE_HOW_OPTION = "launched with --dtype {dtype}"
 DTYPE_HOW_SGLANG = ("SGLang resolves --dtype auto from the draft's own config.json, which says "
                     "{dtype}")
@@ -405,7 +439,7 @@ DTYPE_HOW_VLLM_F32 = ("vLLM runs the draft in the target's dtype, and the target
                       "which --dtype auto runs as bfloat16 on GPUs that have it (float16 on "
                       "those that do not, compute capability below 8.0)")
 DTYPE_OVERFLOW = Message(
-    signals.DTYPE_FLOAT16_OVERFLOW,
+    names.DTYPE_FLOAT16_OVERFLOW,
     "{runtime} computes the draft in float16 ({how}), but {values} value(s) in {tensors} "
     "tensor(s) saved in {saved} lie beyond float16's largest value 65504 (e.g. `{key}`, "
     "|x| up to {largest}). Cast at load they become inf (65504 just below 65520), and every "
@@ -414,7 +448,7 @@ DTYPE_OVERFLOW = Message(
     "the draft's config.json), or retrain with weight decay / clipping so the weights fit "
     "float16.")
 DTYPE_FLOAT16 = Message(
-    signals.DTYPE_FLOAT16,
+    names.DTYPE_FLOAT16,
     "{runtime} computes the draft in float16 ({how}), but it was saved in {trained}, whose "
     "range float16 lacks. No weight is beyond 65504 (all were read), but activations that "
     "fit {trained} can overflow float16 (inf/nan from the first large hidden state) and "
@@ -424,14 +458,14 @@ DTYPE_FLOAT16 = Message(
     "config.json) when the GPU has it, or check acceptance in float16 with `spectrace report`.")
 DTYPE_SAID_TWICE = "{config} by its config.json and {weights} by its weights"
 DTYPE_CAST = Message(
-    signals.DTYPE_CAST,
+    names.DTYPE_CAST,
     "{runtime} computes the draft in {dtype} ({how}); it was saved in {trained}. The cast "
     "keeps the values within range; only rounding differs from what was trained, which "
     "barely moves acceptance.")
 
-# -- the target's quantization (detectors.quantization) -------------------------------------------
+# -- the target's quantization (doctor.judge.quantization) -------------------------------------------
 TARGET_QUANTIZED = Message(
-    signals.TARGET_QUANTIZED,
+    names.TARGET_QUANTIZED,
     "the target is quantized ({method}: {scheme}; from {where}) and {runtime} serves it so. "
     "Its hidden states, which the draft reads from the aux layers, and the tokens it accepts "
     "are the quantized model's; {effect}",
@@ -443,9 +477,9 @@ QUANT_EFFECT_LOW_BITS = ("at 4 bits or fewer the features shift visibly, and a d
                          "the unquantized model's hidden states loses noticeably more acceptance "
                          "than at 8 bits.")
 
-# -- the tokenizers (detectors.tokenizer_match) ---------------------------------------------------
+# -- the tokenizers (doctor.judge.tokenizers) ---------------------------------------------------
 TOKENIZER_VOCAB_DIFFERS = Message(
-    signals.VOCAB_TOKENIZER_MISMATCH,
+    names.VOCAB_TOKENIZER_MISMATCH,
     "the draft's tokenizer.json has another vocabulary than the target's ({draft_size} vs "
     "{target_size} tokens; {moved} of the draft's tokens have another id in the target's, "
     "{only_target} of the target's are not in the draft's). Both runtimes tokenize with the "
@@ -454,14 +488,14 @@ TOKENIZER_VOCAB_DIFFERS = Message(
     "pair the draft with the target it was trained for, or retrain it with the target's "
     "tokenizer (and rebuild `d2t` from it).")
 TOKENIZER_FILE_DIFFERS = Message(
-    signals.VOCAB_TOKENIZER_MISMATCH,
+    names.VOCAB_TOKENIZER_MISMATCH,
     "the draft's {file} differs from the target's ({sections}), though the vocabulary is the "
     "same where it can be compared. The runtime uses the target's; if the draft was trained "
     "with the other one, texts were split differently and acceptance may drop.",
     "check that the draft was trained with the target's tokenizer (copy the target's files "
     "into the draft directory once it is).")
 SPECIAL_TOKENS_DIFFER = Message(
-    signals.VOCAB_SPECIAL_TOKENS_MISMATCH,
+    names.VOCAB_SPECIAL_TOKENS_MISMATCH,
     "the draft and the target state different special tokens ({differences}). The runtime "
     "uses the target's; a draft trained with other ids for begin/end/padding proposes its "
     "own end token where the target continues (or misses the target's), so acceptance drops "
@@ -469,7 +503,7 @@ SPECIAL_TOKENS_DIFFER = Message(
     "check that the draft was trained with the target's tokenizer and chat template, then "
     "write the target's ids into the draft's config.json.")
 SPECIAL_IDS_DIFFER = Message(
-    signals.VOCAB_SPECIAL_TOKENS_MISMATCH,
+    names.VOCAB_SPECIAL_TOKENS_MISMATCH,
     "the draft's config.json states other special token ids than the target's "
     "({differences}). Neither runtime reads the draft's ids (both use the target's tokenizer "
     "and ids), and some exporters write template defaults here (Model Optimizer's "
@@ -477,9 +511,9 @@ SPECIAL_IDS_DIFFER = Message(
     "it matters only if the draft was trained with a tokenizer whose ids these are.",
     "write the target's ids into the draft's config.json once you have checked which "
     "tokenizer it was trained with.")
-# -- positions and attention (detectors.positions) ------------------------------------------------
+# -- positions and attention (doctor.judge.positions) ------------------------------------------------
 POSITIONS_BEYOND = Message(
-    signals.POSITIONS_BEYOND_DRAFT,
+    names.POSITIONS_BEYOND_DRAFT,
     "the draft knows {draft} positions (max_position_embeddings, with its rope scaling) but "
     "the pair is served at a context of {context} tokens. {how} Past {draft} tokens the draft "
     "runs at positions it was never trained on and acceptance falls with the length.",
@@ -494,7 +528,7 @@ BEYOND_VLLM = ("vLLM starts it: the draft's max_model_len is capped at its own l
                "(config/speculative.py `_maybe_override_draft_max_model_len`) while the target "
                "runs to the full context.")
 ROPE_MODELOPT = Message(
-    signals.POSITIONS_ROPE_CHANGED,
+    names.POSITIONS_ROPE_CHANGED,
     "the draft's config has {draft} where the target has {target}: NVIDIA Model Optimizer "
     "trains the draft on plain RoPE and writes this YaRN scaling at export (its "
     "eagle_export_rope_scaling default), a deliberate length extension. {loader} applies the "
@@ -509,14 +543,14 @@ ROPE_EXTENDED = ("Served at {context} tokens, beyond the {original} trained posi
 ROPE_BEYOND_REACH = ("Served at {context} tokens, beyond even YaRN's reach ({reach}): the "
                      "draft runs at positions neither its training nor the scaling covers.")
 ROPE_DIFFERS = Message(
-    signals.POSITIONS_ROPE_CHANGED,
+    names.POSITIONS_ROPE_CHANGED,
     "the draft's RoPE ({draft}) differs from the target's ({target}). {loader} builds the "
     "draft's rotary embedding from the draft's own config, so the draft runs as its config "
     "says; this matters only if the draft was trained with the target's RoPE and the config "
     "was edited since.",
     "nothing if the config is what the trainer wrote; otherwise restore the trainer's values.")
 WINDOW_IGNORED = Message(
-    signals.CONFIG_SETTING_IGNORED,
+    names.CONFIG_SETTING_IGNORED,
     "`sliding_window`: the draft was trained with a {size}-token sliding window (draft layers "
     "{layers}), but {how} {served}",
     "{fix}")
@@ -540,9 +574,9 @@ WINDOW_FIX_UPGRADE = ("use SGLang 0.5.12 or later and launch with "
 WINDOW_FIX_LAYER_TYPES = ("add \"layer_types\": [\"sliding_attention\", ...] (one per draft "
                           "layer) next to sliding_window {size} in config.json.")
 
-# -- no aux layer ids (detectors.checkpoint_aux) ---------------------------------------------------
+# -- no aux layer ids (doctor.judge.checkpoint_aux) ---------------------------------------------------
 IDS_DEFAULT = Message(
-    signals.AUX_LAYER_IDS_DEFAULT,
+    names.AUX_LAYER_IDS_DEFAULT,
     "the draft names no aux layer ids{where}, so {loader} captures its default for this "
     "{layers}-layer target: ids {ids} (the inputs of layers {inputs}; {rule}). {meaning}",
     "{fix}")
@@ -562,7 +596,7 @@ IDS_DEFAULT_RULE = {"vllm": "vLLM's default, models/llama.py get_eagle3_aux_hidd
 
 # -- acceptance by context length (rules.context; judged by `spectrace report`) -------------
 LONG_CONTEXT = Message(
-    signals.LONG_CONTEXT,
+    names.LONG_CONTEXT,
     "acceptance falls with context length: mean accept length {long_length} in contexts "
     "of {long} tokens ({long_drafts} request-steps) against {short_length} at {short} "
     "({short_drafts} request-steps). The wiring is not at fault: the draft proposes worse "
@@ -570,7 +604,7 @@ LONG_CONTEXT = Message(
     "train or fine-tune the draft on sequences as long as the ones served (SpecForge: a "
     "longer max_length), or serve long requests without speculation, or with fewer steps.")
 LARGE_BATCH = Message(
-    signals.LARGE_BATCH,
+    names.LARGE_BATCH,
     "acceptance falls at large batches: mean accept length {worse_length} at batch size "
     "{worse} ({worse_drafts} request-steps) against {better_length} at {better} "
     "({better_drafts} request-steps). A draft proposes the same tokens whatever the batch, "
@@ -584,7 +618,7 @@ TRAINED_UNKNOWN = "The draft's config names no trained length."
 
 # -- requests far outside the deployment's acceptance (rules.outliers; `spectrace report`) --
 REQUEST_LOW = Message(
-    signals.REQUEST_LOW,
+    names.REQUEST_LOW,
     "{n} request{s} accepted far less than the deployment: {requests} (acceptance rate "
     "against the median {median} of {reference} recorded requests). A draft rarely fails "
     "on one request alone: its output is likely garbled (a corrupted KV cache or sampling "
@@ -593,7 +627,7 @@ REQUEST_LOW = Message(
     "runtime bug to report with these ids, clean text in another language or domain a "
     "case for the draft's training data.")
 REQUEST_IMPLAUSIBLE = Message(
-    signals.REQUEST_IMPLAUSIBLE,
+    names.REQUEST_IMPLAUSIBLE,
     "{n} request{s} accepted almost every draft token: {requests} (against the median "
     "{median} of {reference} recorded requests). Above 0.96 a draft agrees with the target "
     "only when the output repeats itself (a generation loop), copies its prompt, or both "
@@ -605,19 +639,19 @@ REQUEST_IMPLAUSIBLE = Message(
 
 # -- is speculation paying off (spectrace.advisor; `spectrace report`) ---------------------------
 SPEC_SLOWER = Message(
-    signals.SPEC_SLOWER,
+    names.SPEC_SLOWER,
     "speculation is slower than plain decoding: estimated speed-up {speedup}x (at most "
     "{upper}x with two standard errors; {steps} measured steps, {drafts} request-steps). "
     "Each step costs {step_ms} ms for {tokens} tokens per request, a plain decode step "
     "about {plain_ms} ms for one.",
     "{advice}")
 SPEC_SMALL_GAIN = Message(
-    signals.SPEC_SMALL_GAIN,
+    names.SPEC_SMALL_GAIN,
     "speculation gains little: estimated speed-up {speedup}x (at most {upper}x; "
     "{steps} measured steps, {drafts} request-steps).",
     "{advice}")
 SPEC_FEWER_STEPS = Message(
-    signals.SPEC_FEWER_STEPS,
+    names.SPEC_FEWER_STEPS,
     "{best} draft steps instead of {current} would give {gain}x the tokens per second "
     "(predicted from the per-position acceptance and step costs measured here).",
     "serve with {flags}.")

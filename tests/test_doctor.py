@@ -19,10 +19,12 @@ import torch
 from safetensors.torch import save_file  # noqa: E402
 
 from harness.tiny_models import DV, H, L, V, draft_config, draft_state_dict, make_tiny_models  # noqa: E402,E501
-from spectrace.detectors.loaders import (expected_params, parse_version,  # noqa: E402
-                                         resolve_loader, simulate_load)
+from spectrace.doctor.judge.draft_params import expected_params
+from spectrace.doctor.judge.loaders import resolve_loader  # noqa: E402
+from spectrace.runtimes import parse_version  # noqa: E402
+from spectrace.doctor.judge.load_replay import simulate_load
 from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
-from spectrace.doctor.safetensors_header import parse_header, read_int_tensor  # noqa: E402
+from spectrace.doctor.files.safetensors_header import parse_header, read_int_tensor  # noqa: E402
 from spectrace.findings import ERROR, WARNING  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -161,6 +163,76 @@ def test_missing_embed_and_shared_lm_head_are_not_findings(tmp_path):
     del sd["lm_head.weight"]
     sd["d2t"] = torch.zeros(V, dtype=torch.int64)
     assert doctor(tmp_path, cfg=cfg, sd=sd).findings == []
+
+
+# -- tie_word_embeddings: SGLang ties lm_head to the embedding, vLLM never reads the flag -----
+def _tied(cfg_changes: dict | None = None) -> dict:
+    cfg = draft_config("random")
+    cfg.update(tie_word_embeddings=True, **(cfg_changes or {}))
+    return cfg
+
+
+@pytest.mark.parametrize("version", ["vllm==0.11.0", "vllm==0.22.0", "vllm==0.33.0"])
+def test_tied_config_is_no_finding_on_vllm(tmp_path, version):
+    """vLLM's Eagle3LlamaForCausalLM always builds ParallelLMHead(draft_vocab_size) and
+    loads `lm_head.*` into it (issue 33: this was a false `weights.unused_keys` error)."""
+    tied = doctor(tmp_path / "tied", cfg=_tied(), version=version)
+    untied = doctor(tmp_path / "untied", version=version)
+    assert [f.to_dict() for f in tied.findings] == [f.to_dict() for f in untied.findings]
+    assert not codes(tied) & {"weights.unused_keys", "weights.missing_params"}
+
+
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.12", NEWEST])
+def test_tied_config_drops_the_trained_head_on_sglang(tmp_path, version):
+    report = doctor(tmp_path, cfg=_tied(), version=version)
+    (f,) = report.findings
+    assert (f.code, f.severity, f.details["keys"]) == ("weights.unused_keys", ERROR,
+                                                       ["lm_head.weight"])
+    assert f.details["cause"] == "tie_word_embeddings"
+    assert "`tie_word_embeddings: true`" in f.message and \
+        '"tie_word_embeddings": false' in f.message and "`--fix` does" in f.message
+    assert "target's embedding matrix" in f.message and "does not build" not in f.message
+
+
+def test_tied_config_fix_writes_the_flag_false(tmp_path):
+    draft = write_draft(tmp_path / "draft", _tied(), state_dict())
+    target = write_target(tmp_path / "target")
+    r = cli(draft, "--target", target, "--runtime", "sglang==0.5.23", "--fix",
+            tmp_path / "fixed", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    (change,) = out["fix"]["changes"]
+    assert (change["kind"], change["addresses"]) == ("config", "weights.unused_keys")
+    assert change["text"].startswith("tie_word_embeddings: true -> false")
+    fixed = json.loads((tmp_path / "fixed" / "config.json").read_text())
+    assert fixed["tie_word_embeddings"] is False and fixed["draft_vocab_size"] == DV
+    assert out["fix"]["check"]["findings"] == []
+
+
+def test_tied_config_without_draft_vocab_size_names_it_in_the_copy(tmp_path):
+    """Untied but without draft_vocab_size SGLang would take lm_head from the target:
+    the copy names the trained head's rows."""
+    cfg = _tied({"draft_vocab_size": None, "vocab_size": V})
+    sd = state_dict()
+    sd["lm_head.weight"] = torch.zeros(V, H, dtype=torch.bfloat16)
+    sd["d2t"] = torch.zeros(V, dtype=torch.int64)
+    draft = write_draft(tmp_path / "draft", cfg, sd)
+    r = cli(draft, "--target", write_target(tmp_path / "target"), "--runtime", "sglang",
+            "--fix", tmp_path / "fixed", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    fixed = json.loads((tmp_path / "fixed" / "config.json").read_text())
+    assert fixed["tie_word_embeddings"] is False and fixed["draft_vocab_size"] == V
+
+
+def test_tied_config_without_a_head_is_no_finding(tmp_path):
+    """A tied draft that carries no lm_head of its own: SGLang's tied head is the
+    (target's) embedding, vLLM shares the target's head; nothing is dropped."""
+    cfg = _tied({"draft_vocab_size": None})
+    sd = state_dict()
+    del sd["lm_head.weight"], sd["d2t"], sd["t2d"]  # the full vocabulary: no map
+    for version in (NEWEST, "vllm==0.33.0"):
+        assert not codes(doctor(tmp_path / version, cfg=cfg, sd=sd, version=version)) & {
+            "weights.unused_keys", "weights.missing_params"}
 
 
 def test_d2t_missing(tmp_path):
@@ -409,14 +481,180 @@ def test_bad_input_exits_2_with_one_line(tmp_path, case):
     assert needle in lines[0]
 
 
-def test_pickle_only_draft_is_refused_with_conversion_hint(tmp_path):
+# -- pickled weights: pytorch_model.bin through PyTorch's restricted loader ------------------
+def _bin_twin(tmp_path: Path, cfg: dict, sd: dict, name: str = "bin") -> Path:
+    """The draft with its state dict written by torch.save as pytorch_model.bin."""
+    d = tmp_path / name
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    torch.save({k: v.contiguous() for k, v in sd.items()}, d / "pytorch_model.bin")
+    return d
+
+
+def _same_report(a, b) -> None:
+    """Two reports that differ only in where the weights came from."""
+    da, db = json.loads(json.dumps(a.to_dict())), json.loads(json.dumps(b.to_dict()))
+    for d in (da, db):
+        for k in ("path", "weight_files", "weights_read_with"):
+            d["draft"].pop(k, None)
+    assert da == db
+
+
+def _absolute_d2t(cfg, sd):
+    sd["d2t"] = torch.arange(DV, dtype=torch.int64)
+
+
+def _overflow(cfg, sd):
+    sd["fc.weight"] = sd["fc.weight"].clone()
+    sd["fc.weight"][0, 0] = 1e5
+
+
+BIN_CASES = {"healthy": None, "d2t-absolute": _absolute_d2t, "tied": lambda c, s: c.update(
+    tie_word_embeddings=True), "layers0": lambda c, s: s.update(
+    {k.replace("midlayer.", "layers.0."): s.pop(k) for k in list(s) if k.startswith("midlayer.")}),
+    "float16-overflow": _overflow}
+
+
+@pytest.mark.parametrize("case", sorted(BIN_CASES))
+@pytest.mark.parametrize("runtime", ["sglang==0.5.8", NEWEST, "vllm==0.33.0"])
+def test_bin_draft_is_judged_as_its_safetensors_twin(tmp_path, case, runtime):
+    cfg, sd = draft_config("random"), state_dict()
+    if BIN_CASES[case]:
+        BIN_CASES[case](cfg, sd)
+    twin = write_draft(tmp_path / "safetensors", cfg, sd)
+    pickled = _bin_twin(tmp_path, cfg, sd)
+    target = write_target(tmp_path / "target")
+    dtype = "float16" if case == "float16-overflow" else None
+    a = check_checkpoint(twin, target, runtime, dtype=dtype)
+    b = check_checkpoint(pickled, target, runtime, dtype=dtype)
+    _same_report(a, b)
+    assert b.draft["weights_read_with"] == "torch.load(weights_only=True)"
+    assert b.draft["weight_files"] == ["pytorch_model.bin"]
+    if not runtime.startswith("vllm"):  # (on vLLM the generator's eagle_config ids are one)
+        assert bool(a.findings) == (case != "healthy" and not (
+            case == "layers0" and runtime != "sglang==0.5.8"))  # the planted fault
+
+
+def test_bin_draft_cli_says_how_it_was_read_and_fix_writes_safetensors(tmp_path):
+    cfg, sd = draft_config("random"), state_dict()
+    _absolute_d2t(cfg, sd)
+    pickled = _bin_twin(tmp_path, cfg, sd)
+    twin = write_draft(tmp_path / "safetensors", cfg, sd)
+    target = write_target(tmp_path / "target")
+    r = cli(pickled, "--target", target)
+    assert r.returncode == 1
+    assert "pytorch_model.bin (pickled) read with PyTorch's restricted loader " \
+           "torch.load(weights_only=True)" in r.stdout
+    r = cli(pickled, "--target", target, "--fix", tmp_path / "fixed", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["fix"]["converted"] == {"pytorch_model.bin": "model.safetensors"}
+    assert sorted(os.listdir(tmp_path / "fixed")) == ["config.json", "model.safetensors"]
+    assert out["fix"]["check"]["findings"] == []
+    r2 = cli(twin, "--target", target, "--fix", tmp_path / "fixed-twin", "--json")
+    twin_fix = json.loads(r2.stdout)["fix"]
+    assert twin_fix["changes"] == out["fix"]["changes"]
+    from harness.checkpoint_formats import tensor_bytes
+    assert tensor_bytes(tmp_path / "fixed") == tensor_bytes(tmp_path / "fixed-twin")
+    text = cli(pickled, "--target", target, "--fix", tmp_path / "fixed-text").stdout
+    assert "weights written as safetensors: pytorch_model.bin -> model.safetensors" in text
+
+
+def test_sharded_bin_draft_with_index_is_read_and_fixed(tmp_path):
+    cfg, sd = draft_config("random"), state_dict()
+    _absolute_d2t(cfg, sd)
+    d = tmp_path / "sharded"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    keys = sorted(sd)
+    shards = {"pytorch_model-00001-of-00002.bin": keys[::2],
+              "pytorch_model-00002-of-00002.bin": keys[1::2]}
+    for name, ks in shards.items():
+        torch.save({k: sd[k].contiguous() for k in ks}, d / name)
+    (d / "pytorch_model.bin.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {k: n for n, ks in shards.items() for k in ks}}))
+    (d / "training_args.bin").write_bytes(b"not weights: both runtimes skip this file")
+    target = write_target(tmp_path / "target")
+    _same_report(check_checkpoint(write_draft(tmp_path / "twin", cfg, sd), target, NEWEST),
+                 check_checkpoint(d, target, NEWEST))
+    r = cli(d, "--target", target, "--fix", tmp_path / "fixed", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    index = json.loads((tmp_path / "fixed" / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"].values()) == {"model-00001-of-00002.safetensors",
+                                                 "model-00002-of-00002.safetensors"}
+    assert not any(n.endswith(".bin") for n in os.listdir(tmp_path / "fixed"))
+
+
+class _Payload:
+    """Unpickling it would run a shell command (pickle calls what __reduce__ names)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("writer", ["torch.save", "pickle.dump"])
+def test_bin_holding_other_objects_is_refused_and_never_run(tmp_path, writer):
+    import pickle
     draft, target = _healthy(tmp_path)
     (draft / "model.safetensors").unlink()
-    torch.save({"fc.weight": torch.zeros(2, 2)}, draft / "pytorch_model.bin")
+    marker = tmp_path / "pwned"
+    payload = {"fc.weight": torch.zeros(2, 2), "extra": _Payload(marker)}
+    if writer == "torch.save":
+        torch.save(payload, draft / "pytorch_model.bin")
+    else:
+        with open(draft / "pytorch_model.bin", "wb") as fh:
+            pickle.dump(payload, fh)
+    for args in ((), ("--fix", tmp_path / "fixed"), ("--json",)):
+        r = cli(draft, "--target", target, *args)
+        assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert "refused by PyTorch's restricted loader (torch.load(weights_only=True))" in line
+        assert "Nothing in it was run" in line
+        assert writer != "torch.save" or "GLOBAL posix.system" in line
+    assert not marker.exists() and not (tmp_path / "fixed").exists()
+    # the payload is live: an unrestricted load runs it
+    subprocess.run([sys.executable, "-c", "import sys, torch; torch.load(sys.argv[1], "
+                    "weights_only=False)", str(draft / "pytorch_model.bin")], timeout=60,
+                   capture_output=True)
+    assert marker.exists()
+
+
+def test_bin_holding_a_training_state_is_refused(tmp_path):
+    """SpecForge's training_state.pt shape: the weights wrapped in a dict with other
+    fields (plain containers: the restricted loader reads it, the doctor refuses it)."""
+    draft, target = _healthy(tmp_path)
+    (draft / "model.safetensors").unlink()
+    torch.save({"strategy": "eagle3", "draft_state_dict": state_dict()},
+               draft / "pytorch_model.bin")
+    r = cli(draft, "--target", target)
+    assert r.returncode == 2
+    assert "not a flat state dict: key 'strategy' holds a str" in r.stderr
+
+
+def test_bin_without_torch_says_torch_is_needed(tmp_path):
+    draft, target = _healthy(tmp_path)
+    (draft / "model.safetensors").unlink()
+    torch.save(state_dict(), draft / "pytorch_model.bin")
+    code = ("import sys; sys.modules['torch'] = None; from spectrace.doctor.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, str(draft), "--target", str(target)],
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "torch is not installed" in r.stderr and "weights_only=True" in r.stderr
+
+
+def test_other_pickles_only_are_refused(tmp_path):
+    draft, target = _healthy(tmp_path)
+    (draft / "model.safetensors").unlink()
+    torch.save({"fc.weight": torch.zeros(2, 2)}, draft / "training_state.pt")
     r = cli(draft, "--target", target)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     (line,) = r.stderr.strip().splitlines()
-    assert "pytorch_model.bin" in line and "save_file" in line and "never unpickles" in line
+    assert "training_state.pt" in line and "a training state" in line
 
 
 def test_bad_sglang_version_exits_2(tmp_path):

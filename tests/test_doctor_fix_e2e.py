@@ -222,3 +222,40 @@ def test_mla_d2t_absolute_and_capture_off_fixed(tiny_models, sglang_server, tmp_
     assert sorted(c["addresses"] for c in rep["fix"]["changes"]) == [
         "aux.capture_disabled", "vocab.d2t_absolute"]
     assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2])
+
+
+def test_tied_embeddings_fixed(llama, sglang_server, tmp_path):
+    """A draft that trains its own lm_head under a config saying `tie_word_embeddings: true`
+    (AngelSlim's Qwen3-0.6B/1.7B/4B training configs, SpecForge's qwen3-4b config until its
+    PR 140; tests/published_drafts.py): SGLang ties lm_head to the embedding, shares the
+    target's, and drops the trained head without a word; spectrace's load finding names the
+    flag. The doctor says the same before serving; `--fix` writes the flag false, and the
+    copy serves exactly as the untied original (every weight loaded, no finding). vLLM
+    never reads the flag (tests/test_doctor.py)."""
+    untied = write_case(tmp_path, llama, "specforge", name="untied")
+
+    def tie(cfg, sd):
+        cfg["tie_word_embeddings"] = True
+    tied = write_case(tmp_path, llama, "specforge", tie, "tied")
+    rep = fix(tied, f"{llama}/target", tmp_path / "fixed", {"weights.unused_keys"})
+    (unused,) = [f for f in rep["findings"] if f["code"] == "weights.unused_keys"]
+    assert unused["details"]["keys"] == ["lm_head.weight"] and \
+        "`tie_word_embeddings: true`" in unused["message"]
+    assert [c["text"].split(" (")[0] for c in rep["fix"]["changes"]] == [
+        "tie_word_embeddings: true -> false"]
+    assert json.loads((tmp_path / "fixed" / "config.json").read_text())[
+        "tie_word_embeddings"] is False
+    original, proc_original = serve(sglang_server, models_dir(tmp_path, llama, untied))[:2]
+    assert_exact(original, proc_original)
+    responses, proc, _ = serve(sglang_server, models_dir(tmp_path, llama, tied))
+    assert all(r["meta_info"]["spec_accept_length"] < 2.0 for r in responses), \
+        [r["meta_info"]["spec_accept_length"] for r in responses]
+    (dropped,) = [f for f in proc["findings"] if f["code"] == "weights.unused_keys"]
+    assert "`lm_head.weight`" in dropped["message"] and \
+        "`tie_word_embeddings: true`" in dropped["message"]
+    fixed, proc_fixed = serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2]
+    assert_exact(fixed, proc_fixed)
+    assert [r["meta_info"]["spec_accept_length"] for r in fixed] == \
+        [r["meta_info"]["spec_accept_length"] for r in original]
+    assert [r.get("output_ids", r.get("text")) for r in fixed] == \
+        [r.get("output_ids", r.get("text")) for r in original]

@@ -22,11 +22,12 @@ import torch
 
 from harness import checkpoint_formats as cf, tiny_mla  # noqa: E402
 from harness.tiny_models import DV, H, V  # noqa: E402
-from spectrace.detectors.fix_plan import plan_fix  # noqa: E402
+from spectrace.doctor.judge.fix_plan import plan_fix  # noqa: E402
 from spectrace.rules.vocab import check_vocab_map  # noqa: E402
 from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
-from spectrace.doctor.check import read_checkpoint, read_target, resolve_runtime  # noqa: E402
-from spectrace.doctor.fix import CopyProgress, fix_checkpoint  # noqa: E402
+from spectrace.doctor.files.checkpoint_files import read_checkpoint, read_target
+from spectrace.doctor.check import resolve_runtime  # noqa: E402
+from spectrace.doctor.write_copy import CopyProgress, fix_checkpoint  # noqa: E402
 from spectrace.findings import ERROR  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -188,7 +189,9 @@ FAULTS = [
     ("mla-half-fused-projection", "mla", mla_half_fused, "kimi", SG,
      {"weights.unused_keys", "weights.missing_params"}, False),
     ("mla-on-0.5.8", "mla", None, "kimi", SG8, {"config.unsupported"}, False),
-    ("mla-no-q-lora-rank", "mla", no_q_lora, "kimi", SG, {"config.unsupported"}, False),
+    ("mla-no-q-lora-rank", "mla", no_q_lora, "kimi", SG, {"config.unsupported"}, True),
+    ("mla-no-q-lora-rank-on-vllm", "mla", no_q_lora, "kimi", VL,
+     {"config.unsupported", "aux.layer_ids_misread"}, True),
     ("mla-sglang-ids-on-vllm", "mla", None, "kimi", VL, {"aux.layer_ids_misread"}, True),
 ]
 

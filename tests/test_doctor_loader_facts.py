@@ -1,8 +1,8 @@
 """The doctor's model of each runtime's EAGLE-3 loader, checked against the runtimes
 themselves:
 
-1. Every fact a `Loader` row (spectrace/detectors/loaders.py) or an aux-id rule
-   (spectrace/detectors/layer_ids.py) relies on is found in the released wheel sources of
+1. Every fact a `Loader` row (spectrace/doctor/judge/loaders.py) or an aux-id rule
+   (spectrace/doctor/judge/layer_ids.py) relies on is found in the released wheel sources of
    the versions it claims, and is absent where the row says it is absent. The release
    sources come from PyPI (tests/release_sources.py: SGLang's wheels, vLLM's source
    distributions), downloaded once: nothing is imported, no GPU needed.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from spectrace.detectors import layer_ids, loaders
+from spectrace.doctor.judge import layer_ids, loaders
 from tests.release_sources import source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +51,7 @@ MR = ("sglang/srt/model_executor/model_runner.py",
       "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py")
 VE3 = "vllm/model_executor/models/llama_eagle3.py"
 VD3 = "vllm/model_executor/models/deepseek_eagle3.py"
+VQ3 = "vllm/model_executor/models/qwen3_eagle3.py"
 ALGOS = "vllm/transformers_utils/configs/speculators/algos.py"
 Q = "[\"']"  # either quote
 
@@ -68,6 +69,10 @@ FACTS = {
                                   r"layers_to_capture = \[val \+ 1 for val in layer_ids\]", SG, ()),
     "sglang.default_ids": ("sglang", ("sglang/srt/models/llama.py",),
                            r"\[2, num_layers // 2, num_layers - 3\]", SG, ()),
+    # tie_word_embeddings: SGLang's draft classes make lm_head the embedding (the trained
+    # lm_head.weight then matches nothing); vLLM's build their own and never read the flag
+    "sglang.tied_lm_head": ("sglang", (E3, K25), r"if (?:self\.)?config\.tie_word_embeddings:"
+                            r"\s*\n\s*self\.lm_head = self\.model\.embed_tokens", SG, ()),
     "sglang.midlayer_decoder": ("sglang", (E3,), r"self\.midlayer = ", until(SG, "0.5.8"),
                                 since(SG, "0.5.12")),
     "sglang.layers_decoder": ("sglang", (E3,), r"self\.layers = nn\.ModuleList",
@@ -103,6 +108,16 @@ FACTS = {
                                             rf"get\(\s*{Q}norm_before_residual{Q}, True\s*\)", VL, ()),
     "vllm.unknown_keys_raise": ("vllm", ("vllm/model_executor/models/utils.py",),
                                 r"There is no module or parameter named", VL, ()),
+    "vllm.own_lm_head": ("vllm", (VE3,), r"self\.lm_head = ParallelLMHead\(\s*"
+                                         r"self\.config\.draft_vocab_size", VL, ()),
+    "vllm.no_tied_lm_head": ("vllm", (VE3, VD3, VQ3), r"tie_word_embeddings", (), VL),
+    "vllm.mask_hidden_skipped": ("vllm", (VE3,), r"mask_hidden found in weights but",
+                                 since(VL, "0.20.0"), until(VL, "0.13.0")),
+    # a draft config of these model types becomes DeepSeek's MTP module (runtime_view)
+    "vllm.mla_model_type_mtp": ("vllm", ("vllm/config/speculative.py",),
+                                r"if hf_config\.model_type in \(\s*\"deepseek_v3\",\s*"
+                                r"\"deepseek_v32\",\s*\"glm_moe_dsa\",?\s*\):\s*\n\s*"
+                                r"hf_config\.model_type = \"deepseek_mtp\"", since(VL, "0.20.0"), ()),
     "vllm.default_ids_only": ("vllm", ("vllm/v1/worker/gpu_model_runner.py",),
                               r"eagle_aux_hidden_state_layer_ids", (), ("0.11.0",)),
     "vllm.top_ids": ("vllm", ("vllm/v1/worker/gpu_model_runner.py",),
@@ -209,6 +224,10 @@ def _cases(tmp: Path) -> list[tuple[str, dict, dict]]:
     sd_n["input_norm.weight"] = torch.ones(384, dtype=torch.bfloat16)
     out.append(("llama-fc-norm-input-norm", "llama", fcn, sd_n))
     out.append(("llama-fc-norm-keys-without-config", "llama", cfg, sd_n))
+    # a P-EAGLE checkpoint's mask_hidden without parallel drafting: SGLang drops it, vLLM
+    # skips it with a log warning (no exception)
+    out.append(("llama-mask-hidden", "llama", cfg,
+                dict(sd, mask_hidden=torch.zeros(1, 384, dtype=torch.bfloat16))))
     two = copy.deepcopy(cfg)
     two["num_hidden_layers"] = 2
     _, sd2 = cf.modelopt("random", "0.41")
@@ -296,3 +315,38 @@ def test_sglang_refuses_a_speculators_config_and_reads_the_fixed_copy(probed):
     spec, fixed = results[-2], results[-1]
     assert spec["architectures"] is None and spec["error"], spec
     assert fixed == {"architectures": ["LlamaForCausalLMEagle3"], "error": None}
+
+
+# -- the installed vLLM's real draft classes (marked `vllm`: its own environment) -------------------
+@pytest.mark.vllm
+def test_vllm_real_classes_match_the_loader_model(tmp_path):
+    """The same formats and key faults through vLLM's own `load_weights`
+    (harness/vllm_draft_probe.py): the parameters `expected_params` predicts, an exception
+    exactly where `simulate_load` has a key vLLM would refuse, and otherwise the parameters
+    it leaves empty. The MLA cases carry model_type deepseek_v2 (vLLM turns deepseek_v3
+    into an MTP module: tests/test_doctor_config_fields.py)."""
+    from conftest import vllm_python_or_skip
+    from harness.vllm_draft_probe import run_cases
+    cases = [(n, d, dict(c, model_type="deepseek_v2") if d == "mla" else
+              {"architectures": ["LlamaForCausalLMEagle3"], **c}, sd)
+             for n, d, c, sd in _cases(tmp_path)]
+    results = run_cases(vllm_python_or_skip(), [
+        {"draft": d, "config": c, "keys": _keys(sd)} for _, d, c, sd in cases], tmp_path)
+    raised = []
+    for (name, draft, cfg, sd), real in zip(cases, results):
+        assert real["build_error"] is None, (name, real["build_error"])
+        loader = loaders.resolve_loader("vllm", real["version"], draft)
+        params = loaders.expected_params(cfg, loader)
+        assert {k: list(v) for k, v in params.items()} == real["params"], name
+        unused, missing = loaders.simulate_load(list(sd), params, loader, cfg)
+        refused = [k for k in unused if loaders.route_key(k, params, loader, cfg).kind
+                   == loaders.RouteKind.DROPPED]
+        assert bool(refused) == (real["error"] is not None), (name, refused, real["error"])
+        if refused:
+            raised.append(name)
+            assert any(k.split(".")[-2] in real["error"] for k in refused), (name, real["error"])
+        else:
+            assert sorted(missing) == sorted(real["missing"]), (name, missing, real["missing"])
+    # not vacuous: SGLang's leftovers and an MLA q_norm make vLLM raise, a clean draft not
+    assert {"llama-leftovers-and-prefixes", "mla-q-norm"} <= set(raised)
+    assert not {"specforge", "mla", "llama-mask-hidden"} & set(raised)

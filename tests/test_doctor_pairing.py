@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from spectrace.detectors import dtypes, quantization, tokenizer_match
-from spectrace.detectors.dtypes import Overflow, RuntimeDtype, check_dtype, runtime_dtype
-from spectrace.detectors.tokenizer_match import TokenizerFacts, check_tokenizers
-from spectrace.doctor import weight_scan
-from spectrace.doctor.check import Checkpoint, resolve_dtype
+from spectrace.doctor.judge import dtypes, quantization, tokenizers
+from spectrace.doctor.judge.dtypes import Overflow, RuntimeDtype, check_dtype, runtime_dtype
+from spectrace.doctor.judge.tokenizers import TokenizerFacts, check_tokenizers
+from spectrace.doctor.files import weight_scan
+from spectrace.doctor.files.checkpoint_files import Checkpoint
+from spectrace.doctor.check import resolve_dtype
 from spectrace.doctor.errors import UnusableInput
-from spectrace.doctor.safetensors_header import parse_header
-from spectrace.detectors.inputs import CheckpointView
+from spectrace.doctor.files.safetensors_header import parse_header
+from spectrace.doctor.judge.inputs import CheckpointView
 from spectrace.findings import ERROR, INFO, WARNING
 
 
@@ -235,9 +236,9 @@ def test_config_ids_alone_are_information():
 
 
 def test_special_ids_and_tokens_are_read_from_every_level():
-    assert tokenizer_match.special_ids({"transformer_layer_config": {"eos_token_id": 7},
+    assert tokenizers.special_ids({"transformer_layer_config": {"eos_token_id": 7},
                                         "pad_token_id": None}) == {"eos_token_id": 7}
-    assert tokenizer_match.special_tokens({"eos_token": {"content": "</s>"}, "pad_token": None}) \
+    assert tokenizers.special_tokens({"eos_token": {"content": "</s>"}, "pad_token": None}) \
         == {"eos_token": "</s>"}
 
 

@@ -20,8 +20,9 @@ import torch
 from harness import checkpoint_formats as cf, tiny_models
 from harness.tiny_models import DV, H, V
 from spectrace.doctor import check_checkpoint
-from spectrace.doctor.check import read_checkpoint, read_target, resolve_runtime
-from spectrace.doctor.fix import fix_checkpoint
+from spectrace.doctor.files.checkpoint_files import read_checkpoint, read_target
+from spectrace.doctor.check import resolve_runtime
+from spectrace.doctor.write_copy import fix_checkpoint
 from spectrace.findings import ERROR
 
 pytestmark = pytest.mark.torch

@@ -1,5 +1,5 @@
 """`spectrace doctor` on positions, RoPE, attention windows and missing aux layer ids
-(detectors.positions, checkpoint_aux `aux.layer_ids_default`), on drafts from the
+(doctor.judge.positions, checkpoint_aux `aux.layer_ids_default`), on drafts from the
 project's format generator (`harness.checkpoint_formats`) with the trainers' settings
 planted as each trainer writes them: speculators' default 2048-token sliding window, Model
 Optimizer's exported YaRN scaling, a null id list after `speculators convert`. The same

@@ -1,15 +1,21 @@
 """Acceptance by batch size on the real SGLang 0.5.23 CPU server (EAGLE-3, v2 worker) and on
-vLLM's real CPU engine: one wave of identical requests sent together in one call (one
-message to the scheduler, so they are prefilled together, decode together and finish
-together: the `partial` pair accepts exactly one draft token a step), then one request
-alone. Every request-step of the wave is at batch WAVE, every one of the lone request at
-batch 1, so the batch-size figures must equal the runtime's own counts of those requests
-(SGLang's per-request `spec_verify_ct`; vLLM's `spec_decode_num_drafts` counter, read
-before and after each)."""
+vLLM's real CPU engine, against each runtime's own per-step counts.
+
+SGLang: a wave of identical requests sent in one call, then one request alone, with
+`--decode-log-interval 1`, so the scheduler logs every decode batch it processed with its
+size ("Decode batch, #running-req: N"): the request-steps in each batch-size bucket must
+equal the sum of those N. (The wave is not admitted all at once: SGLang prefills it in
+parts, so its first and last steps run at smaller batches; the log says which.)
+
+vLLM: the same traffic; vLLM's own `spec_decode_num_drafts` counter read before and after
+each part, all of the lone request's request-steps at batch 1 and all of the wave's in
+buckets of at most its size; the `partial` pair accepts exactly one draft token a step.
+"""
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -42,23 +48,32 @@ def _by_batch(proc: dict) -> dict:
             for r in proc["by_batch_size"]}
 
 
+DECODE_LOG = re.compile(r"Decode batch(?: \[\d+\])?, #running-req: (\d+),")
+
+
 @pytest.mark.sglang
-def test_sglang_batch_size_equals_its_own_per_request_counts(tiny_models, sglang_server):
-    run = sglang_server(tiny_models("partial"), env=FAST)
-    wave = _generate(run, [PROMPT] * WAVE)
-    alone = _generate(run, [PROMPT])
-    steps = [r["meta_info"]["spec_verify_ct"] for r in wave]
-    assert len(set(steps)) == 1  # together from the first step to the last
-    verify = sum(steps) + alone[0]["meta_info"]["spec_verify_ct"]
+def test_sglang_batch_size_equals_its_own_per_step_batch_sizes(tiny_models, sglang_server):
+    run = sglang_server(tiny_models("partial"), env=FAST,
+                        extra_args=["--decode-log-interval", "1"])
+    responses = _generate(run, [PROMPT] * WAVE) + _generate(run, [PROMPT])
+    verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
     proc = settle(run, verify)
-    wave_bucket = step_cost.BUCKETS[step_cost.bucket_of(WAVE)]
-    assert _by_batch(proc) == {wave_bucket: (sum(steps), 2.0),
-                               "1": (alone[0]["meta_info"]["spec_verify_ct"], 2.0)}
-    assert sum(d for d, _ in _by_batch(proc).values()) == proc["drafts"] == verify
+    with open(run.log_path) as fh:
+        sizes = [int(m.group(1)) for m in DECODE_LOG.finditer(fh.read())]
+    expected: dict = {}
+    for n in sizes:
+        bucket = step_cost.BUCKETS[step_cost.bucket_of(n)]
+        expected[bucket] = expected.get(bucket, 0) + n
+    assert sum(sizes) == verify == proc["drafts"]  # every decode step logged, each verified
+    assert {b: d for b, (d, _) in _by_batch(proc).items()} == expected
+    assert {m for _, m in _by_batch(proc).values()} == {2.0}
+    assert len(expected) >= 2 and "1" in expected  # at least two batch sizes, alone among them
     assert signals.LARGE_BATCH not in {f["code"] for f in proc["findings"]}
     text = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(run.data_dir)],
                           capture_output=True, text=True, timeout=60).stdout
-    assert f"{wave_bucket:>9}: mean accept length 2.00" in text
+    assert "acceptance by batch size (requests verified in the step):" in text
+    for bucket in expected:
+        assert f"{bucket:>9}: mean accept length 2.00" in text
 
 
 def _complete(server, prompts: list) -> dict:
@@ -78,22 +93,31 @@ DRAFTS = "vllm:spec_decode_num_drafts_total"
 
 @pytest.mark.vllm
 def test_vllm_batch_size_equals_its_own_step_counters(tiny_models, vllm_server):
-    """vLLM (V1 engine, the EngineCore counts): the request-steps of the wave are vLLM's own
-    `spec_decode_num_drafts` counted while it ran, all at batch WAVE; the lone request's
-    at batch 1."""
+    """vLLM (V1 engine, the EngineCore counts): the lone request's request-steps are vLLM's
+    own `spec_decode_num_drafts` counted while it ran, all at batch 1; the wave's are
+    vLLM's count while it ran, each at a batch size of at most the wave's, most of them at
+    the wave's own (its requests decode together once admitted)."""
     run = vllm_server(tiny_models("partial"), env=FAST)
     before = run.server.metrics().get(DRAFTS, 0)
     out = _complete(run.server, [PROMPT] * WAVE)
     assert len(out["choices"]) == WAVE
     wave = run.server.metrics()[DRAFTS] - before
+    report = run.settle(before + wave)
+    during_wave = _by_batch(run.process("engine_core", report))
     _complete(run.server, [PROMPT])
     alone = run.server.metrics()[DRAFTS] - before - wave
     report = run.settle(before + wave + alone)
     engine = run.process("engine_core", report)
     wave_bucket = step_cost.BUCKETS[step_cost.bucket_of(WAVE)]
-    assert wave > 0 and alone > 0
-    assert _by_batch(engine) == {wave_bucket: (wave, 2.0), "1": (alone, 2.0)}
-    assert engine["drafts"] == wave + alone
+    allowed = set(step_cost.BUCKETS[:step_cost.bucket_of(WAVE) + 1])
+    assert wave > 0 and alone > 0 and set(during_wave) <= allowed
+    assert sum(d for d, _ in during_wave.values()) == wave
+    assert during_wave[wave_bucket][0] >= wave / 2
+    after = _by_batch(engine)
+    lone = {b: after[b][0] - during_wave.get(b, (0, 0))[0] for b in after}
+    assert {b: d for b, d in lone.items() if d} == {"1": alone}  # vLLM's own count, at batch 1
+    assert {m for _, m in after.values()} == {2.0} and engine["drafts"] == wave + alone
     text = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(run.data_dir)],
                           capture_output=True, text=True, timeout=60).stdout
     assert "acceptance by batch size (requests verified in the step):" in text
+    assert f"{wave_bucket:>9}: mean accept length 2.00" in text

@@ -1,5 +1,5 @@
-"""`spectrace/signals.py` and the signal families that declare their metrics
-(`spectrace/families/`) are the only places that spell a telemetry name: no other module of
+"""`spectrace/names.py` (the vocabulary `signals` re-exports) and the signal families that
+declare their metrics (`spectrace/families/`) are the only places that spell a telemetry name: no other module of
 spectrace has a string literal shaped like one (`spectrace.something`) unless it names a
 module of spectrace itself (an `importlib` target)."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ def _literals():
     for folder, _dirs, files in os.walk(pkg):
         for f in files:
             path = os.path.join(folder, f)
-            if (not f.endswith(".py") or path == os.path.join(pkg, "signals.py")
+            if (not f.endswith(".py") or f in ("signals.py", "names.py") and folder == pkg
                     or folder == os.path.join(pkg, "families")):
                 continue
             with open(path, encoding="utf-8") as fh:

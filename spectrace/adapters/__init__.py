@@ -1,6 +1,6 @@
 """Adapters: the only code that knows a runtime's module, class, method and field names.
 Each states its wrap points as data (`patching.WrapPoint`) and turns the runtime's calls
-into plain observations for the detectors and the Recorder.
+into plain observations for the run-time rules and the families.
 
 `ADAPTERS` maps each runtime module spectrace wraps to the table of wrap points applied
 when that module is imported (`adapter module:TABLE`; adapter modules are imported only

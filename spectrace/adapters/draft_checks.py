@@ -37,6 +37,13 @@ class DraftState:
     __slots__ = ("widths_known", "expected", "healthy", "on_cuda", "finite", "finite_passes",
                  "checkpoint_fc_in")
 
+    def finite_due(self, every: int) -> bool:
+        """Count a draft pass; True when it is sampled for a non-finite check (the first
+        pass, then every `every`th; never when `every` is 0)."""
+        n = self.finite_passes
+        self.finite_passes = n + 1
+        return bool(every) and n % every == 0
+
     def __init__(self) -> None:
         self.widths_known = False
         self.expected: ExpectedWidths | None = None
@@ -95,7 +102,7 @@ def check_pass(rec, st: DraftState, key: Hashable, kind: str, width: int, runtim
 
 
 def report_load(rec, obs, subject: str, shared: set[str], vocab: list[Finding],
-                hint: str | None = None) -> None:
+                hint: str | None = None, cause: str | None = None) -> None:
     """Findings for one observed `load_weights`, to the process's Recorder `rec`: keys that
     reached no parameter, draft parameters no key filled (except those the runtime fills
     from the target, `shared`), and the vocabulary-map findings. `subject` names the
@@ -105,7 +112,8 @@ def report_load(rec, obs, subject: str, shared: set[str], vocab: list[Finding],
     rec.draft.loaded(len(obs.unused), len(missing))
     if obs.unused:
         rec.finding(unused_keys_finding(obs.unused, f"{subject}'s load_weights dropped",
-                                        bool(missing), hint=hint, seen=obs.seen))
+                                        bool(missing), hint=hint, seen=obs.seen,
+                                        cause=cause))
     if missing:
         rec.finding(missing_params_finding(missing, subject))
     for f in vocab:
@@ -118,10 +126,7 @@ def finite_due(rec, model) -> bool:
     every = rec.cfg.finite_every
     if not every:
         return False
-    st = peek(model) or state(model)
-    n = st.finite_passes
-    st.finite_passes = n + 1
-    return n % every == 0
+    return (peek(model) or state(model)).finite_due(every)
 
 
 def check_finite(rec, model, names: tuple[str, ...], tensors: tuple) -> None:

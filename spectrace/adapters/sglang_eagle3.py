@@ -20,15 +20,16 @@ from typing import Callable
 
 from .. import signals
 from ..rules.vocab import check_vocab_map
-from ..rules.weights import idle_parameters
+from ..rules.weights import idle_parameters, tied_head_cause
 from ..rules.widths import ExpectedWidths, pass_kind
 from ..patching import WrapPoint
 from ..objstate import ATTR
-from ..process import recorder
+from ..process import STATE, recorder
 from ..runtimes import SGLANG, runtime_version
 from .draft_checks import (
-    capturing, check_finite, check_pass, draft_state, finite_due, report_load,
+    capturing, check_finite, check_pass, draft_state, report_load,
 )
+from . import draft_checks
 from .load_observer import load_weights_wrapper
 
 
@@ -80,21 +81,22 @@ def expected_widths(model) -> ExpectedWidths:
 def _before_forward(instance, forward_batch):
     """Check the pass's input width; returns True when its output is due a non-finite
     check (`_after_forward`), else None."""
-    rec = recorder()
-    due = finite_due(rec, instance) or None
+    rec = STATE.recorder or recorder()  # per pass: no call when it exists
+    st = instance.__dict__.get(ATTR) or draft_checks.state(instance)
+    due = st.finite_due(rec.cfg.finite_every) or None
     hidden = forward_batch.spec_info.hidden_states
     if hidden is None:
         return due
-    st = instance.__dict__.get(ATTR)
-    if st is None or not st.widths_known:
+    if not st.widths_known:
         st = draft_state(instance, rec, expected_widths, bool(hidden.is_cuda))
     if st.on_cuda and capturing():
         return None  # CUDA-graph capture runs on dummy batches
     mode = forward_batch.forward_mode
     width = hidden.shape[-1]
     seen = st.healthy.get((mode, width))
-    if seen is not None:  # seen before and healthy: only count it (count_if_healthy, inline)
-        rec.draft.count(seen)
+    if seen is not None:  # seen before and healthy: only count it (DraftPasses.count, inline)
+        counts = rec.draft.counts
+        counts[seen] = counts.get(seen, 0) + 1
         return due
     name = getattr(mode, "name", str(mode))
     check_pass(rec, st, (mode, width), pass_kind(name), int(width), SGLANG,
@@ -111,7 +113,7 @@ def _after_forward(due, instance, result) -> None:
 # -- weights and vocabulary map -----------------------------------------------------------
 def shared_from_target(model) -> set[str]:
     """Parameters the eagle worker fills from the target, so a checkpoint need not carry
-    them (the doctor's `detectors.checkpoint.shared_from_target` reads the same rule from
+    them (the doctor's `doctor.judge.checkpoint.shared_from_target` reads the same rule from
     the config)."""
     shared = {"model.embed_tokens.weight"}
     if getattr(model, "load_lm_head_from_target", False):
@@ -121,7 +123,12 @@ def shared_from_target(model) -> set[str]:
 
 def _report_load(draft: DraftClass, model, obs) -> None:
     skip = shared_from_target(model) | idle_parameters(obs.names.values(), draft.upper_norm)
-    report_load(recorder(), obs, f"SGLang {runtime_version('sglang')}", skip, vocab_findings(model))
+    subject = f"SGLang {runtime_version('sglang')}"
+    # a trained lm_head dropped because the config ties it to the embedding: say so
+    tied = getattr(model, "lm_head", None) is getattr(getattr(model, "model", None),
+                                                       "embed_tokens", False)
+    report_load(recorder(), obs, subject, skip, vocab_findings(model),
+                cause=tied_head_cause(tied, obs.unused, subject))
 
 
 def vocab_findings(model) -> list:

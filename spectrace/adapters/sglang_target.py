@@ -11,7 +11,7 @@ false alarm on a rule we do not know).
 from __future__ import annotations
 
 from ..rules.aux import SGLANG_TARGETS, CaptureState, audit_aux_capture
-from ..detectors.loaders import parse_version
+from ..runtimes import parse_version
 from ..findings import Finding
 from ..runtimes import runtime_version
 from .sglang_eagle3 import expected_widths, is_eagle3_draft

@@ -83,7 +83,7 @@ def _before_resolve_v2(processor, batch) -> None:
     takes them (SGLang's scheduler resolves one batch at a time, in one thread; 0.5.16 and
     0.5.23 call it from every `_resolve_spec_v2_tokens`, so the next resolve overwrites any
     lengths a failed call left)."""
-    recorder().inflight.keep_seq_lens(getattr(batch, "seq_lens_cpu", None))
+    (STATE.recorder or recorder()).inflight.keep_seq_lens(getattr(batch, "seq_lens_cpu", None))
 
 
 def verify_hook(kind: str, trees: bool = True):
@@ -95,19 +95,20 @@ def verify_hook(kind: str, trees: bool = True):
     `kind`; `trees`: its verify compacts a tree through `_finalize_accept_tree_path`
     (multi-layer EAGLE's does not: chains only)."""
     def before(instance, batch) -> VerifyContext | None:
-        rec = recorder()
-        timed = rec.cost.measuring() is not None
+        rec = STATE.recorder or recorder()  # per step: no call when it exists
+        inflight = rec.inflight
+        timed = inflight.cost is not None  # a measured step (`StepCosts.measuring`)
         if timed:
             rec.cost.boundary(step_cost.DRAFT)
         steps = rec.steps
-        span = steps.verify_starts() if steps.sampled else None
+        span = None if inflight.span is None else steps.verify_starts()
         every = rec.cfg.agreement_every
-        if every and steps.count(kind) % every == 0:
+        if every and steps.counts.get(kind, 0) % every == 0:
             if instance.topk == 1:
                 return VerifyContext(span, batch.spec_info.draft_token, False, timed)
             if trees:
-                steps.inflight.due_tree(TreeDue(instance.speculative_num_steps,
-                                                instance.speculative_num_draft_tokens))
+                inflight.due_tree(TreeDue(instance.speculative_num_steps,
+                                          instance.speculative_num_draft_tokens))
                 return VerifyContext(span, None, True, timed)
         if span is None and not timed:
             return None
@@ -155,7 +156,7 @@ def _before_finalize_tree(module, batch, predict, bs):
 
 
 def _before_verify_complete_cpu(instance, counts):
-    rec = recorder()
+    rec = STATE.recorder or recorder()
     rec.acceptance.add(counts, instance.speculative_num_steps, rec.inflight.take_seq_lens())
 
 

@@ -14,7 +14,7 @@ from .. import counting, signals
 from ..rules.synthetic import sglang_simulated
 from ..families import step_cost
 from ..families.steps import StepSpan
-from ..objstate import peek, state_of
+from ..objstate import ATTR, state_of
 from ..patching import WrapPoint
 from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
@@ -151,12 +151,13 @@ def begin_step(worker_kind: str, worker, batch, audit) -> StepContext | None:
     """The step hook both workers share: audit once, skip prefill, count the step, start a
     span for a sampled one and a cost measurement for a measured one (returns their
     context for `end_step`)."""
-    st = peek(worker)
+    st = worker.__dict__.get(ATTR)
     if st is None or not st.audited:
         audit(worker)
-    rec = recorder()
+    rec = STATE.recorder or recorder()  # per step: no call when it exists
     speculative = not is_prefill(batch)
-    rec.cost.step_starts(speculative)  # a prefill in between: no between-steps interval
+    if rec.inflight.last_end is not None:  # a measured CPU step before this one
+        rec.cost.step_starts(speculative)  # a prefill in between: no between-steps interval
     if not speculative:
         return None
     span = None

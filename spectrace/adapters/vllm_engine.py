@@ -176,7 +176,7 @@ def _before_update(scheduler, out, result):
     spec = out.scheduled_spec_decode_tokens
     if not spec:
         return None  # no request was scheduled with drafts (prefill, or no speculation)
-    rec = engine_recorder(scheduler.vllm_config)
+    rec = STATE.recorder or engine_recorder(scheduler.vllm_config)  # per step: no call
     k = scheduler.num_spec_tokens
     sampled = result.sampled_token_ids
     if sampled:
@@ -216,7 +216,7 @@ def _before_make_stats(scheduler, stats):
     rec = STATE.recorder
     step = rec.inflight.take_seq_lens() if rec is not None else None
     if stats is not None:
-        engine_recorder(scheduler.vllm_config).acceptance.add_positions(
+        (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,
                            stats.num_accepted_tokens_per_pos),
             None if step is None else step.context)

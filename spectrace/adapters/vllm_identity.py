@@ -56,28 +56,32 @@ def _worker_ranks() -> dict:
 
 def engine_recorder(vllm_config):
     """The EngineCore's Recorder, its identity noted first."""
-    if STATE.recorder is None:
-        dp, tp, pp = _sizes(vllm_config)
-        note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, counted=counting.ONCE,
-                      port_offset=dp * (1 + tp * pp), **_models(vllm_config))
+    rec = STATE.recorder
+    if rec is not None:
+        return rec
+    dp, tp, pp = _sizes(vllm_config)
+    note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, counted=counting.ONCE,
+                  port_offset=dp * (1 + tp * pp), **_models(vllm_config))
     return recorder(signals.ROLE_ENGINE_CORE)
 
 
 def worker_recorder(vllm_config=None):
     """A worker's Recorder, its identity noted first. `vllm_config`: the runner's, or
     None for the one vLLM sets while it loads models (`get_current_vllm_config`)."""
-    if STATE.recorder is None:
-        if vllm_config is None:
-            try:
-                from vllm.config import get_current_vllm_config
-                vllm_config = get_current_vllm_config()
-            except Exception:  # noqa: BLE001
-                vllm_config = None
-        dp, tp, pp = _sizes(vllm_config)
-        ranks = _worker_ranks()
-        note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, **ranks,
-                      counted=counting.scope(counting.Placement(
-                          ranks["tp_rank"], ranks["pp_rank"], pp)),
-                      port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
-                      + ranks["pp_rank"] * tp, **_models(vllm_config))
+    rec = STATE.recorder
+    if rec is not None:
+        return rec
+    if vllm_config is None:
+        try:
+            from vllm.config import get_current_vllm_config
+            vllm_config = get_current_vllm_config()
+        except Exception:  # noqa: BLE001
+            vllm_config = None
+    dp, tp, pp = _sizes(vllm_config)
+    ranks = _worker_ranks()
+    note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, **ranks,
+                  counted=counting.scope(counting.Placement(
+                      ranks["tp_rank"], ranks["pp_rank"], pp)),
+                  port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
+                  + ranks["pp_rank"] * tp, **_models(vllm_config))
     return recorder(signals.ROLE_WORKER)

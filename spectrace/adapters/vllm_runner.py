@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ..rules.tokens import compare_positions
 from ..families import step_cost
-from ..objstate import state_of
+from ..objstate import ATTR, state_of
 from ..patching import WrapPoint
 from ..process import STATE
 from .draft_checks import capturing
@@ -83,7 +83,7 @@ def agreement_due(rec, owner) -> bool:
     """Count a step with drafts to verify on `owner` (a runner; MRV2's rejection sampler);
     True on every Nth (`SPECTRACE_AGREEMENT_EVERY`), when its drafts are compared."""
     every = rec.cfg.agreement_every
-    st = runner_state(owner)
+    st = owner.__dict__.get(ATTR) or runner_state(owner)
     step = st.spec_steps
     st.spec_steps = step + 1
     return bool(every) and not step % every
@@ -92,7 +92,7 @@ def agreement_due(rec, owner) -> bool:
 def _before_sample(runner, logits, meta):
     if meta is None:
         return None  # no drafts in this step
-    rec = worker_recorder(getattr(runner, "vllm_config", None))
+    rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
     if not agreement_due(rec, runner):
         return None
     per_request = meta.num_draft_tokens
@@ -119,9 +119,11 @@ def start_step(runner, scheduler_output, k_attr: str):
     for both; K: the runner's attribute `k_attr`, read on a measured step only). Returns
     the verify phase in flight, or None. Both model runners' `execute_model` (the V2
     runner's: `vllm_mrv2`)."""
-    costs = worker_recorder(getattr(runner, "vllm_config", None)).cost
+    rec = STATE.recorder or worker_recorder(getattr(runner, "vllm_config", None))
+    costs = rec.cost
     speculative = bool(scheduler_output.scheduled_spec_decode_tokens)
-    costs.step_starts(speculative)  # not speculative: no between-steps interval
+    if rec.inflight.last_end is not None:  # a measured CPU step before this one
+        costs.step_starts(speculative)  # not speculative: no between-steps interval
     if not speculative:
         return None
     if not costs.due():
@@ -140,7 +142,7 @@ def _after_execute(ctx, runner, result) -> None:
     anything else (a pipeline stage's intermediate tensors, an empty output) ends the step
     here, unmeasured."""
     rec = STATE.recorder
-    if rec is None or rec.cost.measuring() is None:
+    if rec is None or rec.inflight.cost is None:  # not a measured step
         return
     if result is not None:
         rec.cost.abandon()
@@ -163,13 +165,13 @@ def _after_phase(ctx, runner, result) -> None:
 
 def _before_sample_tokens(runner):
     rec = STATE.recorder
-    return None if rec is None else rec.cost.measuring()
+    return None if rec is None else rec.inflight.cost
 
 
 def _after_sample_tokens(cost, runner, result) -> None:
     """The measured step is over (`step`, and on the CPU when it ended)."""
     rec = STATE.recorder
-    if rec is not None and rec.cost.measuring() is cost:
+    if rec is not None and rec.inflight.cost is cost:
         rec.cost.end(cost)
 
 

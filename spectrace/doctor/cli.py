@@ -12,9 +12,9 @@ import json
 import sys
 
 from ..findings import ERROR, WARNING
-from .check import DoctorReport, judge_checkpoint, read_checkpoint, read_target, \
-    resolve_dtype, resolve_runtime
+from .check import DoctorReport, judge_checkpoint, resolve_dtype, resolve_runtime
 from .errors import UnusableInput
+from .files.checkpoint_files import read_checkpoint, read_target
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         report = judge_checkpoint(ck, tgt, runtime, version, source, dtype)
         result = None
         if args.fix is not None:
-            from .fix import fix_checkpoint
+            from .write_copy import fix_checkpoint
             result = fix_checkpoint(ck, tgt, runtime, version, source, args.fix, dtype=dtype)
     except UnusableInput as e:
         print(f"spectrace doctor: {' '.join(str(e).splitlines())}", file=sys.stderr)
@@ -79,6 +79,10 @@ def format_text(report: DoctorReport) -> str:
              f"  dtype: saved in {report.dtype.get('weights') or '?'}"
              f" (config: {report.dtype.get('config') or 'not stated'}), runs in "
              f"{report.dtype.get('runtime')}: {report.dtype.get('how')}"]
+    if report.draft.get("weights_read_with"):
+        lines.append(f"  weights: {', '.join(report.draft['weight_files'])} (pickled) read with "
+                     f"PyTorch's restricted loader {report.draft['weights_read_with']}: tensors "
+                     f"and plain containers only, nothing in the file run")
     if j.translated:
         lines.append(f"  {report.runtime_label} cannot read this config as it is; the findings "
                      f"after config.unsupported are for the translation --fix writes")
@@ -106,6 +110,9 @@ def format_fix(result) -> str:
     lines = [f"--fix: wrote {result.out_dir} ({len(plan.changes)} change(s), "
              f"{result.bytes_copied} bytes copied unchanged, {result.seconds:.2f} s):"]
     lines += [f"  {c.kind:6} {c.text}  [{c.addresses}]" for c in plan.changes]
+    if result.converted:
+        lines.append("  weights written as safetensors: " + ", ".join(
+            f"{a} -> {b}" for a, b in result.converted.items()))
     check = result.check
     lines.append(f"--fix: the copy checked again for {check.runtime_label}: {summary(check)}")
     lines += [f"{f.severity.upper():7} {f.code}: {f.message}" for f in check.findings]
@@ -123,6 +130,7 @@ def fix_dict(result) -> dict:
             "changes": [c.to_dict() for c in plan.changes], "refusals": plan.refusals,
             "renames": plan.renames, "dropped_keys": plan.drops,
             "d2t_rewritten": plan.d2t_offsets, "bytes_copied": result.bytes_copied,
+            **({"converted": result.converted} if result.converted else {}),
             "seconds": round(result.seconds, 3),
             "check": result.check.to_dict() if result.check else None}
 

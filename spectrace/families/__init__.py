@@ -21,6 +21,3 @@ from . import acceptance, agreement, breakdowns, draft_passes, findings, request
 FAMILIES = (steps, acceptance, breakdowns, requests, agreement, step_cost, draft_passes, findings)
 ALL_METRICS = tuple(m for family in FAMILIES for m in family.METRICS)
 METRICS_BY_NAME = {m.name: m for m in ALL_METRICS}
-# every module-level MetricSpec of the families, by its Python name (what `signals` exports)
-SPECS_BY_ATTRIBUTE = {name: value for family in FAMILIES for name, value in vars(family).items()
-                      if value in ALL_METRICS and name.isupper()}

@@ -14,10 +14,10 @@ from typing import NamedTuple
 
 from opentelemetry.metrics import Observation
 
-from .. import signals
+from .. import names
 from ..rules.context import UNKNOWN
 from ..safety import INTERNAL_ERRORS
-from ..signals import COUNTER, MetricSpec
+from ..names import COUNTER, MetricSpec
 from . import breakdowns, step_cost
 from .breakdowns import BucketCounts
 from .instruments import by_attributes, observe
@@ -34,17 +34,17 @@ SPEC_ACCEPTED_TOKENS = MetricSpec(
     "Draft tokens accepted by the target (bonus token excluded).", counted_once=True)
 SPEC_ACCEPTED_PER_POSITION = MetricSpec(
     "spectrace.spec.accepted_tokens_per_position", COUNTER, "{token}",
-    "Draft tokens accepted at each 0-based draft position.", (signals.ATTR_POSITION,),
+    "Draft tokens accepted at each 0-based draft position.", (names.ATTR_POSITION,),
     counted_once=True)
 SPEC_ACCEPT_LENGTH = MetricSpec(
     "spectrace.spec.accept_length", COUNTER, "{draft}",
     "Accept-length distribution: request-steps whose accept length (accepted + bonus) "
-    "equals the `length` attribute.", (signals.ATTR_LENGTH,), counted_once=True)
+    "equals the `length` attribute.", (names.ATTR_LENGTH,), counted_once=True)
 SPEC_DRAFTS_PER_POSITION = MetricSpec(
     "spectrace.spec.drafts_per_position", COUNTER, "{draft}",
     "Request-steps that proposed a draft token at `position` (the denominator of "
     "per-position acceptance when the number of draft steps changes at run time).",
-    (signals.ATTR_POSITION,), counted_once=True)
+    (names.ATTR_POSITION,), counted_once=True)
 METRICS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS, SPEC_ACCEPTED_PER_POSITION,
            SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION)
 
@@ -312,18 +312,18 @@ class Acceptance:
         def read(fn):
             """A callback that counts what was kept, then reads `fn(totals)`."""
             return lambda: fn(self.folded())
-        position = signals.ATTR_POSITION
+        position = names.ATTR_POSITION
         observe(meter, SPEC_DRAFTS, read(lambda t: [Observation(t.drafts)]), scope)
         observe(meter, SPEC_DRAFT_TOKENS, read(lambda t: [Observation(t.draft_tokens)]), scope)
         observe(meter, SPEC_ACCEPTED_TOKENS, read(lambda t: [Observation(t.accepted)]), scope)
         observe(meter, SPEC_ACCEPTED_PER_POSITION, read(lambda t: [
             Observation(v, {position: p}) for p, v in enumerate(t.per_position)]), scope)
         observe(meter, SPEC_ACCEPT_LENGTH, read(lambda t: by_attributes(
-            t.length_counts, signals.ATTR_LENGTH)), scope)
+            t.length_counts, names.ATTR_LENGTH)), scope)
         observe(meter, SPEC_DRAFTS_PER_POSITION, read(lambda t: [
             Observation(v, {position: p}) for p, v in enumerate(t.offered_per_position)]), scope)
         for b in self.totals.breakdowns:
             observe(meter, b.accept_length, read(lambda t, b=b: by_attributes(
-                t.by[b.name].lengths, b.attribute, signals.ATTR_LENGTH)), scope)
+                t.by[b.name].lengths, b.attribute, names.ATTR_LENGTH)), scope)
             observe(meter, b.accepted_tokens, read(lambda t, b=b: by_attributes(
                 t.by[b.name].accepted, b.attribute)), scope)

@@ -8,8 +8,8 @@ from collections import deque
 
 from opentelemetry.metrics import Observation
 
-from .. import signals
-from ..signals import COUNTER, MetricSpec
+from .. import names
+from ..names import COUNTER, MetricSpec
 from .instruments import observe
 
 SPEC_AGREEMENT_DRAFTS = MetricSpec(
@@ -19,7 +19,7 @@ SPEC_AGREEMENT_DRAFTS = MetricSpec(
 SPEC_AGREEMENT_PER_POSITION = MetricSpec(
     "spectrace.spec.token_agreement_per_position", COUNTER, "{token}",
     "Compared request-steps where the draft token at `position` equals the token the "
-    "target predicted there.", (signals.ATTR_POSITION,), counted_once=True)
+    "target predicted there.", (names.ATTR_POSITION,), counted_once=True)
 METRICS = (SPEC_AGREEMENT_DRAFTS, SPEC_AGREEMENT_PER_POSITION)
 
 
@@ -58,5 +58,5 @@ class Agreement:
         observe(meter, SPEC_AGREEMENT_DRAFTS, lambda: [Observation(self.folded().drafts)],
                 scope)
         observe(meter, SPEC_AGREEMENT_PER_POSITION, lambda: [
-            Observation(v, {signals.ATTR_POSITION: p})
+            Observation(v, {names.ATTR_POSITION: p})
             for p, v in enumerate(self.folded().per_position)], scope)

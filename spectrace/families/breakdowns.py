@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import messages, signals
+from .. import messages, names
 from ..rules import context as ctx
 from ..rules import requests as req
 from ..rules.buckets import GapRule
-from ..signals import COUNTER, MetricSpec
+from ..names import COUNTER, MetricSpec
 from . import step_cost
 
 STEP = "step"
@@ -71,7 +71,7 @@ class Breakdown:
     accepted_tokens: MetricSpec = field(init=False)
 
     def __post_init__(self) -> None:
-        attrs = (self.attribute, signals.ATTR_LENGTH)
+        attrs = (self.attribute, names.ATTR_LENGTH)
         object.__setattr__(self, "accept_length", MetricSpec(
             f"spectrace.spec.accept_length_by_{self.name}", COUNTER, "{draft}",
             self.accept_length_description, attrs, counted_once=True))
@@ -87,7 +87,7 @@ class Breakdown:
 
 
 CONTEXT = Breakdown(
-    "context", signals.ATTR_CONTEXT, "context length (tokens in the request so far)", STEP,
+    "context", names.ATTR_CONTEXT, "context length (tokens in the request so far)", STEP,
     ctx.BUCKETS,
     "each request-step, from the batch's sequence lengths as the runtime holds them on the "
     "CPU (SGLang v2's `seq_lens_cpu`; vLLM: its scheduler's computed tokens of the request "
@@ -96,13 +96,14 @@ CONTEXT = Breakdown(
     "length fell in the `context` bucket (<512, 512-1k, ... >=128k; `unknown` where the "
     "runtime held no lengths on the CPU) and whose accept length equals `length`.",
     reading="a fall in the long buckets is a draft trained on shorter sequences",
-    where="SGLang 0.5.23's v2 worker and vLLM; not older SGLang releases (docs/metrics.md).",
-    reads=SEQ_LENS, rule=ctx.RULE, finding=signals.LONG_CONTEXT,
+    where="SGLang 0.5.23's v2 worker and vLLM; not SGLang's v1 worker or older releases "
+          "(docs/metrics.md).",
+    reads=SEQ_LENS, rule=ctx.RULE, finding=names.LONG_CONTEXT,
     alert="SpectraceLongContextAcceptance",
     judge=ctx.long_context_finding)
 
 BATCH_SIZE = Breakdown(
-    "batch_size", signals.ATTR_BATCH_BUCKET, "batch size (requests verified in the step)",
+    "batch_size", names.ATTR_BATCH_BUCKET, "batch size (requests verified in the step)",
     STEP, step_cost.BUCKETS,
     "each step, the number of requests it verified (SGLang: the batch's accept counts; "
     "vLLM: the requests scheduled with drafts), in the step-cost buckets 1, 2-3, 4-7, ...",
@@ -114,11 +115,11 @@ BATCH_SIZE = Breakdown(
     # a floor of 1000 request-steps a bucket: large batches make them fast, and the drop of
     # 0.3 tokens is then 6 standard errors of a bucket's mean (benchmarks/breakdown_rules.py)
     reads=STEP_SIZE, rule=GapRule(1000, 0.7, 0.3, ordered=True, min_apart=2),
-    finding=signals.LARGE_BATCH, message=messages.LARGE_BATCH,
+    finding=names.LARGE_BATCH, message=messages.LARGE_BATCH,
     alert="SpectraceLargeBatchAcceptance")
 
 SAMPLING = Breakdown(
-    "sampling", signals.ATTR_SAMPLING, "sampling (finished requests)", REQUEST,
+    "sampling", names.ATTR_SAMPLING, "sampling (finished requests)", REQUEST,
     req.SAMPLING_BUCKETS,
     "each finished request's own histogram of verify steps by accepted tokens, by its "
     "temperature (greedy: temperature ~0 or top_k 1)",
@@ -131,7 +132,7 @@ SAMPLING = Breakdown(
     of_request=lambda r: req.sampling_bucket(r.temperature, r.top_k))
 
 REQUEST_LABEL = Breakdown(
-    "request_label", signals.ATTR_REQUEST_LABEL,
+    "request_label", names.ATTR_REQUEST_LABEL,
     "request label (SPECTRACE_REQUEST_LABEL, finished requests)", REQUEST, (),
     "each finished request's own histogram, by the value of the request field "
     "SPECTRACE_REQUEST_LABEL names (at most SPECTRACE_REQUEST_LABEL_CAP values, later "

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from opentelemetry.metrics import Observation
 
-from .. import signals
-from ..signals import COUNTER, GAUGE, MetricSpec
+from .. import names
+from ..names import COUNTER, GAUGE, MetricSpec
 from .instruments import counter, observe
 
 EAGLE3_PASSES = MetricSpec(
@@ -16,11 +16,11 @@ EAGLE3_PASSES = MetricSpec(
     "Draft passes whose incoming hidden states spectrace saw, by pass kind and width "
     "(SGLang: every pass run in Python; vLLM: the target-fed ones, at "
     "combine_hidden_states).",
-    (signals.ATTR_PASS_KIND, signals.ATTR_WIDTH), counted_once=True)
+    (names.ATTR_PASS_KIND, names.ATTR_WIDTH), counted_once=True)
 EAGLE3_EXPECTED_WIDTH = MetricSpec(
     "spectrace.eagle3.expected_width", GAUGE, "1",
     "Widths the draft expects: `fc_in` (fc.in_features), `draft_hidden`, `target_hidden`, "
-    "and `num_aux` layers, in the attribute `kind`.", (signals.ATTR_KIND,))
+    "and `num_aux` layers, in the attribute `kind`.", (names.ATTR_KIND,))
 EAGLE3_FC_BYPASS = MetricSpec(
     "spectrace.eagle3.fc_bypass", COUNTER, "{pass}",
     "Target-fed draft passes whose input width equals the draft hidden size: fc was "
@@ -41,7 +41,7 @@ EAGLE3_DRAFT_CONTEXT = MetricSpec(
     "spectrace.eagle3.draft_context", GAUGE, "1",
     "What the draft's config says about its context, in `kind`: max_position_embeddings, "
     "sliding_window, rope_scaling_factor, original_max_position_embeddings.",
-    (signals.ATTR_KIND,))
+    (names.ATTR_KIND,))
 METRICS = (EAGLE3_PASSES, EAGLE3_EXPECTED_WIDTH, EAGLE3_FC_BYPASS, EAGLE3_WIDTH_MISMATCH,
            EAGLE3_UNUSED_KEYS, EAGLE3_UNLOADED_PARAMS, EAGLE3_DRAFT_CONTEXT)
 
@@ -64,19 +64,19 @@ class DraftPasses:
         self._width_mismatch = counter(meter, EAGLE3_WIDTH_MISMATCH)
         self._unused = counter(meter, EAGLE3_UNUSED_KEYS)
         self._unloaded = counter(meter, EAGLE3_UNLOADED_PARAMS)
-        for code, c in ((signals.FC_BYPASS, self._fc_bypass),
-                        (signals.WIDTH_MISMATCH, self._width_mismatch)):
+        for code, c in ((names.FC_BYPASS, self._fc_bypass),
+                        (names.WIDTH_MISMATCH, self._width_mismatch)):
             c.add(0, scope)  # exists from the start: healthy shows 0, not "No data"
             self.findings.count_also(code, lambda c=c: c.add(1, scope))
         for c in (self._unused, self._unloaded):
             c.add(0)
         observe(meter, EAGLE3_PASSES, lambda: [
-            Observation(v, {signals.ATTR_PASS_KIND: k, signals.ATTR_WIDTH: w})
+            Observation(v, {names.ATTR_PASS_KIND: k, names.ATTR_WIDTH: w})
             for (k, w), v in dict(self.counts).items()], scope)
         observe(meter, EAGLE3_EXPECTED_WIDTH, lambda: [
-            Observation(v, {signals.ATTR_KIND: k}) for k, v in dict(self.expected).items()], scope)
+            Observation(v, {names.ATTR_KIND: k}) for k, v in dict(self.expected).items()], scope)
         observe(meter, EAGLE3_DRAFT_CONTEXT, lambda: [
-            Observation(v, {signals.ATTR_KIND: k}) for k, v in dict(self.context).items()], scope)
+            Observation(v, {names.ATTR_KIND: k}) for k, v in dict(self.context).items()], scope)
 
     def count(self, key: tuple[str, int]) -> None:
         """One pass of (kind, width)."""

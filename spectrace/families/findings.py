@@ -13,10 +13,10 @@ from typing import Any
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import Observation
 
-from .. import signals
+from .. import names
 from ..findings import Finding
 from ..safety import INTERNAL_ERRORS as ERRORS_SEEN
-from ..signals import COUNTER, MetricSpec
+from ..names import COUNTER, MetricSpec
 from .instruments import counter, observe
 
 log = logging.getLogger("spectrace")
@@ -27,15 +27,15 @@ FINDINGS = MetricSpec(
     "spectrace.findings", COUNTER, "{finding}",
     "Findings raised at run time (fc bypass, aux capture, weights, vocabulary map, "
     "synthetic acceptance, non-finite draft values).",
-    (signals.ATTR_CODE, signals.ATTR_SEVERITY))
+    (names.ATTR_CODE, names.ATTR_SEVERITY))
 INTERNAL_ERRORS = MetricSpec(
     "spectrace.internal_errors", COUNTER, "{error}",
     "Exceptions raised inside spectrace hooks (caught; the runtime's call ran normally).",
-    (signals.ATTR_HOOK,))
+    (names.ATTR_HOOK,))
 TELEMETRY_DROPPED = MetricSpec(
     "spectrace.telemetry.dropped", COUNTER, "{item}",
     "Telemetry items dropped because an exporter queue was full or a sink failed.",
-    (signals.ATTR_SIGNAL,))
+    (names.ATTR_SIGNAL,))
 METRICS = (FINDINGS, INTERNAL_ERRORS, TELEMETRY_DROPPED)
 
 
@@ -57,17 +57,17 @@ class Findings:
 
     def register(self, meter, scope: dict) -> None:
         self._counter = counter(meter, FINDINGS)
-        for code, severity in signals.RUNTIME_FINDINGS.items():
-            self._counter.add(0, {signals.ATTR_CODE: code, signals.ATTR_SEVERITY: severity})
+        for code, severity in names.RUNTIME_FINDINGS.items():
+            self._counter.add(0, {names.ATTR_CODE: code, names.ATTR_SEVERITY: severity})
         observe(meter, INTERNAL_ERRORS, lambda: [
-            Observation(v, {signals.ATTR_HOOK: h})
+            Observation(v, {names.ATTR_HOOK: h})
             for h, v in dict(ERRORS_SEEN.counts).items()] or [Observation(0)], scope)
 
     def add(self, f: Finding, span_attributes: dict[str, Any] | None = None,
             warn_once: bool = True) -> None:
         """Count a finding; write it (event file, span) in full for its first occurrences;
         log its message once per process."""
-        self._counter.add(1, {signals.ATTR_CODE: f.code, signals.ATTR_SEVERITY: f.severity})
+        self._counter.add(1, {names.ATTR_CODE: f.code, names.ATTR_SEVERITY: f.severity})
         also = self._also.get(f.code)
         if also is not None:
             also()
@@ -79,16 +79,16 @@ class Findings:
             record = {"time": time.time(), "occurrence": n, **f.to_dict()}
             if self.tel.events is not None:
                 self.tel.events.write(record)
-            attrs = {signals.SPAN_ATTR_FINDING_CODE: f.code,
-                     signals.SPAN_ATTR_FINDING_SEVERITY: f.severity,
-                     signals.SPAN_ATTR_FINDING_MESSAGE: f.message, signals.SPAN_ATTR_ANOMALY: True}
+            attrs = {names.SPAN_ATTR_FINDING_CODE: f.code,
+                     names.SPAN_ATTR_FINDING_SEVERITY: f.severity,
+                     names.SPAN_ATTR_FINDING_MESSAGE: f.message, names.SPAN_ATTR_ANOMALY: True}
             attrs.update(span_attributes or {})
             # An anomaly is always recorded, whether or not its step was sampled.
             current = otel_trace.get_current_span()
             if current.is_recording():
-                current.set_attribute(signals.SPAN_ATTR_ANOMALY, True)
+                current.set_attribute(names.SPAN_ATTR_ANOMALY, True)
                 current.add_event(f.code, attrs)
-            with self.tel.tracer.start_as_current_span(signals.SPAN_FINDING, attributes=attrs) as s:
+            with self.tel.tracer.start_as_current_span(names.SPAN_FINDING, attributes=attrs) as s:
                 s.add_event(f.code, attrs)
         if first and warn_once:
             level = logging.WARNING if f.severity != "info" else logging.INFO

@@ -7,11 +7,11 @@ from typing import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from .. import signals
+from .. import names
 from ..safety import INTERNAL_ERRORS
 
 
-def observe(meter, spec: signals.MetricSpec, read: Callable[[], Iterable[Observation]],
+def observe(meter, spec: names.MetricSpec, read: Callable[[], Iterable[Observation]],
             scope: dict | None) -> None:
     """Register `spec` as an observable counter or gauge whose callback is `read()`. A
     `counted_once` metric's points also carry `scope` (whether this process counts its
@@ -27,17 +27,17 @@ def observe(meter, spec: signals.MetricSpec, read: Callable[[], Iterable[Observa
         except Exception as exc:  # noqa: BLE001 - a metric is never worth an exception
             INTERNAL_ERRORS.record(f"observe:{spec.name}", exc)
             return []
-    make = (meter.create_observable_counter if spec.kind == signals.COUNTER
+    make = (meter.create_observable_counter if spec.kind == names.COUNTER
             else meter.create_observable_gauge)
     make(spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
 
 
-def counter(meter, spec: signals.MetricSpec):
+def counter(meter, spec: names.MetricSpec):
     """A synchronous counter (for events a family counts as they happen)."""
     return meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
 
 
-def histogram(meter, spec: signals.MetricSpec):
+def histogram(meter, spec: names.MetricSpec):
     """A synchronous histogram with the spec's bucket edges, recorded in the collecting
     thread (a family's fold), never in the decode loop."""
     return meter.create_histogram(spec.name, unit=spec.unit, description=spec.description,

@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 from opentelemetry.metrics import Observation
 
-from .. import signals
+from .. import names
 from ..rules.outliers import RATE_BOUNDS, rate_of
 from ..rules.requests import LabelCap, label_text, request_bucket, sampling_bucket
 from ..safety import DROPPED, INTERNAL_ERRORS
-from ..signals import COUNTER, MetricSpec
+from ..names import COUNTER, MetricSpec
 from . import breakdowns
 from .breakdowns import BucketCounts
 from .instruments import by_attributes, histogram, observe
@@ -33,14 +33,14 @@ SPEC_REQUESTS = MetricSpec(
     "included) in quarter-token buckets (`mean_accept_length`: 1.00-1.25 ... >=5.00); with "
     "`SPECTRACE_REQUEST_LABEL` set, also by that request field's value (`request_label`, "
     "at most `SPECTRACE_REQUEST_LABEL_CAP` values, later ones `other`).",
-    (signals.ATTR_REQUEST_LENGTH, signals.ATTR_REQUEST_LABEL), counted_once=True)
+    (names.ATTR_REQUEST_LENGTH, names.ATTR_REQUEST_LABEL), counted_once=True)
 SPEC_REQUEST_LABEL_OVERFLOW = MetricSpec(
     "spectrace.spec.request_label_overflow", COUNTER, "{request}",
     "Finished requests whose `request_label` value came after `SPECTRACE_REQUEST_LABEL_CAP` "
     "distinct values and was counted as `other` (0 from the start while a label is set; "
-    "`request_label_key`: the field).", (signals.ATTR_REQUEST_LABEL_KEY,), counted_once=True)
+    "`request_label_key`: the field).", (names.ATTR_REQUEST_LABEL_KEY,), counted_once=True)
 SPEC_REQUEST_ACCEPTANCE = MetricSpec(
-    "spectrace.spec.request_acceptance", signals.HISTOGRAM, "1",
+    "spectrace.spec.request_acceptance", names.HISTOGRAM, "1",
     "Finished requests by their own acceptance rate: accepted draft tokens over the draft "
     "tokens they could accept (K per verify step; vLLM's own count with "
     "--per-request-spec-decode-metrics), in fixed buckets up to 0.96 and 0.99 (the tails "
@@ -158,17 +158,17 @@ class Requests:
             while pending:
                 t, r = pending.popleft()
                 attrs = {
-                    signals.SPAN_ATTR_REQUEST_ID: str(r.request_id),
-                    signals.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
-                    signals.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
-                    signals.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
-                    signals.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)}
+                    names.SPAN_ATTR_REQUEST_ID: str(r.request_id),
+                    names.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
+                    names.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
+                    names.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
+                    names.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)}
                 drafts = draft_tokens_of(r, self.totals.positions())
                 if drafts:
-                    attrs[signals.SPAN_ATTR_REQUEST_DRAFT_TOKENS] = drafts
+                    attrs[names.SPAN_ATTR_REQUEST_DRAFT_TOKENS] = drafts
                 if label:
-                    attrs[signals.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
-                self.tracer.start_span(signals.SPAN_REQUEST, attributes=attrs,
+                    attrs[names.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
+                self.tracer.start_span(names.SPAN_REQUEST, attributes=attrs,
                                        start_time=t).end(end_time=t)
 
     def folded(self) -> RequestTotals:
@@ -189,14 +189,14 @@ class Requests:
         self._rates = (histogram(meter, SPEC_REQUEST_ACCEPTANCE).record, dict(scope))
         observe(meter, SPEC_REQUESTS, self._observe_requests, scope)
         if self.cfg.request_label:
-            key = {signals.ATTR_REQUEST_LABEL_KEY: self.cfg.request_label}
+            key = {names.ATTR_REQUEST_LABEL_KEY: self.cfg.request_label}
             observe(meter, SPEC_REQUEST_LABEL_OVERFLOW,
                     lambda: [Observation(self.folded().labels.overflow, key)], scope)
         else:
             observe(meter, SPEC_REQUEST_LABEL_OVERFLOW, lambda: [], scope)
         for b in self.totals.breakdowns:
             observe(meter, b.accept_length, lambda b=b: by_attributes(
-                self.folded().by[b.name].lengths, b.attribute, signals.ATTR_LENGTH), scope)
+                self.folded().by[b.name].lengths, b.attribute, names.ATTR_LENGTH), scope)
             observe(meter, b.accepted_tokens, lambda b=b: by_attributes(
                 self.folded().by[b.name].accepted, b.attribute), scope)
 
@@ -204,8 +204,8 @@ class Requests:
         out = []
         for (b, label), v in sorted(self.folded().by_mean_length.items(),
                                     key=lambda kv: (kv[0][0], kv[0][1] or "")):
-            attrs = {signals.ATTR_REQUEST_LENGTH: b}
+            attrs = {names.ATTR_REQUEST_LENGTH: b}
             if label is not None:
-                attrs[signals.ATTR_REQUEST_LABEL] = label
+                attrs[names.ATTR_REQUEST_LABEL] = label
             out.append(Observation(v, attrs))
         return out

@@ -1,4 +1,4 @@
-"""What a speculative step costs, per phase (`signals.PHASES`), batch-size bucket and number
+"""What a speculative step costs, per phase (`names.PHASES`), batch-size bucket and number
 of draft steps K, measured without ever making the host wait for the device.
 
 One clock measures every phase, picked once per worker from where its batch lives:
@@ -23,8 +23,8 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from .. import signals
-from ..signals import COUNTER, MetricSpec
+from .. import names
+from ..names import COUNTER, MetricSpec
 
 MAX_BUCKET = 11  # 1, 2-3, 4-7, ..., 1024-2047, then "2048+"
 MAX_K = 16       # draft steps beyond this are kept under K = MAX_K
@@ -39,8 +39,8 @@ def bucket_label(i: int) -> str:
 
 BUCKETS = tuple(bucket_label(i) for i in range(MAX_BUCKET + 1))
 BUCKET_INDEX = {label: i for i, label in enumerate(BUCKETS)}
-PHASE_INDEX = {p: i for i, p in enumerate(signals.PHASES)}
-STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN = range(len(signals.PHASES))
+PHASE_INDEX = {p: i for i, p in enumerate(names.PHASES)}
+STEP, DRAFT, VERIFY, DRAFT_EXTEND, BETWEEN = range(len(names.PHASES))
 
 
 def bucket_of(batch_size: int) -> int:
@@ -55,7 +55,7 @@ def slot(phase: int, bucket: int, k: int) -> int:
     return (phase * (MAX_BUCKET + 1) + bucket) * (MAX_K + 1) + min(max(k, 0), MAX_K)
 
 
-SLOTS = len(signals.PHASES) * (MAX_BUCKET + 1) * (MAX_K + 1)
+SLOTS = len(names.PHASES) * (MAX_BUCKET + 1) * (MAX_K + 1)
 PHASE_STRIDE = (MAX_BUCKET + 1) * (MAX_K + 1)  # slot(p, b, k) = slot(0, b, k) + p * this
 
 
@@ -85,7 +85,7 @@ class PhaseTotals:
             if n:
                 phase, rest = divmod(i, nb * nk)
                 b, k = divmod(rest, nk)
-                yield (PhaseKey(signals.PHASES[phase], BUCKETS[b], k), self.seconds[i],
+                yield (PhaseKey(names.PHASES[phase], BUCKETS[b], k), self.seconds[i],
                        self.squares[i], n)
 
 
@@ -233,15 +233,15 @@ SPEC_PHASE_TIME = MetricSpec(
     "Measured time of sampled speculative steps, by `phase` (step, draft, verify, "
     "draft_extend, between_steps), batch-size bucket and draft steps K: wall time on the "
     "CPU, CUDA events on a GPU (read once complete, never waited on).",
-    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+    (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS), counted_once=True)
 SPEC_PHASE_TIME_SQUARES = MetricSpec(
     "spectrace.spec.phase_time_squares", COUNTER, "{s2}",
     "Sum of squared phase times (seconds squared), for the spread of each mean.",
-    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+    (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS), counted_once=True)
 SPEC_PHASE_SAMPLES = MetricSpec(
     "spectrace.spec.phase_samples", COUNTER, "{sample}",
     "Phases measured (the denominator of spectrace.spec.phase_time).",
-    (signals.ATTR_PHASE, signals.ATTR_BATCH_BUCKET, signals.ATTR_NUM_STEPS), counted_once=True)
+    (names.ATTR_PHASE, names.ATTR_BATCH_BUCKET, names.ATTR_NUM_STEPS), counted_once=True)
 METRICS = (SPEC_PHASE_TIME, SPEC_PHASE_TIME_SQUARES, SPEC_PHASE_SAMPLES)
 
 
@@ -380,7 +380,7 @@ class StepCosts:
         if field not in getattr(reads, "unread", ()):
             reads.items, reads.unread = self.rows(), {1, 2, 3}
         reads.unread.discard(field)
-        return [Observation(item[field], {signals.ATTR_PHASE: key.phase,
-                                          signals.ATTR_BATCH_BUCKET: key.bucket,
-                                          signals.ATTR_NUM_STEPS: key.num_steps})
+        return [Observation(item[field], {names.ATTR_PHASE: key.phase,
+                                          names.ATTR_BATCH_BUCKET: key.bucket,
+                                          names.ATTR_NUM_STEPS: key.num_steps})
                 for item in reads.items for key in (item[0],)]

@@ -21,18 +21,18 @@ from typing import NamedTuple
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 
-from .. import signals
-from ..signals import COUNTER, GAUGE, MetricSpec
+from .. import names
+from ..names import COUNTER, GAUGE, MetricSpec
 from .instruments import by_attributes, observe
 
 SPEC_STEPS = MetricSpec(
     "spectrace.spec.steps", COUNTER, "{step}",
     "Speculative decode steps (draft + verify rounds) seen by SGLang's eagle worker or "
-    "vLLM's EngineCore.", (signals.ATTR_WORKER,), counted_once=True)
+    "vLLM's EngineCore.", (names.ATTR_WORKER,), counted_once=True)
 SPEC_TOPK = MetricSpec(
     "spectrace.spec.topk", GAUGE, "1",
     "The draft's top-k per speculative step (1: chain drafting), by worker.",
-    (signals.ATTR_WORKER,))
+    (names.ATTR_WORKER,))
 METRICS = (SPEC_STEPS, SPEC_TOPK)
 
 
@@ -99,8 +99,8 @@ class Steps:
         self._rand = random.random
 
     def register(self, meter, scope: dict) -> None:
-        observe(meter, SPEC_STEPS, lambda: by_attributes(self.counts, signals.ATTR_WORKER), scope)
-        observe(meter, SPEC_TOPK, lambda: by_attributes(self.topk, signals.ATTR_WORKER), scope)
+        observe(meter, SPEC_STEPS, lambda: by_attributes(self.counts, names.ATTR_WORKER), scope)
+        observe(meter, SPEC_TOPK, lambda: by_attributes(self.topk, names.ATTR_WORKER), scope)
 
     # -- hot path -----------------------------------------------------------------------
     def begin(self, worker: str) -> bool:
@@ -125,7 +125,7 @@ class Steps:
     def start_span(self, attrs: dict, start_time: int | None = None) -> StepSpan:
         """Start a step span (at `start_time`, ns since the epoch, when the step began before
         the hook ran) and make it current; returns the context for `end_span`."""
-        span = self.tracer.start_span(signals.SPAN_STEP, attributes=attrs, start_time=start_time)
+        span = self.tracer.start_span(names.SPAN_STEP, attributes=attrs, start_time=start_time)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         self.inflight.span = span
         return StepSpan(span, token)
@@ -147,13 +147,13 @@ class Steps:
         """Under a sampled step whose draft phases are not wrapped (SGLang v2, where they are
         told apart by verify's boundaries): the draft span, from the step's start to now,
         and the verify span, started now and returned."""
-        self.tracer.start_span(signals.SPAN_DRAFT, start_time=getattr(
+        self.tracer.start_span(names.SPAN_DRAFT, start_time=getattr(
             self.inflight.span, "start_time", None)).end()
-        return self.tracer.start_span(signals.SPAN_VERIFY)
+        return self.tracer.start_span(names.SPAN_VERIFY)
 
     def verify_ends(self, span) -> None:
         """The verify span ends; the draft-extend span starts (`end_span` ends it)."""
         span.end()
         if self.inflight.span is not None:
-            self.inflight.tail = self.tracer.start_span(signals.SPAN_DRAFT_EXTEND)
+            self.inflight.tail = self.tracer.start_span(names.SPAN_DRAFT_EXTEND)
 

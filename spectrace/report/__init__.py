@@ -4,7 +4,7 @@
 together; `to_json()` is `--json`), `text` renders them, worded by `format`; `reader`
 streams the files without trusting them.
 """
-from .findings import read_findings
+from .findings_file import read_findings
 from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
 from .summary import ReportError, build_report, summarize_process
 from .text import render_text

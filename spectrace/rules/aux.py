@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .. import messages, signals
+from .. import messages, names
 from ..findings import ERROR, WARNING, Finding
 from ..runtimes import SGLANG, Runtime
 
@@ -154,7 +154,7 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
             cause = messages.CAUSE_NOT_EAGLE3.render(algorithm=algorithm)
         else:
             cause = messages.CAUSE_FLAG_OFF.render()
-        return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR, messages.CAPTURE_OFF_IN_TARGET.render(
+        return [Finding(names.AUX_CAPTURE_DISABLED, ERROR, messages.CAPTURE_OFF_IN_TARGET.render(
             family=state.family, expected_layers=expected_layers, fc_in=fc_in,
             runtime=state.runtime.label, cause=cause), details)]
     findings: list[Finding] = []
@@ -166,14 +166,14 @@ def audit_aux_capture(state: CaptureState, draft_ids: Sequence[int] | None, fc_i
         message = messages.TARGET_CAPTURE_COUNT.render(
             family=state.family, captured=captured, why=why, expected_layers=expected_layers,
             fc_in=fc_in, target_hidden=target_hidden, num_layers=state.num_layers)
-        findings.append(Finding(signals.AUX_COUNT_MISMATCH, ERROR, message,
+        findings.append(Finding(names.AUX_COUNT_MISMATCH, ERROR, message,
                                 {**details, "captured_layers": captured}))
     if state.rule is not None and state.stored is not None:
         expected = sorted(set(stored_ids(state.rule, draft_ids, state.num_layers)))
         if stored != expected:
             asked = (messages.ASKED_IDS.format(ids=draft_ids) if draft_ids is not None else
                      messages.ASKED_DEFAULT.format(defaults=default_ids(state.num_layers)))
-            findings.append(Finding(signals.AUX_ID_MISMATCH, WARNING, messages.TARGET_IDS.render(
+            findings.append(Finding(names.AUX_ID_MISMATCH, WARNING, messages.TARGET_IDS.render(
                 asked=asked, family=state.family, capture_attr=state.runtime.capture_attr,
                 expected=expected, rule=state.rule.replace("_", " "), stored=stored,
                 capture_method=state.runtime.capture_method),
@@ -230,7 +230,7 @@ def audit_block_draft_capture(state: CaptureState, trained: TrainedIds, fc_in: i
     if not state.on:
         consequence = (messages.BLOCK_DRAFT_SILENT if expected_layers == 1
                        else messages.BLOCK_DRAFT_LOUD)
-        return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR,
+        return [Finding(names.AUX_CAPTURE_DISABLED, ERROR,
                         messages.BLOCK_DRAFT_CAPTURE_OFF.render(
                             family=state.family, algorithm=algorithm,
                             expected_layers=expected_layers, fc_in=fc_in,
@@ -242,7 +242,7 @@ def audit_block_draft_capture(state: CaptureState, trained: TrainedIds, fc_in: i
     stored = sorted(set(state.stored))
     if stored == expected:
         return []
-    return [Finding(signals.AUX_ID_MISMATCH, WARNING, messages.TARGET_IDS.render(
+    return [Finding(names.AUX_ID_MISMATCH, WARNING, messages.TARGET_IDS.render(
         asked=trained.asked, family=state.family, capture_attr="layers_to_capture",
         expected=expected, rule=state.rule.replace("_", " "), stored=stored,
         capture_method=capture_method), {**details, "expected_layers_to_capture": expected})]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .. import messages, signals
+from .. import messages, names
 from ..findings import WARNING, Finding
 from . import buckets
 from .buckets import BucketFigures, GapRule
@@ -100,6 +100,6 @@ def long_context_finding(buckets: tuple[BucketFigures, ...],
                  short_drafts=int(short.drafts), long_drafts=int(long_.drafts),
                  trained=messages.TRAINED_KNOWN.format(settings=trained_text)
                  if trained_text else messages.TRAINED_UNKNOWN)
-    return Finding(signals.LONG_CONTEXT, WARNING, messages.LONG_CONTEXT.render(**facts),
+    return Finding(names.LONG_CONTEXT, WARNING, messages.LONG_CONTEXT.render(**facts),
                    {**{k: v for k, v in facts.items() if k != "trained"}, **lengths,
                     "trained_context": trained, "floor": FLOOR})

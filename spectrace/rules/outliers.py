@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .. import messages, signals
+from .. import messages, names
 from ..findings import WARNING, Finding
 
 # the per-request acceptance histogram's buckets (upper edges; the last bucket is (0.99, 1])
@@ -137,8 +137,8 @@ def findings(out: Outliers | None) -> list[Finding]:
     if out is None:
         return []
     found = []
-    for code, message, named in ((signals.REQUEST_LOW, messages.REQUEST_LOW, out.low),
-                                 (signals.REQUEST_IMPLAUSIBLE, messages.REQUEST_IMPLAUSIBLE,
+    for code, message, named in ((names.REQUEST_LOW, messages.REQUEST_LOW, out.low),
+                                 (names.REQUEST_IMPLAUSIBLE, messages.REQUEST_IMPLAUSIBLE,
                                   out.high)):
         if not named:
             continue

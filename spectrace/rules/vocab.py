@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
-from .. import messages, signals
+from .. import messages, names
 from ..findings import ERROR, Finding
 from ..runtimes import SGLANG, Runtime
 
@@ -78,7 +78,7 @@ def check_vocab_map(d2t_offsets: Sequence[int] | Any | None, draft_vocab_size: i
 
 
 def _missing(draft_vocab: int, target_vocab: int, runtime: str) -> Finding:
-    return Finding(signals.VOCAB_D2T_MISSING, ERROR, messages.D2T_MISSING.render(
+    return Finding(names.VOCAB_D2T_MISSING, ERROR, messages.D2T_MISSING.render(
         draft_vocab=draft_vocab, target_vocab=target_vocab, runtime=runtime),
         {"draft_vocab_size": draft_vocab, "target_vocab_size": target_vocab})
 
@@ -118,7 +118,7 @@ def _absolute(d2t: list[int], target_vocab: int, runtime: str,
     out = sum(1 for i, d in enumerate(d2t) if not 0 <= i + d < target_vocab)
     is_arange = d2t == list(range(len(d2t)))
     what, proposes = messages.D2T_ABSOLUTE_ARANGE if is_arange else messages.D2T_ABSOLUTE_IDS
-    return Finding(signals.VOCAB_D2T_ABSOLUTE, ERROR, messages.D2T_ABSOLUTE.render(
+    return Finding(names.VOCAB_D2T_ABSOLUTE, ERROR, messages.D2T_ABSOLUTE.render(
         what=what, first=d2t[:3], confirmed=messages.D2T_ABSOLUTE_CONFIRMED if confirmed else "",
         runtime=runtime, proposes=proposes,
         outside=messages.D2T_ABSOLUTE_OUTSIDE.format(count=out) if out else "", length=len(d2t)),
@@ -130,7 +130,7 @@ def _absolute(d2t: list[int], target_vocab: int, runtime: str,
 def _out_of_range(d2t: list[int], hot: list[int], bad: list[int], target_vocab: int,
                   runtime: str) -> Finding:
     ex = [{"draft_id": i, "d2t": d2t[i], "target_id": hot[i]} for i in bad[:MAX_EXAMPLES]]
-    return Finding(signals.VOCAB_D2T_OUT_OF_RANGE, ERROR, messages.D2T_OUT_OF_RANGE.render(
+    return Finding(names.VOCAB_D2T_OUT_OF_RANGE, ERROR, messages.D2T_OUT_OF_RANGE.render(
         count=len(bad), target_vocab=target_vocab, draft_id=bad[0], target_id=hot[bad[0]],
         runtime=runtime),
         {"count": len(bad), "examples": ex, "target_vocab_size": target_vocab})
@@ -139,7 +139,7 @@ def _out_of_range(d2t: list[int], hot: list[int], bad: list[int], target_vocab: 
 def _duplicates(hot: list[int], dup_ids: list[int], counts: Counter) -> Finding:
     first = dup_ids[0]
     sources = [i for i, h in enumerate(hot) if h == first][:MAX_EXAMPLES]
-    return Finding(signals.VOCAB_D2T_DUPLICATES, ERROR, messages.D2T_DUPLICATES.render(
+    return Finding(names.VOCAB_D2T_DUPLICATES, ERROR, messages.D2T_DUPLICATES.render(
         count=len(dup_ids), sources=sources, target_id=first),
         {"count": len(dup_ids),
          "examples": [{"target_id": h, "times": counts[h]} for h in dup_ids[:MAX_EXAMPLES]]})

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
-from .. import messages, signals
+from .. import messages, names
 from ..findings import ERROR, WARNING, Finding
 
 MAX_NAMES = 50
@@ -72,12 +72,16 @@ def is_network_weight(key: str) -> bool:
 
 def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
                         hint: str | None = None, seen: int | None = None,
-                        details: dict | None = None, drop: str = "silent") -> Finding:
+                        details: dict | None = None, drop: str = "silent",
+                        cause: str | None = None) -> Finding:
     """`subject` says who drops them and when, e.g. "SGLang 0.5.23's load_weights dropped"
     (observed) or "SGLang 0.5.23 would drop" (predicted); `drop` is how that loader treats
-    unknown keys (a key of `messages.UNKNOWN_KEY_WORDS`)."""
+    unknown keys (a key of `messages.UNKNOWN_KEY_WORDS`); `cause`: a known cause and its
+    consequence (`tied_head_cause`), which comes with its own fix."""
     network = [k for k in unused if is_network_weight(k)]
-    if drop == "raises":
+    if cause is not None:
+        consequence, hint = cause, messages.UNUSED_TIED_FIX
+    elif drop == "raises":
         consequence = messages.UNUSED_RAISES
     elif missing_any:
         consequence = messages.UNUSED_LEAVE_EMPTY
@@ -90,9 +94,18 @@ def unused_keys_finding(unused: list[str], subject: str, missing_any: bool,
         subject=subject, count=len(unused), of=f" of {seen}" if seen is not None else "",
         dropped=messages.UNKNOWN_KEY_WORDS[drop], names=_names(unused), consequence=consequence,
         advice=hint or messages.UNUSED_ADVICE)
-    return Finding(signals.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, message,
+    return Finding(names.WEIGHTS_UNUSED_KEYS, ERROR if error else WARNING, message,
                    {"count": len(unused), "keys": sorted(unused)[:MAX_NAMES],
                     "network_keys": sorted(network)[:MAX_NAMES], **(details or {})})
+
+
+def tied_head_cause(tied: bool, unused: Iterable[str], subject: str) -> str | None:
+    """What dropping a trained `lm_head` means when the config ties it to the embedding
+    (`tie_word_embeddings: true`, which SGLang's draft classes honour); None when that is not
+    the cause. `unused_keys_finding(..., cause=...)` says it with its fix."""
+    if tied and any(k.endswith("lm_head.weight") for k in unused):
+        return messages.UNUSED_TIED.format(loader=subject)
+    return None
 
 
 def is_norm_param(name: str) -> bool:
@@ -115,7 +128,7 @@ def missing_params_finding(missing: list[str], subject: str, expected_keys: list
     else:
         message = messages.MISSING_PARAMS if expected_keys else messages.MISSING_PARAMS_UNNAMED
         extra = {}
-    return Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, message.render(
+    return Finding(names.WEIGHTS_MISSING_PARAMS, ERROR, message.render(
         count=len(missing), subject=subject, names=_names(missing), expected=expected,
         **extra),
         {"count": len(missing), "params": missing[:MAX_NAMES],

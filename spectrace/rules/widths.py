@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import messages, signals
+from .. import messages, names
 from ..findings import ERROR, Finding
 from ..runtimes import SGLANG, Runtime
 
@@ -21,8 +21,8 @@ DRAFT_DECODE_MODES = frozenset({"DECODE", "IDLE"})
 def pass_kind(forward_mode_name: str) -> str:
     """`target_fed` for extend-like modes (EXTEND, MIXED, DRAFT_EXTEND, DRAFT_EXTEND_V2, ...),
     `draft_decode` for the draft's own steps."""
-    return (signals.PASS_DRAFT_DECODE if forward_mode_name in DRAFT_DECODE_MODES
-            else signals.PASS_TARGET_FED)
+    return (names.PASS_DRAFT_DECODE if forward_mode_name in DRAFT_DECODE_MODES
+            else names.PASS_TARGET_FED)
 
 
 @dataclass(frozen=True)
@@ -40,20 +40,20 @@ class ExpectedWidths:
 def expected_width(kind: str, exp: ExpectedWidths) -> int:
     """The width a pass of this kind should see: fc's input on target-fed passes, the
     draft's own hidden size on its decode passes (fc skipped by design)."""
-    return exp.fc_in if kind == signals.PASS_TARGET_FED else exp.draft_hidden
+    return exp.fc_in if kind == names.PASS_TARGET_FED else exp.draft_hidden
 
 
 def check_width(kind: str, width: int, exp: ExpectedWidths,
                 runtime: Runtime = SGLANG) -> Finding | None:
     """The finding for one draft pass, or None when the width is what the draft expects."""
-    if kind != signals.PASS_TARGET_FED or width == exp.fc_in:
+    if kind != names.PASS_TARGET_FED or width == exp.fc_in:
         return None
     details = {"width": width, "pass_kind": kind, **exp.as_dict()}
     if width == exp.draft_hidden:
-        return Finding(signals.FC_BYPASS, ERROR, messages.FC_BYPASS.render(
+        return Finding(names.FC_BYPASS, ERROR, messages.FC_BYPASS.render(
             width=width, runtime=runtime.label, num_aux=exp.num_aux, fc_in=exp.fc_in,
             capture_method=runtime.capture_method), details)
     layers = width / exp.target_hidden if exp.target_hidden else float("nan")
-    return Finding(signals.WIDTH_MISMATCH, ERROR, messages.WIDTH_MISMATCH.render(
+    return Finding(names.WIDTH_MISMATCH, ERROR, messages.WIDTH_MISMATCH.render(
         width=width, layers=layers, fc_in=exp.fc_in, num_aux=exp.num_aux,
         target_hidden=exp.target_hidden), details)

@@ -37,6 +37,7 @@ from harness import tiny_mla  # noqa: E402 (after without_amx)
 from harness import vllm_families as vf  # noqa: E402 (after without_amx)
 from spectrace.adapters import vllm_target  # noqa: E402 (after without_amx)
 from spectrace.process import STATE  # noqa: E402 (after without_amx)
+from spectrace import objstate  # noqa: E402 (after without_amx)
 
 WORK = sys.argv[1]
 ONLY = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
@@ -201,7 +202,7 @@ def run_case(name, method, target_cfg, draft_cfg, before, drive) -> dict:
         if before is not None:
             before(runner)
         runner.load_model()  # spectrace's wrapper: the audit runs when it returns
-        st = runner.__dict__.get("_spectrace_runner")
+        st = objstate.peek(runner)  # the runner's state, once spectrace has seen it
         r["audited"] = bool(st and st.audited)
         t, d = runner.get_model(), runner.drafter.model
         r["target_class"] = f"{type(t).__module__}.{type(t).__name__}"

@@ -16,11 +16,11 @@ from array import array
 
 from typing import TYPE_CHECKING
 
-from ..detectors.dtypes import FLOAT16_MAX, Overflow
-from .errors import UnusableInput
+from ..judge.dtypes import FLOAT16_MAX, Overflow
+from ..errors import UnusableInput
 
 if TYPE_CHECKING:
-    from .check import Checkpoint
+    from .checkpoint_files import Checkpoint
 
 CHUNK = 8 << 20
 # safetensors dtype -> (bytes per value, array typecode of the decoded value)
@@ -32,6 +32,8 @@ _SCREEN = bytes(1 if (b & 0x7F) >= 0x47 else 0 for b in range(256))
 def float16_overflows(ck: "Checkpoint") -> list[Overflow]:
     """Every tensor stored in BF16, F32 or F64 with values beyond float16's range (F16 and
     8-bit floats cannot exceed it), in checkpoint order."""
+    if ck.tensors:
+        return _scan_tensors(ck.tensors)
     out = []
     for key, (header, info) in ck.where.items():
         width = SCANNED.get(info.dtype)
@@ -84,3 +86,24 @@ def _exact(chunk: bytes, dtype: str) -> tuple[int, float]:
             count += 1
             largest = max(largest, math.inf if math.isnan(v) else a)
     return count, largest
+
+
+def _scan_tensors(tensors: dict) -> list[Overflow]:
+    """The same scan over tensors read from pickled weights (`pickled`), in bounded chunks
+    of each (mapped) tensor."""
+    import torch
+    out = []
+    for key, (_, t) in tensors.items():
+        if t.dtype not in (torch.bfloat16, torch.float32, torch.float64) or not t.numel():
+            continue
+        count, largest = 0, 0.0
+        for part in t.reshape(-1).split(CHUNK // t.element_size()):
+            bad = part.isnan() | (part.abs() > FLOAT16_MAX)
+            n = int(bad.sum())
+            if n:
+                count += n
+                largest = max(largest, math.inf if bool(part.isnan().any()) else
+                              float(part[bad].abs().max()))
+        if count:
+            out.append(Overflow(key, count, largest))
+    return out

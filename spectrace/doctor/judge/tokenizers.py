@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import ERROR, INFO, WARNING, Finding
+from ... import messages, signals
+from ...findings import ERROR, INFO, WARNING, Finding
 
 SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
 SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")

@@ -2,7 +2,7 @@
 the layout the chosen runtime reads, then check the copy.
 
 Never in place: OUT_DIR must not be the draft directory or inside it, and must be empty
-(or absent). The plan (`detectors.fix_plan.plan_fix`) comes from the same tables the
+(or absent). The plan (`doctor.judge.fix_plan.plan_fix`) comes from the same tables the
 doctor judges with, so the copy changes exactly what the doctor reports; what it cannot
 fix safely (wrong fc width, weights that do not exist, a setting the runtime lacks) is a
 refusal and nothing is written.
@@ -11,7 +11,9 @@ Tensors are streamed: each safetensors file gets a new header (renamed keys, new
 offsets, keys left out), then every tensor's bytes are copied in fixed-size chunks, so
 memory does not grow with the checkpoint; unchanged tensors are copied byte for byte and
 only `d2t` is ever rewritten (absolute ids -> offsets, same dtype and shape). Other files
-of the directory (tokenizer, generation config) are copied as they are; pickled weights
+of the directory (tokenizer, generation config) are copied as they are. Pickled weights
+(`pytorch_model*.bin`, read with PyTorch's restricted loader, `pickled`) are written as
+safetensors (`pytorch_model.bin` -> `model.safetensors`, their index too); other pickles
 are left out. A progress bar (`rich` if installed, else one updating stderr line) shows
 when the copy takes longer than a second and stderr is a terminal.
 """
@@ -25,13 +27,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from ..detectors.dtypes import AUTO
-from ..detectors.fix_plan import plan_fix
-from ..detectors.translation import Plan
-from .check import PICKLE_SUFFIXES, Checkpoint, DoctorReport, judge_checkpoint, read_checkpoint
+from .check import DoctorReport, judge_checkpoint
 from .errors import UnusableInput
-from .safetensors_header import INT_FORMATS, SafetensorsHeader
+from .files import pickled
+from .files.checkpoint_files import PICKLE_SUFFIXES, Checkpoint, read_checkpoint
+from .files.safetensors_header import INT_FORMATS
+from .judge.dtypes import AUTO
+from .judge.fix_plan import plan_fix
+from .judge.translation import Plan
 
 CHUNK = 8 << 20  # bytes per read/write while copying tensor data
 ALIGN = 8        # safetensors pads the header so the data starts 8-byte aligned
@@ -45,6 +50,7 @@ class FixResult:
     check: DoctorReport | None = None   # the doctor's report on the written copy
     bytes_copied: int = 0
     seconds: float = 0.0
+    converted: dict[str, str] | None = None  # pickled file -> the safetensors file written
 
     @property
     def exit_status(self) -> int:
@@ -81,8 +87,7 @@ def fix_checkpoint(ck: Checkpoint, tgt, runtime: str, version: str, source: str,
         return FixResult(plan, False, out)
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    total = sum(info.end - info.begin for k, (_, info) in ck.where.items()
-                if k not in plan.drops)
+    total = sum(p.size for k, p in _pieces(ck)[1].items() if k not in plan.drops)
     bar = CopyProgress(total, enabled=progress)
     try:
         copied = _write(ck, plan, out, bar)
@@ -90,49 +95,83 @@ def fix_checkpoint(ck: Checkpoint, tgt, runtime: str, version: str, source: str,
         bar.close()
     seconds = time.perf_counter() - t0
     check = judge_checkpoint(read_checkpoint(out), tgt, runtime, version, source, dtype)
-    return FixResult(plan, True, out, check, copied, seconds)
+    converted = {os.path.basename(f): pickled.safetensors_name(os.path.basename(f))
+                 for f in ck.files} if ck.tensors else None
+    return FixResult(plan, True, out, check, copied, seconds, converted)
+
+
+class Piece(NamedTuple):
+    """One tensor of the copy: its header entry and where its bytes come from (a byte range
+    of a safetensors file, or a tensor read from pickled weights)."""
+
+    dtype: str
+    shape: list[int]
+    size: int
+    path: str = ""     # safetensors source: the file and the absolute start of the bytes
+    start: int = 0
+    tensor: Any = None  # pickled source: the tensor
+
+
+def _pieces(ck: Checkpoint) -> tuple[dict[str, list[str]], dict[str, Piece], dict]:
+    """(source file -> its keys in byte order, key -> Piece, source file -> the
+    safetensors `__metadata__` the copy keeps)."""
+    by_file: dict[str, list[str]] = {}
+    pieces: dict[str, Piece] = {}
+    meta: dict[str, dict] = {}
+    for key, (h, info) in ck.where.items():
+        by_file.setdefault(h.path, []).append(key)
+        pieces[key] = Piece(info.dtype, list(info.shape), info.end - info.begin, h.path,
+                            h.data_start + info.begin)
+        meta[h.path] = h.metadata
+    for key, (path, t) in ck.tensors.items():
+        by_file.setdefault(path, []).append(key)
+        pieces[key] = Piece(pickled.dtype_name(t), list(t.shape), t.numel() * t.element_size(),
+                            tensor=t)
+        meta[path] = {"format": "pt"}
+    for keys in by_file.values():
+        keys.sort(key=lambda k: pieces[k].start)
+    return by_file, pieces, meta
 
 
 def _write(ck: Checkpoint, plan: Plan, out: Path, bar: "CopyProgress") -> int:
+    """The copy: other files as they are, the new config, then each weight file (pickled
+    ones as safetensors: `pytorch_model.bin` -> `model.safetensors`) and its index."""
     copied = 0
     weight_names = {os.path.basename(f) for f in ck.files}
     for item in sorted(ck.path.iterdir()):
         name = item.name
         if name == "config.json" or name in weight_names or name.endswith(
-                ".safetensors.index.json") or item.suffix in PICKLE_SUFFIXES or not item.is_file():
+                (".safetensors.index.json", ".bin.index.json")) or \
+                item.suffix in PICKLE_SUFFIXES or not item.is_file():
             continue
         shutil.copyfile(item, out / name)
     _atomic_text(out / "config.json", json.dumps(plan.config, indent=2) + "\n")
-    by_file: dict[str, list[str]] = {}
-    for key, (h, _) in ck.where.items():
-        by_file.setdefault(h.path, []).append(key)
+    by_file, pieces, meta = _pieces(ck)
     weight_map = {}
     for path in ck.files:
         keys = [k for k in by_file.get(path, []) if k not in plan.drops]
-        header = ck.where[keys[0]][0] if keys else None
-        dest = out / os.path.basename(path)
-        copied += _write_file(header, keys, ck, plan, dest, bar)
+        name = os.path.basename(path)
+        dest = out / (pickled.safetensors_name(name) if ck.tensors else name)
+        copied += _write_file(keys, pieces, meta.get(path) or {}, ck, plan, dest, bar)
         weight_map.update({plan.rename(k): dest.name for k in keys})
-    index = sorted(ck.path.glob("*.safetensors.index.json"))
+    index = sorted(ck.path.glob("*.bin.index.json" if ck.tensors else "*.safetensors.index.json"))
     if index:
-        meta = json.loads(index[0].read_text(encoding="utf-8"))
-        meta["weight_map"] = dict(sorted(weight_map.items()))
-        _atomic_text(out / index[0].name, json.dumps(meta, indent=2) + "\n")
+        meta_index = json.loads(index[0].read_text(encoding="utf-8"))
+        meta_index["weight_map"] = dict(sorted(weight_map.items()))
+        name = "model.safetensors.index.json" if ck.tensors else index[0].name
+        _atomic_text(out / name, json.dumps(meta_index, indent=2) + "\n")
     return copied
 
 
-def _write_file(header: SafetensorsHeader | None, keys: list[str], ck: Checkpoint, plan: Plan,
-                dest: Path, bar: "CopyProgress") -> int:
+def _write_file(keys: list[str], pieces: dict[str, Piece], meta: dict, ck: Checkpoint,
+                plan: Plan, dest: Path, bar: "CopyProgress") -> int:
     """One safetensors file: the new header, then each tensor's bytes in their old order."""
-    keys = sorted(keys, key=lambda k: ck.where[k][1].begin)
     entries, offset = {}, 0
     for k in keys:
-        info = ck.where[k][1]
-        size = info.end - info.begin
-        entries[plan.rename(k)] = {"dtype": info.dtype, "shape": list(info.shape),
-                                   "data_offsets": [offset, offset + size]}
-        offset += size
-    meta = header.metadata if header else {}
+        p = pieces[k]
+        entries[plan.rename(k)] = {"dtype": p.dtype, "shape": p.shape,
+                                   "data_offsets": [offset, offset + p.size]}
+        offset += p.size
     if meta:
         entries = {"__metadata__": meta, **entries}
     raw = json.dumps(entries, separators=(",", ":")).encode("utf-8")
@@ -142,14 +181,27 @@ def _write_file(header: SafetensorsHeader | None, keys: list[str], ck: Checkpoin
     with open(tmp, "wb") as w:
         w.write(struct.pack("<Q", len(raw)) + raw)
         for k in keys:
-            h, info = ck.where[k]
+            p = pieces[k]
             if k == plan.d2t_offsets:
-                w.write(_offsets_bytes(ck.view.d2t[k], info.dtype))
-                bar.advance(info.end - info.begin)
-                continue
-            copied += _copy_range(h.path, h.data_start + info.begin, info.end - info.begin, w, bar)
+                w.write(_offsets_bytes(ck.view.d2t[k], p.dtype))
+                bar.advance(p.size)
+            elif p.tensor is not None:
+                copied += _write_tensor(p.tensor, w, bar)
+            else:
+                copied += _copy_range(p.path, p.start, p.size, w, bar)
     os.replace(tmp, dest)
     return copied
+
+
+def _write_tensor(t, w, bar: "CopyProgress") -> int:
+    """A tensor's bytes (little-endian, as safetensors stores them), in CHUNK pieces of its
+    (mapped) storage."""
+    import torch
+    flat = t.contiguous().reshape(-1).view(torch.uint8)
+    for part in flat.split(CHUNK):
+        w.write(part.numpy().data)
+        bar.advance(part.numel())
+    return flat.numel()
 
 
 def _offsets_bytes(absolute: list[int], dtype: str) -> bytes:

@@ -9,13 +9,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .. import signals
-from ..runtimes import SGLANG, VLLM, Runtime, Word
+from ... import signals
+from ...runtimes import SGLANG, VLLM, Runtime, Word
 from .formats import Format, FormatName, archs_of
 from .inputs import Target
 from .layer_ids import sglang_ids_for
-from .loaders import (DRAFT_ARCHS, Decoder, DraftClass, Loader, RouteKind, resolve_loader,
-                      route_key)
+from .load_replay import RouteKind, route_key
+from .loaders import DRAFT_ARCHS, Decoder, DraftClass, Loader, resolve_loader
+from .runtime_view import MTP_TYPES
 
 # Structural key renames, tried in order on a key the loader would not load, until the
 # key loads. The same table gives the doctor's hints and `--fix`'s renames.
@@ -136,12 +137,55 @@ def translate_config(fmt: Format, cfg: Mapping[str, Any], runtime: str, version:
                                     else "LlamaForCausalLMEagle3"]
             change(f"architectures {archs} -> {new['architectures']} (the {fmt.draft} EAGLE-3 "
                    f"draft class {label} registers)", signals.CONFIG_UNSUPPORTED)
+        if runtime == VLLM and fmt.draft == DraftClass.MLA and new.get("model_type") in MTP_TYPES:
+            change(f"model_type {new['model_type']!r} -> 'deepseek_v2' (vLLM serves a "
+                   f"{new['model_type']} draft as DeepSeek's MTP module)",
+                   signals.CONFIG_UNSUPPORTED)
+            new["model_type"] = "deepseek_v2"
         if runtime == VLLM and new.get("use_aux_norm") and not new.get("fc_norm"):
             new["fc_norm"] = True
             change("fc_norm: true (vLLM does not read SGLang's legacy use_aux_norm)",
                    signals.WEIGHTS_UNUSED_KEYS)
     _fill_from_shapes(plan, target.config, shapes)
     return plan
+
+
+def borrows_target_head(cfg: Mapping[str, Any], shapes: Mapping[str, tuple],
+                        runtime: str) -> bool:
+    """A draft without `lm_head.weight` that names draft_vocab_size = vocab_size: SGLang
+    builds (and leaves empty) its own head unless draft_vocab_size is absent, when it takes
+    the target's (vLLM takes the target's either way)."""
+    dv, vocab = cfg.get("draft_vocab_size"), cfg.get("vocab_size")
+    return (runtime == SGLANG and dv is not None and dv == vocab
+            and not cfg.get("tie_word_embeddings")
+            and not any(k.endswith("lm_head.weight") for k in shapes))
+
+
+def borrow_target_head(plan: Plan, runtime: str, shapes: Mapping[str, tuple]) -> None:
+    if borrows_target_head(plan.config, shapes, runtime):
+        del plan.config["draft_vocab_size"]
+        plan.changes.append(Change(ChangeKind.CONFIG, "draft_vocab_size removed (the "
+                                   "checkpoint has no lm_head: SGLang then takes the target's)",
+                                   signals.WEIGHTS_MISSING_PARAMS))
+
+
+def untie_trained_head(plan: Plan, runtime: str, shapes: Mapping[str, tuple]) -> None:
+    """SGLang ties lm_head to the embedding when `tie_word_embeddings` is true and drops a
+    trained `lm_head.weight`: the copy says false (and names `draft_vocab_size`, without
+    which SGLang replaces the head with the target's). A fix, not a translation: the
+    doctor reports the tied original (`weights.unused_keys`)."""
+    new = plan.config
+    lm = next((s for k, s in shapes.items() if k.endswith("lm_head.weight")), None)
+    if runtime != SGLANG or not new.get("tie_word_embeddings") or not lm or len(lm) != 2:
+        return
+    new["tie_word_embeddings"] = False
+    text = ("tie_word_embeddings: true -> false (SGLang ties lm_head to the embedding and "
+            "drops the trained lm_head.weight)")
+    if new.get("draft_vocab_size") is None:
+        new["draft_vocab_size"] = int(lm[0])
+        text += (f"; draft_vocab_size: {lm[0]} (the rows of lm_head.weight; without it SGLang "
+                 f"takes lm_head from the target)")
+    plan.changes.append(Change(ChangeKind.CONFIG, text, signals.WEIGHTS_UNUSED_KEYS))
 
 
 def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str, tuple]) -> None:
@@ -153,6 +197,11 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
         new["draft_vocab_size"] = int(lm[0])
         plan.changes.append(Change(ChangeKind.CONFIG, f"draft_vocab_size: {lm[0]} (the rows of "
                                              f"lm_head.weight)", signals.SHAPE_MISMATCH))
+    q = q_lora_rows(shapes)
+    if new.get("kv_lora_rank") and not new.get("q_lora_rank") and q:
+        new["q_lora_rank"] = q
+        plan.changes.append(Change(ChangeKind.CONFIG, f"q_lora_rank: {q} (the rows of "
+                                   f"q_a_proj.weight)", signals.CONFIG_UNSUPPORTED))
     fc = fc_shape(shapes)
     ht = target.get("hidden_size")
     hidden_in = new.get("target_hidden_size") or new.get("hidden_size")
@@ -163,6 +212,12 @@ def _fill_from_shapes(plan: Plan, target: Mapping[str, Any], shapes: Mapping[str
                                              f"{fc[1]} = {fc[1] // int(ht)} x {ht} inputs, the "
                                              f"target's hidden size)",
                                    signals.FC_CONFIG_WIDTH_MISMATCH))
+
+
+def q_lora_rows(shapes: Mapping[str, tuple]) -> int | None:
+    """The rank of an MLA draft's low-rank query (the rows of its `q_a_proj.weight`)."""
+    s = next((s for k, s in shapes.items() if k.endswith("q_a_proj.weight")), None)
+    return int(s[0]) if s and len(s) == 2 else None
 
 
 def fc_shape(shapes: Mapping[str, tuple]) -> tuple | None:

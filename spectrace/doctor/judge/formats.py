@@ -26,8 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..runtimes import SGLANG, VLLM, Runtime, Word
-from .loaders import DraftClass, eagle_config
+from ...runtimes import SGLANG, VLLM, Runtime, Word
+from .draft_params import eagle_config
+from .loaders import DraftClass
 
 LLAMA, MLA, QWEN3 = DraftClass.LLAMA, DraftClass.MLA, DraftClass.QWEN3
 MODELOPT_FIELDS = frozenset({"use_input_layernorm_in_first_layer", "use_last_layernorm",

@@ -12,7 +12,7 @@ Which dtype the runtime picks for the draft (read from the released sources):
   platform's first supported dtype (`_resolve_auto_dtype`, `config/model.py`: bfloat16 on
   GPUs that have it).
 
-Pure functions; the weight scan for float16 overflow is `doctor.weight_scan`.
+Pure functions; the weight scan for float16 overflow is `doctor.files.weight_scan`.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import ERROR, INFO, WARNING, Finding
-from ..runtimes import SGLANG, Runtime
+from ... import messages, signals
+from ...findings import ERROR, INFO, WARNING, Finding
+from ...runtimes import SGLANG, Runtime
 
 AUTO = "auto"
 FLOAT16, BFLOAT16, FLOAT32 = "float16", "bfloat16", "float32"

@@ -2,7 +2,7 @@
 the draft in (and, for float16, the weights it cannot hold), the target's quantization,
 and the two tokenizers. This module reads the files (target weight headers, hf_quant_config
 .json, tokenizer files; the draft's weights only for the float16 scan); the judging is
-in the pure detectors (`dtypes`, `quantization`, `tokenizer_match`).
+in `judge` (`dtypes`, `quantization`, `tokenizers`: pure functions).
 """
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..detectors.checkpoint import Judgement
-from ..detectors.dtypes import FLOAT16, WIDE_RANGE, check_dtype, config_dtype, runtime_dtype, \
+from ..judge.checkpoint import Judgement
+from ..judge.dtypes import FLOAT16, WIDE_RANGE, check_dtype, config_dtype, runtime_dtype, \
     weights_dtype
-from ..detectors.quantization import check_quantized_target, target_quantization
-from ..detectors.tokenizer_match import TokenizerFacts, check_tokenizers, special_ids, \
+from ..judge.quantization import check_quantized_target, target_quantization
+from ..judge.tokenizers import TokenizerFacts, check_tokenizers, special_ids, \
     special_tokens
-from ..findings import Finding
-from ..runtimes import SGLANG, Runtime
-from .errors import UnusableInput
+from ...findings import Finding
+from ...runtimes import SGLANG, Runtime
+from ..errors import UnusableInput
+from .checkpoint_files import read_json
 from .safetensors_header import parse_header
 from .weight_scan import float16_overflows
 
@@ -115,5 +116,4 @@ def _bytes(path: Path) -> bytes:
 
 
 def _json(path: Path, what: str) -> dict:
-    from .check import read_json
     return read_json(path, what)

@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import UnusableInput
+from ..errors import UnusableInput
 
 MAX_HEADER_BYTES = 100_000_000   # the limit the safetensors library itself enforces
 MAX_INT_TENSOR_BYTES = 64 << 20  # the vocabulary map is ~1 MB even for 128k-token vocabs

@@ -20,12 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import INFO, WARNING, Finding
-from ..runtimes import SGLANG, VLLM
+from ... import messages, signals
+from ...findings import INFO, WARNING, Finding
+from ...runtimes import SGLANG, VLLM
 from .formats import Format, FormatName
 from .inputs import Target
-from .loaders import Loader, parse_version
+from ...runtimes import parse_version
+from .loaders import DraftClass, Loader
 
 SGLANG_WINDOW_FLAG_FROM = (0, 5, 12)  # --speculative-draft-window-size
 # Model Optimizer's `eagle_export_rope_scaling` default (modelopt/torch/speculative/config.py)
@@ -167,7 +168,10 @@ def honours_window(cfg: Mapping[str, Any], loader: Loader) -> bool:
     """Whether the runtime's draft class runs the config's sliding window."""
     if loader.runtime == VLLM:
         w = window_of(cfg)
-        return bool(w and w.marked)
+        # the Qwen3 draft's config class (transformers' Qwen3Config) keeps sliding_window
+        # only with use_sliding_window: true
+        return bool(w and w.marked) and (loader.draft != DraftClass.QWEN3
+                                         or cfg.get("use_sliding_window") is True)
     return False
 
 

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .. import signals
-from ..runtimes import VLLM
+from ... import signals
+from ...runtimes import VLLM
 from .checkpoint import Judgement, d2t_key, judge
 from .formats import Format, recognise
 from .inputs import CheckpointView, Target
 from .layer_ids import misread_ids
-from .loaders import Loader, RouteKind, UnknownKeys, expected_params, route_key
+from .draft_params import expected_params
+from .load_replay import RouteKind, route_key
+from .loaders import Loader, UnknownKeys
 from .runtime_view import runtime_view
 from .trained_settings import settings
-from .translation import (Change, ChangeKind, Plan, fc_shape, plan_sglang_ids, suggest_renames,
-                          translate_config)
-from ..rules.vocab import absolute_to_offsets, t2d_reading
-from ..rules.weights import is_network_weight
+from .translation import (Change, ChangeKind, Plan, borrow_target_head, fc_shape,
+                          plan_sglang_ids, suggest_renames, translate_config,
+                          untie_trained_head)
+from ...rules.vocab import absolute_to_offsets, t2d_reading
+from ...rules.weights import is_network_weight
 
 
 def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> tuple[
@@ -36,6 +39,8 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
         return plan, ck, orig
     # speculators -> SGLang: the ids become eagle_config ids for this target
     _fix_aux(plan, fmt, target, runtime, version, view.loader, ck)
+    untie_trained_head(plan, runtime, ck.shapes)
+    borrow_target_head(plan, runtime, ck.shapes)
     view = runtime_view(recognise(plan.config, ck.shapes) or fmt, plan.config, runtime,
                         version)
     cfg, loader = view.config, view.loader

@@ -13,15 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import ERROR, INFO, WARNING, Finding
-from ..runtimes import VLLM
-from ..rules import aux
+from ... import messages, signals
+from ...findings import ERROR, INFO, WARNING, Finding
+from ...runtimes import VLLM
+from ...rules import aux
 from .formats import Format, FormatName
 from .inputs import Target
 from .layer_ids import capturable, captured_inputs, id_inputs, keeps_ids, misread_ids, \
     runtime_ids
-from .loaders import AuxCount, Geometry, Loader, eagle_config, geometry, route_key
+from .draft_params import Geometry, eagle_config, geometry
+from .load_replay import route_key
+from .loaders import AuxCount, Loader
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages
-from ..runtimes import SGLANG, VLLM
+from ... import messages
+from ...runtimes import SGLANG, VLLM
 from .formats import Format, FormatName
-from .loaders import DraftClass, Loader, eagle_config
+from .draft_params import eagle_config
+from .loaders import DraftClass, Loader
 
 @dataclass(frozen=True)
 class Setting:

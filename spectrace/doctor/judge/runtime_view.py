@@ -6,10 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages
-from ..runtimes import SGLANG, VLLM, Runtime
+from ... import messages
+from ...runtimes import SGLANG, VLLM, Runtime
 from .formats import Format, FormatName, archs_of
 from .loaders import DRAFT_ARCHS, DraftClass, Loader, resolve_loader
+
+# model types vLLM's speculative config turns into DeepSeek's MTP module, whatever the
+# method (fact vllm.mla_model_type_mtp)
+MTP_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+
 
 @dataclass
 class View:
@@ -35,6 +40,9 @@ def runtime_view(fmt: Format, cfg: Mapping[str, Any], runtime: str, version: str
     if loader is None:
         return View(None, None, messages.NO_DRAFT_CLASS.format(
             runtime=label, version=version, draft=fmt.draft.upper(), archs=archs))
+    if runtime == VLLM and fmt.draft == DraftClass.MLA and cfg.get("model_type") in MTP_TYPES:
+        return View(None, loader, messages.VLLM_MLA_AS_MTP.format(
+            version=version, model_type=cfg.get("model_type")))
     if arch is None or registered[arch] != fmt.draft:
         problem = (messages.BUILDS_TARGET_CLASS if "LlamaForCausalLM" in archs
                    and runtime == SGLANG else messages.NO_CLASS_FOR_ARCH)

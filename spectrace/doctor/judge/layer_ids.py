@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..runtimes import SGLANG, VLLM
-from ..rules import aux
+from ...runtimes import SGLANG, VLLM
+from ...rules import aux
 from .formats import Format
 from .inputs import Target
-from .loaders import SGLANG_NEWEST, AuxIds, Loader, eagle_config, parse_version
+from ...runtimes import parse_version
+from .draft_params import eagle_config
+from .loaders import SGLANG_NEWEST, AuxIds, Loader
 
 # SGLang: each target architecture's own rule (`aux.SGLANG_TARGETS`, shared with the
 # run-time audit): most store id + 1 (the input of the next layer), the DeepSeek family

@@ -13,22 +13,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import ERROR, WARNING, Finding
-from ..runtimes import SGLANG, VLLM
+from ... import messages, signals
+from ...findings import ERROR, WARNING, Finding
+from ...runtimes import SGLANG, VLLM
 from . import formats
 from .checkpoint_aux import check_fc_and_aux
 from .formats import Format, FormatName
 from .inputs import CheckpointView, Target
-from .loaders import (Decoder, DraftClass, Layers, Loader, RouteKind, UnknownKeys,
-                      checkpoint_keys, eagle_config, expected_params, geometry, route_key,
-                      shard_shape, shared_from_target, simulate_load, unused_params)
+from .draft_params import (
+    eagle_config, expected_params, geometry, shard_shape, shared_from_target, ties_lm_head,
+    unused_params)
+from .load_replay import RouteKind, checkpoint_keys, route_key, simulate_load
+from .loaders import Decoder, DraftClass, Layers, Loader, UnknownKeys
 from .positions import check_positions
 from .runtime_view import runtime_view
 from .trained_settings import settings
-from .translation import suggest_renames, translate_config, upper_norm_rename
-from ..rules.vocab import check_vocab_map
-from ..rules.weights import MAX_NAMES, is_network_weight, missing_params_finding, unused_keys_finding
+from .translation import (borrows_target_head, q_lora_rows, suggest_renames, translate_config,
+                          upper_norm_rename)
+from ...rules.vocab import check_vocab_map
+from ...rules.weights import (MAX_NAMES, is_network_weight, missing_params_finding, tied_head_cause,
+                      unused_keys_finding)
 
 INT_DTYPES = ("I64", "I32")
 
@@ -83,10 +87,22 @@ def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Jud
 def check_loaded(fmt: Format, cfg: dict, ck: CheckpointView, target: Target,
                  loader: Loader) -> list[Finding]:
     """Every check of a config the runtime can read, against its loader."""
-    if loader.draft == DraftClass.MLA and loader.runtime == SGLANG and not cfg.get("q_lora_rank"):
-        return [Finding(signals.CONFIG_UNSUPPORTED, ERROR, messages.CONFIG_NO_Q_LORA.render(
-            loader=loader.name),
-            {"field": "q_lora_rank", "runtime": loader.runtime, "version": loader.version})]
+    q_a = q_lora_rows(ck.shapes)
+    if loader.draft == DraftClass.MLA and not cfg.get("q_lora_rank") and (
+            loader.runtime == SGLANG or q_a):
+        does = messages.NO_Q_LORA_SGLANG if loader.runtime == SGLANG else messages.NO_Q_LORA_VLLM
+        first = Finding(signals.CONFIG_UNSUPPORTED, ERROR, messages.CONFIG_NO_Q_LORA.render(
+            loader=loader.name, does=does, rank=f": {q_a}" if q_a else "",
+            fixed=" (`--fix` does)" if q_a else ""),
+            {"field": "q_lora_rank", "runtime": loader.runtime, "version": loader.version})
+        # the rest is judged as the copy --fix writes (q_lora_rank from q_a_proj's rows)
+        return [first] + (check_loaded(fmt, {**cfg, "q_lora_rank": q_a}, ck, target, loader)
+                          if q_a else [])
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu" and loader.draft == DraftClass.LLAMA:
+        return [Finding(signals.CONFIG_UNSUPPORTED, ERROR, messages.UNSUPPORTED_ACTIVATION.render(
+            act=act, loader=loader.name),
+            {"field": "hidden_act", "runtime": loader.runtime, "version": loader.version})]
     params = expected_params(cfg, loader)
     out = check_weights(fmt, cfg, ck.shapes, params, loader)
     out += check_shapes(cfg, ck.shapes, params, target, loader)
@@ -116,6 +132,7 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
     if renames:
         facts["renames"] = dict(list(renames.items())[:MAX_NAMES])
     hint = None
+    tied = tied_head_cause(ties_lm_head(cfg, loader), unused, loader.name)
     if renames:
         shown = ", ".join(f"`{a}` -> `{b}`" for a, b in list(renames.items())[:3])
         hint = messages.UNUSED_RENAMED.format(loader=loader.name, shown=shown,
@@ -123,7 +140,7 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
         if loader.decoder == Decoder.MIDLAYER and loader.draft == DraftClass.LLAMA and any(
                 k.startswith(("layers.", "model.layers.")) for k in unused):
             hint = messages.UNUSED_MIDLAYER.format(loader=loader.name)
-    elif unused and all(is_network_weight(k) for k in unused):
+    elif unused and not tied and all(is_network_weight(k) for k in unused):
         hint = _not_built_hint(fmt, cfg, unused, loader)
     out = []
     if unused:
@@ -132,9 +149,15 @@ def check_weights(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, Any]
             loader.unknown_keys if loader.unknown_keys != UnknownKeys.RAISES else \
             UnknownKeys.SILENT
         out.append(unused_keys_finding(unused, f"{loader.name} would drop", bool(missing), hint,
-                                       details={**facts, "expected_keys": expected[:MAX_NAMES]},
-                                       drop=drop))
-    if missing:
+                                       details={**facts, "expected_keys": expected[:MAX_NAMES],
+                                                **({"cause": "tie_word_embeddings"} if tied
+                                                   else {})},
+                                       drop=drop, cause=tied))
+    if missing == ["lm_head.weight"] and borrows_target_head(cfg, shapes, loader.runtime):
+        out.append(Finding(signals.WEIGHTS_MISSING_PARAMS, ERROR, messages.MISSING_HEAD.render(
+            vocab=cfg.get("vocab_size"), loader=loader.name),
+            {"count": 1, "params": missing, **facts, "cause": "draft_vocab_size"}))
+    elif missing:
         renamed = {k: n for k in shapes if (n := upper_norm_rename(k, fmt, loader)) in expected}
         out.append(missing_params_finding(missing, loader.name, expected, details=facts,
                                           renamed=renamed))

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import messages, signals
-from ..findings import INFO, Finding
+from ... import messages, signals
+from ...findings import INFO, Finding
 
 
 @dataclass(frozen=True)
