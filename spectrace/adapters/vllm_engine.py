@@ -216,7 +216,7 @@ def _before_make_stats(scheduler, stats):
     rec = STATE.recorder
     step = rec.inflight.take_seq_lens() if rec is not None else None
     if stats is not None:
-        (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
+        (rec or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,
                            stats.num_accepted_tokens_per_pos),
             None if step is None else step.context)
