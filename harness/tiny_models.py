@@ -30,7 +30,10 @@ Modes:
             draft is `partial` for proposals below CONTEXT_RIGHT_BELOW (1024) and wrong
             from there on. A prompt walking 0, 1, 2 ... n-1 puts token p at position p, so
             requests shorter than 1024 tokens accept 2.0 with 3 steps and requests past it
-            1.0 (send such input_ids, `walk(n)`)
+            1.0 (send such input_ids, `walk(n)`). Two more behaviours for per-request
+            outliers: a request whose tokens stay in 1024-4095 (`walk(n, start)`) accepts
+            nothing at any length (garbled-like), and token CONTEXT_LOOP repeats itself in
+            both models (`loop(n)`): a generation loop that accepts every draft token
 In partial/bypass, fc scrambles the first aux layer with a permutation and the draft's
 lm_head undoes it, so only a draft whose input really went through fc proposes the right
 token. Keep prompts' last token id small (send input_ids) so x + steps stays below H.
@@ -57,6 +60,7 @@ DFLASH_TARGET_LAYER_IDS = [0, 1, 2]  # the DFlash draft's dflash_config.target_l
 CONTEXT_V, DIGIT = 4096, 64     # `context`: vocabulary, base of its two digits (H = 2 x 64)
 CONTEXT_RIGHT_BELOW = 1024      # `context`: the draft proposes right only below this id
 CONTEXT_MAX_POSITIONS = 4096    # `context`: max_position_embeddings of target and draft
+CONTEXT_LOOP = 3000             # `context`: a token both models continue with itself
 
 
 def _save_tokenizer(dirs: list[str]) -> None:
@@ -126,9 +130,23 @@ def finish_draft(sd: dict, dv: int = DV, v: int = V) -> dict:
 
 
 # -- `context`: a vocabulary the sequence walks through in order -----------------------------
-def walk(n: int) -> list[int]:
-    """A `context` prompt: token p at position p (the target continues n, n + 1, ...)."""
-    return list(range(n))
+def walk(n: int, start: int = 0) -> list[int]:
+    """A `context` prompt: token p at position p (the target continues n, n + 1, ...);
+    from `start` (>= CONTEXT_RIGHT_BELOW: a request the draft never gets right)."""
+    return list(range(start, start + n))
+
+
+def loop(n: int) -> list[int]:
+    """A `context` prompt of CONTEXT_LOOP repeated: both models continue it forever."""
+    return [CONTEXT_LOOP] * n
+
+
+def _loop_row(head, token: int):
+    """Row `token` of a two-digit head scores 3 on token itself (its two digits)."""
+    head[token].zero_()
+    head[token, token % DIGIT] = 2
+    head[token, DIGIT + token // DIGIT] = 1
+    return head
 
 
 def two_digit_embeddings():
@@ -158,8 +176,11 @@ def two_digit_head(shift: int, right_below: int = CONTEXT_V):
 
 
 def context_target_head(prefix: str = "model.") -> dict:
+    """x -> x + 1, except CONTEXT_LOOP -> CONTEXT_LOOP (its successor's row cleared)."""
+    head = _loop_row(two_digit_head(1), CONTEXT_LOOP)
+    head[CONTEXT_LOOP + 1].zero_()
     return {f"{prefix}embed_tokens.weight": two_digit_embeddings(),
-            f"{prefix}norm.weight": torch_ones(H), "lm_head.weight": two_digit_head(1)}
+            f"{prefix}norm.weight": torch_ones(H), "lm_head.weight": head}
 
 
 def torch_ones(n: int):
@@ -202,7 +223,8 @@ def draft_state_dict(mode: str, layout: str = "midlayer") -> dict:
     sd = draft_head("partial" if mode == "context" else mode)
     if mode == "context":  # lm_head: P undone, x_t + 2, right only below CONTEXT_RIGHT_BELOW
         perm = sd["fc.weight"][:, :H]
-        sd["lm_head.weight"] = two_digit_head(2, CONTEXT_RIGHT_BELOW) @ perm.T
+        sd["lm_head.weight"] = _loop_row(two_digit_head(2, CONTEXT_RIGHT_BELOW),
+                                         CONTEXT_LOOP) @ perm.T
     prefix = "midlayer." if layout == "midlayer" else "layers.0."
     sd.update({prefix + k: v for k, v in dec.items()})
     return finish_draft(sd, CONTEXT_V if mode == "context" else DV,

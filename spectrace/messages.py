@@ -616,6 +616,27 @@ LARGE_BATCH = Message(
 TRAINED_KNOWN = "The draft's config says: {settings}."
 TRAINED_UNKNOWN = "The draft's config names no trained length."
 
+# -- requests far outside the deployment's acceptance (rules.outliers; `spectrace report`) --
+REQUEST_LOW = Message(
+    names.REQUEST_LOW,
+    "{n} request{s} accepted far less than the deployment: {requests} (acceptance rate "
+    "against the median {median} of {reference} recorded requests). A draft rarely fails "
+    "on one request alone: its output is likely garbled (a corrupted KV cache or sampling "
+    "state), or it is traffic the draft was never trained on.",
+    "read those requests' outputs (the ids are the runtime's own); garbled text is a "
+    "runtime bug to report with these ids, clean text in another language or domain a "
+    "case for the draft's training data.")
+REQUEST_IMPLAUSIBLE = Message(
+    names.REQUEST_IMPLAUSIBLE,
+    "{n} request{s} accepted almost every draft token: {requests} (against the median "
+    "{median} of {reference} recorded requests). Above 0.96 a draft agrees with the target "
+    "only when the output repeats itself (a generation loop), copies its prompt, or both "
+    "read the same wrong KV cache (the KV-race signature, sglang#28771).",
+    "read those requests' outputs: a loop or garbage is a bug to report with these ids "
+    "(with a hierarchical or remote KV cache, try without it); a faithful copy of the "
+    "prompt is a request that really was that easy.")
+
+
 # -- is speculation paying off (spectrace.advisor; `spectrace report`) ---------------------------
 SPEC_SLOWER = Message(
     names.SPEC_SLOWER,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 COUNTER = "counter"  # monotonic; Prometheus adds `_total`
 GAUGE = "gauge"
+HISTOGRAM = "histogram"  # Prometheus: `_bucket` (by `le`), `_sum`, `_count`
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class MetricSpec:
     # (request-steps, draft passes); its points carry ATTR_COUNTED, and totals add only
     # those counted `once` (spectrace.counting). False: a figure of each process.
     counted_once: bool = False
+    bounds: tuple[float, ...] = ()  # HISTOGRAM: its buckets' upper edges
 
     def __post_init__(self) -> None:
         if self.counted_once and ATTR_COUNTED not in self.attributes:
@@ -125,6 +127,7 @@ SPAN_ATTR_REQUEST_ACCEPTED = "spectrace.request.accepted_tokens"
 SPAN_ATTR_REQUEST_MEAN_LENGTH = "spectrace.request.mean_accept_length"
 SPAN_ATTR_REQUEST_SAMPLING = "spectrace.request.sampling"
 SPAN_ATTR_REQUEST_LABEL = "spectrace.request.label"  # SPECTRACE_REQUEST_LABEL's value (uncapped)
+SPAN_ATTR_REQUEST_DRAFT_TOKENS = "spectrace.request.draft_tokens"  # drafts it could accept
 SPAN_ATTR_FORWARD_MODE = "spectrace.forward_mode"  # SGLang: the draft pass's ForwardMode
 
 # Resource attributes (one set per process); the first three are OpenTelemetry's.
@@ -183,8 +186,12 @@ SPEC_SLOWER = "speculation.slower"            # estimated speed-up below 1.0
 SPEC_SMALL_GAIN = "speculation.small_gain"    # estimated speed-up below 1.1
 SPEC_FEWER_STEPS = "speculation.fewer_steps_faster"  # another number of draft tokens pays more
 LARGE_BATCH = "acceptance.large_batch"       # acceptance at large batch sizes well below small
+# requests far outside the deployment's acceptance, named by id (rules.outliers)
+REQUEST_LOW = "requests.low_acceptance"              # far below: garbled output, unseen traffic
+REQUEST_IMPLAUSIBLE = "requests.implausible_acceptance"  # > 0.96: a loop, or a KV race
 REPORT_FINDINGS = {LONG_CONTEXT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
-                   SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info"}
+                   SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
+                   REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:
 # a mean acceptance length (bonus token included) below 1.2 means speculation gains
 # nothing (broken deployments show 1.00-1.12), 1.2-2.0 is weak, above 2.0 healthy (chain

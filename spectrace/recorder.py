@@ -41,7 +41,8 @@ class Recorder:
         self.steps = Steps(cfg, tel.tracer)
         self.inflight = self.steps.inflight  # what one step's hooks pass each other
         self.acceptance = Acceptance(cfg)
-        self.requests = Requests(cfg, tel.tracer)
+        self.requests = Requests(cfg, tel.tracer,
+                                 lambda: len(self.acceptance.totals.per_position))
         self.agreement = Agreement()
         self.cost = StepCosts(cfg, self.steps.inflight)
         self.findings = Findings(tel)

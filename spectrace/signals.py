@@ -22,7 +22,7 @@ from .families.breakdowns import (  # noqa: F401
     SPEC_ACCEPT_LENGTH_BY_SAMPLING,
 )
 from .families.requests import (  # noqa: F401
-    SPEC_REQUESTS, SPEC_REQUEST_LABEL_OVERFLOW,
+    SPEC_REQUESTS, SPEC_REQUEST_ACCEPTANCE, SPEC_REQUEST_LABEL_OVERFLOW,
 )
 from .families.agreement import (  # noqa: F401
     SPEC_AGREEMENT_DRAFTS, SPEC_AGREEMENT_PER_POSITION,

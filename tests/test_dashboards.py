@@ -133,6 +133,7 @@ def test_filter_variables_exist_and_every_panel_uses_them():
 def test_every_referenced_metric_and_label_exists_in_signals():
     known = _metric_names()
     attrs = {a for m in S.ALL_METRICS for a in m.attributes}
+    attrs |= {"le"} if any(m.kind == S.HISTOGRAM for m in S.ALL_METRICS) else set()
     for where, expr in all_exprs():
         names, labels = referenced(expr)
         assert names, f"{where}: no metric in {expr}"
@@ -142,7 +143,8 @@ def test_every_referenced_metric_and_label_exists_in_signals():
             if metric == "target_info":
                 allowed = RESOURCE_LABELS | SCRAPE_LABELS
             elif metric:
-                allowed = set(known[metric].attributes) | SCRAPE_LABELS
+                allowed = set(known[metric].attributes) | SCRAPE_LABELS | (
+                    {"le"} if known[metric].kind == S.HISTOGRAM else set())  # its buckets
             else:
                 allowed = attrs | SCRAPE_LABELS | RESOURCE_LABELS
             assert label in allowed, f"{where}: label {label!r} on {metric or 'clause'}"

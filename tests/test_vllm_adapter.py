@@ -119,6 +119,75 @@ def test_vllms_own_stats_fold_to_the_same_totals(tmp_path):
         assert getattr(by_request, field) == getattr(by_position, field), field
 
 
+# -- context length ----------------------------------------------------------------------------
+def _cached(lengths: dict):
+    """vLLM's `CachedRequestData`'s two lists the hook reads (checked in the wheels)."""
+    return types.SimpleNamespace(req_ids=list(lengths), num_computed_tokens=list(lengths.values()))
+
+
+def test_step_context_pairs_each_count_with_the_schedulers_token_count():
+    """Counts and lengths aligned request by request (in the scheduler's order, whatever the
+    runner's index order), the same requests skipped as for the counts; a length is the
+    computed tokens plus the last sampled one, -1 for a request the cached data lacks."""
+    spec = {"a": [1, 2, 3], "b": [], "c": [4, 5, 6], "d": [7, 8, 9], "gone": [1, 1, 1]}
+    index = {"d": 0, "c": 1, "a": 2, "b": 3}
+    step = StepCounts(spec, index, [4, 1, 2, 1], 1, _cached({"a": 99, "c": 1500, "b": 7}))
+    assert step.context() == ([1, 0, 3], [100, 1501, -1])
+    assert sorted(step) == sorted(step.context()[0])
+    # vLLM logging stats: its own lists, read at fold time
+    lazy = StepCounts(spec, index, None, 1, _cached({"a": 99, "c": 1500, "d": 3}),
+                      sampled=[[5] * 4, [5], [5, 5], [5]])
+    assert lazy.context() == ([1, 0, 3], [100, 1501, 4])
+
+
+def _by_context(rec) -> dict:
+    rec.acceptance.totals.fold()
+    return rec.acceptance.totals.by["context"].lengths
+
+
+def test_context_from_step_counts_when_vllm_logs_no_stats(tmp_path):
+    with process_state.own_recorder(str(tmp_path)) as rec:
+        spec = {"a": [1, 2, 3], "b": [1, 2, 3], "c": [1, 2, 3]}
+        step = StepCounts(spec, {"a": 0, "b": 1, "c": 2}, [2, 4, 1], 1,
+                          _cached({"a": 100, "b": 1100}))
+        rec.acceptance.add(step, 3, step.context)
+        assert _by_context(rec) == {("<512", 2): 1, ("1k-2k", 4): 1, ("unknown", 1): 1}
+        assert rec.acceptance.totals.drafts == 3
+
+
+def test_context_with_vllms_own_stats(tmp_path):
+    """vLLM logging stats: a step whose requests share a bucket counts vLLM's own
+    per-position counts there (so a list vLLM trimmed when its request stopped does not
+    matter); a step mixing buckets counts each request's sampled tokens."""
+    from spectrace.adapters import vllm_engine
+    from spectrace.families.acceptance import PositionCounts
+    with process_state.own_recorder(str(tmp_path)) as rec:
+        spec = {"a": [1, 2, 3], "b": [1, 2, 3]}
+        # one bucket: "b" stopped after its first token, vLLM counted its 3 accepted
+        one = StepCounts(spec, {"a": 0, "b": 1}, None, 1, _cached({"a": 100, "b": 200}),
+                         sampled=[[5, 5], [5]])
+        rec.acceptance.add_positions(PositionCounts(2, 6, [2, 1, 1]), one.context)
+        mixed = StepCounts(spec, {"a": 0, "b": 1}, None, 1, _cached({"a": 100, "b": 5000}),
+                           sampled=[[5, 5], [5, 5, 5]])
+        rec.acceptance.add_positions(PositionCounts(2, 6, [2, 1, 0]), mixed.context)
+        assert _by_context(rec) == {("<512", 2): 2, ("<512", 4): 1, ("4k-8k", 3): 1}
+        # through the hooks: update_from_output keeps the references, make_stats pairs them
+        sched = types.SimpleNamespace(vllm_config=None, num_spec_tokens=3, log_stats=True,
+                                      num_sampled_tokens_per_step=1)
+        out = types.SimpleNamespace(scheduled_spec_decode_tokens=spec,
+                                    num_scheduled_tokens={"a": 4, "b": 4},
+                                    scheduled_cached_reqs=_cached({"a": 1100, "b": 1200}))
+        result = types.SimpleNamespace(sampled_token_ids=[[5], [5, 5, 5, 5]],
+                                       req_id_to_index={"a": 0, "b": 1})
+        vllm_engine._before_update(sched, out, result)
+        vllm_engine._before_make_stats(sched, types.SimpleNamespace(
+            num_drafts=2, num_draft_tokens=6, num_accepted_tokens_per_pos=[1, 1, 1]))
+        assert rec.inflight.seq_lens is None
+        got = _by_context(rec)
+        assert (got[("1k-2k", 1)], got[("1k-2k", 4)]) == (1, 1)
+        assert sum(got.values()) == rec.acceptance.totals.drafts == 6
+
+
 # -- the aux audit and widths ------------------------------------------------------------------
 def target(ids, num_layers=4):
     """Shaped like vLLM's `LlamaForCausalLM`: the decoder (`.model`, an EagleModelMixin)

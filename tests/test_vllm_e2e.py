@@ -276,6 +276,9 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
     assert engine["accepted_per_position"] == [steps, steps, steps]  # full: all accepted
     assert engine["mean_acceptance_length"] == 4.0
     assert engine["accept_length_counts"] == {"4": steps}
+    # by context length from the snapshotted lengths (vLLM logs no stats here)
+    assert [(c["context"], c["drafts"], c["mean_acceptance_length"])
+            for c in engine["by_context"]] == [("<512", steps, 4.0)]
     assert all(m["acceptance_histogram"][:3] == [0, 0, 0] for m in own)
     assert run.process("worker", report)["findings"] == []
     # per request too, from vLLM's own counts, whether vLLM logs stats or not

@@ -148,6 +148,10 @@ def test_partial_agreement_on_mrv2_is_vllms_acceptance(partial):
     assert engine["accepted_per_position"] == [n, 0, 0]
     assert worker["agreement_drafts"] == n
     assert worker["agreement_per_position"] == [1.0, 0.0, 0.0]
+    # by context length from the scheduler's token counts, as with the V1 runner: every
+    # request named (none `unknown`), all below 512 tokens
+    assert [(c["context"], c["drafts"], c["accepted_tokens"])
+            for c in engine["by_context"]] == [("<512", n, n)]
     # widths and the audit as on the V1 runner (MRV2's speculator calls combine_hidden_states)
     assert {(p["pass_kind"], p["width"]) for p in worker["hidden_state_passes"]} == {
         ("target_fed", 384)}

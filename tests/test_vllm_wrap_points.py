@@ -82,6 +82,7 @@ SPECULATORS = (
     (SPEC_V2 + "ngram/speculator.py", "NgramGPUSpeculator", mrv2_since("0.32.0")),
 )
 REQUEST = "vllm/v1/request.py"
+SPEC_CFG = "vllm/config/speculative.py"
 STATS = "vllm/v1/metrics/stats.py"
 
 # Methods a wrapper is installed on (defined on that class itself): (file, method, versions).
@@ -158,7 +159,12 @@ ATTRS = [
     (SCHED, "Scheduler", "num_sampled_tokens_per_step", since("0.26.0")),  # else 1
     *[(SCHED_OUT, "SchedulerOutput", a, ALL)
       for a in ("scheduled_spec_decode_tokens", "num_scheduled_tokens",
-                "total_num_scheduled_tokens")],
+                "total_num_scheduled_tokens", "scheduled_cached_reqs")],
+    # the context breakdown: each cached (running) request's computed tokens at scheduling
+    *[(SCHED_OUT, "CachedRequestData", a, ALL) for a in ("req_ids", "num_computed_tokens")],
+    # and the draft's own config, which its finding names
+    *[(SPEC_CFG, "SpeculativeConfig", a, ALL)
+      for a in ("model", "draft_model_config", "target_model_config")],
     *[(OUTPUTS, "ModelRunnerOutput", a, ALL) for a in ("sampled_token_ids", "req_id_to_index")],
     *[(SPEC_META, "SpecDecodeMetadata", a, ALL)
       for a in ("draft_token_ids", "num_draft_tokens", "target_logits_indices")],
@@ -182,7 +188,8 @@ ATTRS = [
       for a in ("request_id", "sampling_params", "priority", "lora_request")],
     (REQUEST, "Request", "spec_decode_metrics", ("0.33.0",)),
     (SCHED, "Scheduler", "spec_decode_metrics_level", ("0.33.0",)),  # else: release has none
-    (STATS, "RequestSpecDecodeMetrics", "histogram", ("0.33.0",)),
+    *[(STATS, "RequestSpecDecodeMetrics", a, ("0.33.0",))
+      for a in ("histogram", "num_draft_tokens")],
     (E3, None, "AutoWeightsLoader", ALL),
     # MRV2: K, the clock's device, the step's state; the input batch the agreement reads
     *[(RUNNER_V2, "GPUModelRunner", a, MRV2)

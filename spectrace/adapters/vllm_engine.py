@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import logging
 import time
+from operator import itemgetter
 
 from .. import signals
+from ..rules.context import trained_context
 from ..rules.synthetic import vllm_synthetic
 from ..families.acceptance import PositionCounts
 from ..families.requests import FinishedRequest
@@ -54,12 +56,19 @@ class StepCounts:
     `len(sampled) - sampled_per_step` for each request scheduled with drafts that got
     tokens back, from the lengths snapshotted before vLLM could trim the lists. When every
     request of the step was scheduled with drafts and got tokens (a pure decode step, the
-    common case) the counts are the lengths less one, computed in C (`bytes.translate`)."""
+    common case) the counts are the lengths less one, computed in C (`bytes.translate`).
 
-    __slots__ = ("spec", "index", "lens", "per_step")
+    `cached`: the step's `scheduled_cached_reqs` (vLLM's per-request token counts at
+    scheduling), for `context`. `sampled`: vLLM's own lists, kept instead of `lens` when
+    vLLM logs stats and the counts serve the context breakdown only (read at fold time:
+    see `context`)."""
 
-    def __init__(self, spec: dict, index: dict, lens: list, per_step: int) -> None:
+    __slots__ = ("spec", "index", "lens", "per_step", "cached", "sampled")
+
+    def __init__(self, spec: dict, index: dict, lens: list | None, per_step: int,
+                 cached=None, sampled: list | None = None) -> None:
         self.spec, self.index, self.lens, self.per_step = spec, index, lens, per_step
+        self.cached, self.sampled = cached, sampled
 
     def __iter__(self):
         lens, index, spec = self.lens, self.index, self.spec
@@ -75,6 +84,53 @@ class StepCounts:
             if not drafts or i is None or i >= len(lens) or not lens[i]:
                 continue
             yield max(lens[i] - per_step, 0)
+
+    def context(self) -> tuple[list, list]:
+        """(accepted draft tokens, context length) of each request-step, aligned, called at
+        fold time. A request's context length is the scheduler's own count of its
+        computed tokens when the step was scheduled (`num_computed_tokens`) plus the token
+        it sampled last: its prompt and output so far, as SGLang's `seq_lens`; -1 where the
+        step's cached-request data does not name it. Under async scheduling the computed
+        count already includes the step before's drafts, rejected ones too (at most K
+        tokens more). With `sampled` (vLLM logs stats) the lengths are read now: the lists
+        of requests that stopped inside their drafts were trimmed by vLLM, so their last
+        step counts the tokens vLLM kept (`Acceptance` uses vLLM's own counts of the step
+        instead when the step's requests share one bucket)."""
+        index, per_step, cached, spec = self.index, self.per_step, self.cached, self.spec
+        if (per_step == 1 and cached is not None and len(spec) == len(index) > 1
+                and index.keys() == spec.keys()):
+            try:  # a pure decode step, every request named: in C (numpy, itemgetter)
+                return _decode_context(self.lens, self.sampled, index, cached)
+            except (KeyError, ValueError):
+                pass
+        lens = self.lens if self.sampled is None else list(map(len, self.sampled))
+        computed = (dict(zip(cached.req_ids, cached.num_computed_tokens))
+                    if cached is not None else {})
+        counts, lengths = [], []
+        for req_id, drafts in spec.items():
+            i = index.get(req_id)
+            if not drafts or i is None or i >= len(lens) or not lens[i]:
+                continue
+            counts.append(max(lens[i] - per_step, 0))
+            n = computed.get(req_id)
+            lengths.append(n + 1 if isinstance(n, int) else -1)
+        return counts, lengths
+
+
+def _decode_context(lens, sampled, index: dict, cached):
+    """`StepCounts.context` of a step where every request has drafts, in the runner's
+    index order; raises KeyError or ValueError where the per-request path must decide
+    (a request without tokens back, or one the cached data does not name)."""
+    import numpy
+    n = len(index)
+    got = numpy.fromiter(lens if sampled is None else map(len, sampled), numpy.int64)
+    if got.shape[0] != n or not got.all():
+        raise ValueError("not a pure decode step")
+    order = numpy.fromiter(index.values(), numpy.int64, n)
+    names, computed = cached.req_ids, cached.num_computed_tokens
+    if len(names) != n or list(index) != names:  # another order: match by request id
+        computed = itemgetter(*index)(dict(zip(names, computed)))
+    return (got[order] - 1).tolist(), numpy.asarray(computed, dtype=numpy.int64) + 1
 
 
 def _before_engine_step(engine_core):
@@ -94,6 +150,11 @@ def _after_scheduler_init(ctx, scheduler, result) -> None:
         rec = engine_recorder(scheduler.vllm_config)
         rec.acceptance.prepare(k)
         spec = getattr(scheduler.vllm_config, "speculative_config", None)
+        draft = getattr(spec, "draft_model_config", None)
+        if getattr(spec, "model", None) and draft is not getattr(spec, "target_model_config",
+                                                                  None):
+            # the draft's own config.json: what the long-context finding names (judged here)
+            rec.draft.note_context(trained_context(getattr(draft, "hf_config", None)))
         finding = vllm_synthetic(getattr(spec, "rejection_sample_method", None),
                                  getattr(spec, "synthetic_acceptance_rates", None),
                                  getattr(spec, "synthetic_acceptance_length", None))
@@ -117,12 +178,18 @@ def _before_update(scheduler, out, result):
         return None  # no request was scheduled with drafts (prefill, or no speculation)
     rec = STATE.recorder or engine_recorder(scheduler.vllm_config)  # per step: no call
     k = scheduler.num_spec_tokens
-    if not scheduler.log_stats:
-        sampled = result.sampled_token_ids
-        if sampled:
-            rec.acceptance.add(StepCounts(
-                spec, result.req_id_to_index, list(map(len, sampled)),
-                getattr(scheduler, "num_sampled_tokens_per_step", 1)), k)
+    sampled = result.sampled_token_ids
+    if sampled:
+        acceptance = rec.acceptance
+        per_step = getattr(scheduler, "num_sampled_tokens_per_step", 1)
+        cached = getattr(out, "scheduled_cached_reqs", None)
+        if not scheduler.log_stats:
+            counts = StepCounts(spec, result.req_id_to_index, list(map(len, sampled)),
+                                per_step, cached)
+            acceptance.add(counts, k, counts.context if acceptance.wants_lengths else None)
+        elif acceptance.wants_lengths:  # references only; make_stats's hook pairs them
+            rec.inflight.keep_seq_lens(StepCounts(spec, result.req_id_to_index, None,
+                                                  per_step, cached, sampled))
     steps = rec.steps
     if steps.begin(WORKER):
         return steps.start_span({
@@ -142,11 +209,17 @@ def _end_update(step) -> None:
 
 
 def _before_make_stats(scheduler, stats):
-    """vLLM's own counts of this step (None when it logs no stats: see `_before_update`)."""
+    """vLLM's own counts of this step (None when it logs no stats: see `_before_update`),
+    with the step's per-request references for the context breakdown (kept by
+    update_from_output's hook; make_stats runs inside every update_from_output, so they
+    are taken, or dropped, in the same step)."""
+    rec = STATE.recorder
+    step = rec.inflight.take_seq_lens() if rec is not None else None
     if stats is not None:
-        (STATE.recorder or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
+        (rec or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,
-                           stats.num_accepted_tokens_per_pos))
+                           stats.num_accepted_tokens_per_pos),
+            None if step is None else step.context)
 
 
 def _before_free_request(scheduler, request) -> None:
@@ -167,7 +240,8 @@ def _before_free_request(scheduler, request) -> None:
     label = rec.cfg.request_label
     rec.requests.finished(FinishedRequest(
         request.request_id, steps, sum(j * n for j, n in enumerate(hist)), list(hist),
-        temperature, getattr(params, "top_k", None), _label(request, label) if label else None))
+        temperature, getattr(params, "top_k", None), _label(request, label) if label else None,
+        getattr(metrics, "num_draft_tokens", None) or None))
 
 
 def _label(request, name: str):

@@ -58,6 +58,13 @@ class PositionCounts(NamedTuple):
     draft_tokens: int
     per_position: list
 
+    def lengths(self):
+        """(accept length, request-steps) for each length some request-step had."""
+        reached = [self.drafts] + list(self.per_position) + [0]  # accepted >= c
+        for c in range(len(self.per_position) + 1):
+            if reached[c] - reached[c + 1]:
+                yield c + 1, reached[c] - reached[c + 1]
+
 
 class AcceptanceTotals:
     """Folds the accept-count lists the runtime hands over (correct drafts per request,
@@ -84,14 +91,21 @@ class AcceptanceTotals:
 
     def add(self, correct_per_request, num_steps: int, seq_lens=None) -> None:
         """`seq_lens`: the requests' sequence lengths as the runtime holds them on the CPU
-        (a list, CPU tensor or array, kept by reference), or None when it holds none."""
+        (a list, CPU tensor or array, kept by reference), or a function that returns
+        (accept counts, lengths) aligned when called at fold time (vLLM: `StepCounts.
+        context`), or None when it holds none."""
         if seq_lens is None:
             self._pending.append((correct_per_request, num_steps))
         else:
             self._pending.append((correct_per_request, num_steps, seq_lens))
 
-    def add_positions(self, counts: PositionCounts) -> None:
-        self._pending.append((counts, None))
+    def add_positions(self, counts: PositionCounts, context=None) -> None:
+        """`context`: a function returning the step's (accept counts, lengths) at fold time
+        (as `add`'s), for the context breakdown; the totals are `counts`."""
+        if context is None:
+            self._pending.append((counts, None))
+        else:
+            self._pending.append((counts, None, context))
 
     def prepare(self, num_steps: int) -> None:
         """Create the per-position and accept-length series at 0 before the first step,
@@ -119,6 +133,8 @@ class AcceptanceTotals:
                 counts, steps = item[0], item[1]
                 if isinstance(counts, PositionCounts):
                     self._fold_positions(counts)
+                    if with_lengths is not None and len(item) == 3:
+                        with_lengths.append(item)
                     continue
                 step, other = bytearray(), ()
                 try:
@@ -187,17 +203,14 @@ class AcceptanceTotals:
         self.accepted += sum(per_pos)
         if len(self.per_position) < len(per_pos):
             self.per_position.extend([0] * (len(per_pos) - len(self.per_position)))
+        for c, n in enumerate(per_pos):
+            self.per_position[c] += n
         sized = [self.by[b.name] for b in self._sized]
         label = step_cost.BUCKETS[step_cost.bucket_of(counts.drafts)]
-        reached = [counts.drafts] + per_pos + [0]  # request-steps that accepted >= c
-        for c in range(len(per_pos) + 1):
-            if c < len(per_pos):
-                self.per_position[c] += per_pos[c]
-            exactly = reached[c] - reached[c + 1]
-            if exactly:
-                self.length_counts[c + 1] = self.length_counts.get(c + 1, 0) + exactly
-                for by in sized:
-                    by.add(label, c + 1, exactly)
+        for length, n in counts.lengths():
+            self.length_counts[length] = self.length_counts.get(length, 0) + n
+            for by in sized:
+                by.add(label, length, n)
 
 
 def _fold_lengths(by: BucketCounts, items: list) -> None:
@@ -205,17 +218,30 @@ def _fold_lengths(by: BucketCounts, items: list) -> None:
     setting, every step's counts and lengths concatenated, bucketed and counted in one
     `numpy.bincount` (per step only a list extend and an array view: the collecting
     thread holds the interpreter lock the decode loop needs). A step whose lengths do
-    not match its counts goes to `unknown`."""
+    not match its counts goes to `unknown`, as does a negative length (one the runtime
+    did not name). `lengths` may be a function returning (counts, lengths) (vLLM);
+    with the runtime's own `PositionCounts` of the step as its counts, the step's
+    requests all in one bucket take that bucket with the runtime's own counts."""
     import numpy
     from ..rules.context import BUCKETS, bucket_index
     nb = len(BUCKETS) + 1  # the last index: unknown
     groups: dict[int, tuple[list, list, list]] = {}  # counts, their lengths; unknown
     for counts, steps, lengths in items:
+        own = counts if isinstance(counts, PositionCounts) else None
         try:
+            if callable(lengths):
+                counts, lengths = lengths()
             lens = numpy.asarray(lengths).ravel()
             matched = lens.dtype.kind in "iuf" and lens.shape[0] == len(counts)
         except (TypeError, ValueError):
             matched = False
+        if own is not None:
+            bucket = _one_bucket(lens, bucket_index) if matched else UNKNOWN
+            if bucket is not None or not isinstance(counts, list):
+                for length, n in own.lengths():  # the runtime's own counts of the step
+                    by.add(bucket or UNKNOWN, length, n)
+                continue
+            steps = len(own.per_position)
         group = groups.get(steps)
         if group is None:
             group = groups[steps] = ([], [], [])
@@ -231,10 +257,23 @@ def _fold_lengths(by: BucketCounts, items: list) -> None:
         c = numpy.clip(numpy.asarray(cs + unknown, dtype=numpy.int64), 0, steps)
         b = numpy.full(c.shape, nb - 1, dtype=numpy.int64)
         if ls:
-            b[:len(cs)] = bucket_index(numpy.concatenate(ls))
+            lens = numpy.concatenate(ls)
+            b[:len(cs)] = numpy.where(lens < 0, nb - 1, bucket_index(lens))
         tally = numpy.bincount(b * width + c, minlength=nb * width).reshape(nb, width)
         for bi, ci in zip(*numpy.nonzero(tally)):
             by.add(names[bi], int(ci) + 1, int(tally[bi, ci]))
+
+
+def _one_bucket(lens, bucket_index) -> str | None:
+    """The bucket every length of a step falls in, when there is one (`unknown` for a step
+    without lengths; None for one that mixes buckets or has an unknown length)."""
+    from ..rules.context import BUCKETS
+    if not lens.shape[0]:
+        return UNKNOWN
+    if int(lens.min()) < 0:
+        return None
+    b = bucket_index(lens)
+    return BUCKETS[int(b[0])] if (b == b[0]).all() else None
 
 
 def _byte_counts(packed: bytearray) -> list[tuple[int, int]]:
@@ -258,6 +297,8 @@ class Acceptance:
         self.add = self.totals.add
         self.add_positions = self.totals.add_positions
         self.prepare = self.totals.prepare
+        # whether a runtime that must keep more to give sequence lengths should keep it
+        self.wants_lengths = bool(self.totals._lengths)
 
     def folded(self) -> AcceptanceTotals:
         """The totals with everything kept so far counted."""

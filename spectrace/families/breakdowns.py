@@ -90,12 +90,14 @@ CONTEXT = Breakdown(
     "context", names.ATTR_CONTEXT, "context length (tokens in the request so far)", STEP,
     ctx.BUCKETS,
     "each request-step, from the batch's sequence lengths as the runtime holds them on the "
-    "CPU (SGLang v2's `seq_lens_cpu`); `unknown` where it holds none",
+    "CPU (SGLang v2's `seq_lens_cpu`; vLLM: its scheduler's computed tokens of the request "
+    "when the step was scheduled, plus the last sampled one); `unknown` where it holds none",
     "Accept-length distribution by context length: request-steps whose request's sequence "
     "length fell in the `context` bucket (<512, 512-1k, ... >=128k; `unknown` where the "
     "runtime held no lengths on the CPU) and whose accept length equals `length`.",
     reading="a fall in the long buckets is a draft trained on shorter sequences",
-    where=SGLANG_ONLY,
+    where="SGLang 0.5.23's v2 worker and vLLM; not SGLang's v1 worker or older releases "
+          "(docs/metrics.md).",
     reads=SEQ_LENS, rule=ctx.RULE, finding=names.LONG_CONTEXT,
     alert="SpectraceLongContextAcceptance",
     judge=ctx.long_context_finding)

@@ -17,12 +17,13 @@ from typing import NamedTuple
 from opentelemetry.metrics import Observation
 
 from .. import names
+from ..rules.outliers import RATE_BOUNDS, rate_of
 from ..rules.requests import LabelCap, label_text, request_bucket, sampling_bucket
 from ..safety import DROPPED, INTERNAL_ERRORS
 from ..names import COUNTER, MetricSpec
 from . import breakdowns
 from .breakdowns import BucketCounts
-from .instruments import by_attributes, observe
+from .instruments import by_attributes, histogram, observe
 
 MAX_PENDING_SPANS = 4096  # sampled requests waiting for `emit_spans`; more are dropped
 
@@ -38,7 +39,14 @@ SPEC_REQUEST_LABEL_OVERFLOW = MetricSpec(
     "Finished requests whose `request_label` value came after `SPECTRACE_REQUEST_LABEL_CAP` "
     "distinct values and was counted as `other` (0 from the start while a label is set; "
     "`request_label_key`: the field).", (names.ATTR_REQUEST_LABEL_KEY,), counted_once=True)
-METRICS = (SPEC_REQUESTS, SPEC_REQUEST_LABEL_OVERFLOW)
+SPEC_REQUEST_ACCEPTANCE = MetricSpec(
+    "spectrace.spec.request_acceptance", names.HISTOGRAM, "1",
+    "Finished requests by their own acceptance rate: accepted draft tokens over the draft "
+    "tokens they could accept (K per verify step; vLLM's own count with "
+    "--per-request-spec-decode-metrics), in fixed buckets up to 0.96 and 0.99 (the tails "
+    "`spectrace report` names requests from: rules.outliers).", (), counted_once=True,
+    bounds=RATE_BOUNDS)
+METRICS = (SPEC_REQUESTS, SPEC_REQUEST_LABEL_OVERFLOW, SPEC_REQUEST_ACCEPTANCE)
 
 
 class FinishedRequest(NamedTuple):
@@ -50,6 +58,14 @@ class FinishedRequest(NamedTuple):
     temperature: float | None
     top_k: int | None
     label: object = None  # the SPECTRACE_REQUEST_LABEL field's value, when one is set
+    draft_tokens: int | None = None  # the runtime's own count, else verify steps x K
+
+
+def draft_tokens_of(r: FinishedRequest, positions: int) -> int | None:
+    """The draft tokens a request could accept: the runtime's count, else steps x K."""
+    if r.draft_tokens:
+        return r.draft_tokens
+    return r.verify_steps * positions if positions > 0 else None
 
 
 class RequestTotals:
@@ -57,7 +73,8 @@ class RequestTotals:
     set), a count; their request-steps by accept length in each per-request breakdown
     (`by`). `add` keeps a reference; `fold` counts."""
 
-    def __init__(self, request_breakdowns=None, label_cap: int | None = None) -> None:
+    def __init__(self, request_breakdowns=None, label_cap: int | None = None,
+                 positions=lambda: 0) -> None:
         if request_breakdowns is None:  # every declared one (a label's with a cap only)
             request_breakdowns = [b for b in breakdowns.BREAKDOWNS if b.source == breakdowns.REQUEST
                                   and (label_cap or not b.capped)]
@@ -68,6 +85,8 @@ class RequestTotals:
         self.labels = LabelCap(label_cap) if label_cap else None
         self.breakdowns = tuple(request_breakdowns)
         self.by: dict[str, BucketCounts] = {b.name: BucketCounts() for b in self.breakdowns}
+        self.positions = positions  # K, the draft tokens per verify step
+        self.new_rates: list[float] = []  # acceptance rates folded since last taken
 
     def add(self, r: FinishedRequest) -> None:
         self._pending.append(r)
@@ -91,18 +110,29 @@ class RequestTotals:
                             counts.add(bucket, correct + 1, n)
                 key = (request_bucket(1 + r.accepted_tokens / r.verify_steps), label)
                 self.by_mean_length[key] = self.by_mean_length.get(key, 0) + 1
+                rate = rate_of(r.accepted_tokens, draft_tokens_of(r, self.positions()))
+                if rate is not None:
+                    self.new_rates.append(rate)
+
+    def take_rates(self) -> list[float]:
+        with self._lock:
+            rates, self.new_rates = self.new_rates, []
+        return rates
 
 
 class Requests:
     """The requests family of one process: totals, their metrics, and the sampled request
     spans."""
 
-    def __init__(self, cfg, tracer) -> None:
+    def __init__(self, cfg, tracer, positions=lambda: 0) -> None:
+        """`positions`: K, the draft tokens per verify step (for a request's acceptance
+        rate where the runtime counts none itself)."""
         self.cfg = cfg
         self.tracer = tracer
         self.totals = RequestTotals(
             (b for b in breakdowns.BREAKDOWNS if b.source == breakdowns.REQUEST and b.enabled(cfg)),
-            cfg.request_label_cap if cfg.request_label else None)
+            cfg.request_label_cap if cfg.request_label else None, positions)
+        self._rates = None  # the per-request acceptance histogram (`register`)
         self._spans: deque = deque()  # (finished at, FinishedRequest) to record
         self._spans_lock = threading.Lock()
         self._rand = random.random
@@ -133,14 +163,22 @@ class Requests:
                     names.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
                     names.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
                     names.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)}
+                drafts = draft_tokens_of(r, self.totals.positions())
+                if drafts:
+                    attrs[names.SPAN_ATTR_REQUEST_DRAFT_TOKENS] = drafts
                 if label:
                     attrs[names.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
                 self.tracer.start_span(names.SPAN_REQUEST, attributes=attrs,
                                        start_time=t).end(end_time=t)
 
     def folded(self) -> RequestTotals:
-        """The totals with every finished request counted (and their spans recorded)."""
+        """The totals with every finished request counted (its acceptance rate in the
+        histogram, recorded here, in the collecting thread) and their spans recorded."""
         self.totals.fold()
+        if self._rates is not None:
+            record, attrs = self._rates
+            for rate in self.totals.take_rates():
+                record(rate, attrs)
         try:
             self.emit_spans()
         except Exception as exc:  # noqa: BLE001 - the counts are observed all the same
@@ -148,6 +186,7 @@ class Requests:
         return self.totals
 
     def register(self, meter, scope: dict) -> None:
+        self._rates = (histogram(meter, SPEC_REQUEST_ACCEPTANCE).record, dict(scope))
         observe(meter, SPEC_REQUESTS, self._observe_requests, scope)
         if self.cfg.request_label:
             key = {names.ATTR_REQUEST_LABEL_KEY: self.cfg.request_label}

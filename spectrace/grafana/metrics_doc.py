@@ -69,6 +69,9 @@ SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_LABEL, "request: the value of the field `SPECTRACE_REQUEST_LABEL` "
      "names (uncapped, at most 64 characters; `none` when the request has none); only "
      "while a label is set"),
+    (S.SPAN_ATTR_REQUEST_DRAFT_TOKENS, "request: the draft tokens it could accept (vLLM's "
+     "own count with --per-request-spec-decode-metrics, grammar-cut drafts left out; else "
+     "verify steps x K): its acceptance rate is accepted_tokens over this"),
     (S.SPAN_ATTR_BATCH_SIZE, "step: requests in the batch"),
     (S.SPAN_ATTR_NUM_STEPS, "step: speculative steps (draft tokens per chain)"),
     (S.SPAN_ATTR_TOPK, "step: draft top-k (1 for a chain)"),
@@ -190,8 +193,15 @@ def render() -> str:
         "(SGLang's host copy of the sequence lengths, kept by reference, bucketed at "
         "collection); `unknown` where the attention backend opts out of that copy "
         "(`needs_cpu_seq_lens = False`, e.g. trtllm_mha) | not recorded (no hook on the "
-        "scheduler's resolve step there) | not recorded: vLLM's `SpecDecodingStats` "
-        "aggregates per step without sequence lengths |",
+        "scheduler's resolve step there) | each request-step (V1 engine, either model "
+        "runner): the request's computed tokens when the scheduler scheduled the step "
+        "(`scheduled_cached_reqs.num_computed_tokens`) plus the token it sampled last, "
+        "paired with its accept count at the scheduler's `update_from_output` (references "
+        "kept, read at collection); under async scheduling up to K tokens more (the step "
+        "before's drafts, rejected ones too). When vLLM logs stats, a step whose requests "
+        "share one bucket counts vLLM's own `SpecDecodingStats` there; a step mixing buckets "
+        "counts each request's sampled tokens, so the last step of a request that stopped "
+        "inside its drafts counts the tokens vLLM kept (vLLM trims them) |",
         "| `accept_length_by_batch_size` | each step's accept counts: their number is the "
         "step's batch size | the same (v1: verify's counts; v2 0.5.5 - 0.5.8: the "
         "scheduler's) | each step: the requests with drafts (`SpecDecodingStats.num_drafts`, "
@@ -213,7 +223,7 @@ def render() -> str:
         "adapter's name); `routing_key` and `extra_key` are `none` (vLLM's requests carry "
         "neither) |",
         "",
-        "vLLM has no context-length breakdown and none per request without "
+        "vLLM has no per-request breakdown without "
         "`--per-request-spec-decode-metrics` (its step counters aggregate per step); with "
         "it, spectrace's per-request figures are vLLM's own, the ones each response carries "
         "in `metrics.speculative_decoding` (vLLM omits that field for `n > 1`; spectrace "

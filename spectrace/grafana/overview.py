@@ -230,6 +230,18 @@ def rows(flt: str = F) -> list[list[dict]]:
                   [_target(Q.requests_by_mean_accept_length(RANGE, (), flt),
                            "{{mean_accept_length}}")], (12, 8),
                   steps=[{"color": "blue", "value": None}]),
+            _bars("Requests by acceptance rate (cumulative)", "Finished requests over the "
+                  "selected range whose own acceptance rate (accepted / proposed draft tokens) "
+                  "is at most each edge (the histogram spectrace.spec.request_acceptance; "
+                  "histogram_quantile() reads it too). A step between 0.96 and 1 is requests "
+                  "accepting almost everything (a loop, or a KV race); one at the low edges "
+                  "while the rest sit high is garbled output. `spectrace report` names such "
+                  "requests (requests.low_acceptance, requests.implausible_acceptance). "
+                  + ONCE + " " + VLLM_PER_REQUEST,
+                  [_target(Q.requests_by_acceptance_rate(RANGE, (), flt), "<= {{le}}")],
+                  (12, 8), steps=[{"color": "blue", "value": None}]),
+        ],
+        [
             _bars("Accept-length distribution by sampling", "Share of each sampling bucket's "
                   "request-steps (greedy, t<0.5, 0.5<=t<1, t>=1; finished requests) by accept "
                   "length: drafts propose greedily, so sampled requests usually accept less "

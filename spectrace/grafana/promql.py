@@ -110,6 +110,14 @@ def requests_by_mean_accept_length(window: str, by=(), flt="") -> str:
                  fn="increase")
 
 
+def requests_by_acceptance_rate(window: str, by=(), flt="") -> str:
+    """Finished requests whose own acceptance rate is at most each bucket's edge (`le`:
+    the histogram's cumulative buckets)."""
+    spec = S.SPEC_REQUEST_ACCEPTANCE
+    selector = sel(spec, flt).replace(name(spec), name(spec) + "_bucket", 1)
+    return _sum(tuple(by) + ("le",), f"increase({selector}[{window}])")
+
+
 def target_tokens_per_second(window: str, by=(), flt="", copies=False) -> str:
     """Tokens the target emits per second through speculative steps (accepted + bonus)."""
     return (f"{srate(S.SPEC_ACCEPTED_TOKENS, window, by, flt, copies=copies)}"

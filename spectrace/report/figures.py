@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import advisor, signals
+from ..rules import outliers
 from ..rules import requests as req_rule
 from ..rules.widths import ExpectedWidths, check_width, expected_width
 from .breakdown_figures import breakdown_figures, breakdown_findings
@@ -72,9 +73,34 @@ def _finding_summaries(raw: RawTotals, findings: dict[str, dict]
         for code, f in sorted(entries.items(), key=lambda item: item[1]["code"]))
 
 
-def _request_figures(raw: RawTotals, records: list[RequestRecord]) -> RequestFigures | None:
+def request_rates(records, positions: int) -> list[outliers.RequestRate]:
+    """Each recorded request's acceptance rate (its drafts: the span's count, else steps x
+    K); requests without one are left out."""
+    out = []
+    for r in records:
+        rate = outliers.rate_of(r.accepted_tokens, r.draft_tokens or r.verify_steps * positions)
+        if rate is not None:
+            out.append(outliers.RequestRate(r.request_id, r.verify_steps, rate))
+    return out
+
+
+def outlier_findings(raw: RawTotals, sample) -> list:
+    """The requests far outside the rest (`rules.outliers`), judged against the uniform
+    sample, named from everything kept."""
+    if sample is None:
+        return []
+    k = len(raw.per_position)
+    reference = request_rates(sample.sample, k)
+    return outliers.findings(outliers.judge(
+        request_rates(sample.records(), k), outliers.step_sigma(raw.lengths), k,
+        reference=reference))
+
+
+def _request_figures(raw: RawTotals, records: list[RequestRecord], recorded: int
+                     ) -> RequestFigures | None:
     dist = {str(k): v for k, v in (raw.requests or {}).items() if v}
-    if not dist and not records:
+    rates = {k: v for k, v in (raw.request_rates or {}).items() if v}
+    if not dist and not records and not rates:
         return None
     order = req_rule.REQUEST_ORDER
     lowest = sorted(records, key=lambda r: (r.mean_acceptance_length, r.request_id))
@@ -83,10 +109,18 @@ def _request_figures(raw: RawTotals, records: list[RequestRecord]) -> RequestFig
         finished=finite_sum(dist.values()),
         by_mean_acceptance_length={k: dist[k] for k in sorted(
             dist, key=lambda b: (order.get(b, len(order)), b))},
-        recorded=len(records), lowest=tuple(lowest[:LOWEST_REQUESTS]),
+        recorded=recorded, lowest=tuple(lowest[:LOWEST_REQUESTS]),
         label_key=", ".join(sorted(str(k) for k in overflow)) or None,
         by_label=_label_figures(raw.requests_by_label or {}),
-        label_overflow=finite_sum(overflow.values()))
+        label_overflow=finite_sum(overflow.values()),
+        by_acceptance_rate={k: rates[k] for k in sorted(rates, key=_lower_edge)})
+
+
+def _lower_edge(bucket: str) -> float:
+    try:
+        return float(bucket.split("-")[0])
+    except ValueError:
+        return float("inf")
 
 
 def _label_figures(by_label: dict) -> tuple[LabelFigures, ...]:
@@ -103,8 +137,10 @@ def _label_figures(by_label: dict) -> tuple[LabelFigures, ...]:
 
 
 def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint],
-             records: list[RequestRecord] = ()) -> Figures:
-    """The figures every view shows, from raw totals (one process's, or their sum)."""
+               requests=None) -> Figures:
+    """The figures every view shows, from raw totals (one process's, or their sum), and
+    the recorded requests kept (`snapshot.RequestSample`)."""
+    records = requests.records() if requests is not None else []
     breakdowns = breakdown_figures(raw.breakdowns, len(raw.per_position))
     drafts, accepted = raw.drafts, raw.accepted_tokens
     draft_tokens, agr_drafts = raw.draft_tokens, raw.agreement_drafts
@@ -135,10 +171,11 @@ def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelineP
         findings=_finding_summaries(raw, findings) + tuple(
             FindingSummary(code=f.code, severity=f.severity, message=f.message,
                            details=f.details, events=0, times=(), count=1, first_time=None)
-            for f in breakdown_findings(breakdowns, raw.draft_context)),
+            for f in breakdown_findings(breakdowns, raw.draft_context)
+            + outlier_findings(raw, requests)),
         timeline=timeline_figures(points),
         breakdowns=tuple(breakdowns.values()),
         draft_context=dict(raw.draft_context or {}),
-        requests=_request_figures(raw, list(records)),
+        requests=_request_figures(raw, records, requests.seen if requests is not None else 0),
         speculation=_speculation(raw),
     )

@@ -224,9 +224,15 @@ def _requests_table(v: Figures) -> str:
     rows += [f"<tr><th scope=row>{_e(x.request_id)}</th>"
              f"{_cell(x.mean_acceptance_length, f'requests.lowest.{i}.mean_acceptance_length', _ratio(x.mean_acceptance_length))}</tr>"
              for i, x in enumerate(r.lowest)]
-    return _table(f"Finished requests ({count_text(r.finished)}) by mean accept length; "
-                  "recorded requests, lowest first", ["mean accept length / request id",
-                                                      "requests / mean"], rows) + _labels_table(r)
+    rates = [f"<tr><th scope=row>{_e(k)}</th>"
+             f"{_cell(n, f'requests.by_acceptance_rate.{k}', count_text(n))}</tr>"
+             for k, n in (r.by_acceptance_rate or {}).items()]
+    return (_table(f"Finished requests ({count_text(r.finished)}) by mean accept length; "
+                   "recorded requests, lowest first", ["mean accept length / request id",
+                                                       "requests / mean"], rows)
+            + (_table("Finished requests by acceptance rate (accepted / proposed draft "
+                      "tokens)", ["acceptance rate", "requests"], rates) if rates else "")
+            + _labels_table(r))
 
 
 def _labels_table(r) -> str:

@@ -56,6 +56,7 @@ class RawTotals:
     requests: dict = None  # finished requests by mean accept length bucket
     requests_by_label: dict = None  # finished requests by (label value, mean length bucket)
     request_label_overflow: dict = None  # label key -> requests counted as `other`
+    request_rates: dict = None  # finished requests by acceptance-rate bucket (histogram)
     draft_context: dict = None  # what the draft's config says about its context
     # step cost: (phase, batch-size bucket, K) -> [seconds, squared seconds, samples]
     phase_costs: dict = field(default_factory=dict)
@@ -158,12 +159,13 @@ class RequestRecord:
     accepted_tokens: Number
     mean_acceptance_length: float
     sampling: str | None
+    draft_tokens: Number | None = None  # the drafts it could accept (older spans: none)
 
     def to_json(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "verify_steps": self.verify_steps,
                 "accepted_tokens": self.accepted_tokens,
                 "mean_acceptance_length": self.mean_acceptance_length,
-                "sampling": self.sampling}
+                "sampling": self.sampling, "draft_tokens": self.draft_tokens}
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +193,11 @@ class RequestFigures:
     label_key: str | None = None  # the request field SPECTRACE_REQUEST_LABEL names
     by_label: tuple[LabelFigures, ...] = ()
     label_overflow: Number = 0  # requests counted as `other` (past SPECTRACE_REQUEST_LABEL_CAP)
+    by_acceptance_rate: dict = None  # finished requests by acceptance-rate bucket, in order
 
     def to_json(self) -> dict[str, Any]:
         return {"finished": self.finished,
+                "by_acceptance_rate": dict(self.by_acceptance_rate or {}),
                 "by_mean_acceptance_length": dict(self.by_mean_acceptance_length),
                 "recorded": self.recorded, "lowest": [r.to_json() for r in self.lowest],
                 "label_key": self.label_key, "by_label": [x.to_json() for x in self.by_label],
@@ -287,6 +291,8 @@ class ProcessSummary:
     figures: Figures
     raw: RawTotals
     points: tuple[TimelinePoint, ...]
+    # the recorded requests kept (`snapshot.RequestSample`), for the combined view
+    request_sample: Any = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"process": self.process, "pid": self.pid, "role": self.role,

@@ -173,6 +173,7 @@ def raw_totals(metrics: dict) -> RawTotals:
         draft_context={str(k): v for k, v in by_attr(
             metrics, signals.EAGLE3_DRAFT_CONTEXT, signals.ATTR_KIND).items()},
         phase_costs=phase_costs(metrics),
+        request_rates=histogram_counts(metrics, signals.SPEC_REQUEST_ACCEPTANCE),
         drafted_per_position=by_attr(metrics, signals.SPEC_DRAFTS_PER_POSITION,
                                       signals.ATTR_POSITION),
         topk=next(iter(by_attr(metrics, signals.SPEC_TOPK, signals.ATTR_WORKER).values()),
@@ -210,5 +211,79 @@ def request_record(span: dict) -> RequestRecord | None:
     rid = a.get(signals.SPAN_ATTR_REQUEST_ID)
     if not isinstance(rid, str) or not steps or steps <= 0 or accepted is None:
         return None
+    drafts = num(a.get(signals.SPAN_ATTR_REQUEST_DRAFT_TOKENS))
     return RequestRecord(rid[:200], steps, accepted, 1 + accepted / steps,
-                         text_of(a.get(signals.SPAN_ATTR_REQUEST_SAMPLING), 40))
+                         text_of(a.get(signals.SPAN_ATTR_REQUEST_SAMPLING), 40),
+                         drafts if drafts and drafts > 0 else None)
+
+
+class RequestSample:
+    """The recorded requests a report keeps of a process, bounded: a uniform sample of
+    them (a seeded reservoir: the same files give the same report), the reference the
+    outlier rules compare with, and the `EXTREMES` lowest and highest by mean accept
+    length, which the report lists and the outlier rules name."""
+
+    SIZE = 2 * MAX_POINTS
+    EXTREMES = 50
+
+    def __init__(self) -> None:
+        import random
+        self.sample: list[RequestRecord] = []
+        self.seen = 0
+        self._rand = random.Random(0)
+        self._low: list = []   # heaps of (key, n, record): the most extreme kept
+        self._high: list = []
+
+    def add(self, r: RequestRecord) -> None:
+        import heapq
+        self.seen += 1
+        if len(self.sample) < self.SIZE:
+            self.sample.append(r)
+        else:
+            j = self._rand.randrange(self.seen)
+            if j < self.SIZE:
+                self.sample[j] = r
+        for heap, key in ((self._low, -r.mean_acceptance_length),
+                          (self._high, r.mean_acceptance_length)):
+            item = (key, self.seen, r)
+            if len(heap) < self.EXTREMES:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+
+    def extend(self, other: "RequestSample") -> None:
+        """Another process's kept requests (the combined view)."""
+        import heapq
+        self.seen += other.seen
+        self.sample += other.sample
+        for mine, theirs in ((self._low, other._low), (self._high, other._high)):
+            for item in theirs:
+                heapq.heappush(mine, item)
+
+    def records(self) -> list[RequestRecord]:
+        """The sample and the extremes, each request once."""
+        out = {id(r): r for r in self.sample}
+        for _, _, r in self._low + self._high:
+            out.setdefault(id(r), r)
+        return list(out.values())
+
+
+def histogram_counts(metrics: dict, spec: signals.MetricSpec) -> dict[str, float]:
+    """A histogram's observations by bucket (`lo-hi`, the edges its points carry), summed
+    over its points; malformed points are left out."""
+    out: dict[str, float] = {}
+    raw = metrics.get(spec.name)
+    for p in raw if isinstance(raw, list) else ():
+        v = p.get("value") if isinstance(p, dict) else None
+        if not isinstance(v, dict):
+            continue
+        bounds, counts = v.get("bounds"), v.get("buckets")
+        if (not isinstance(bounds, list) or not isinstance(counts, list)
+                or len(counts) != len(bounds) + 1
+                or any(num(x) is None for x in bounds + counts)):
+            continue
+        edges = [0] + bounds + [1]
+        for lo, hi, n in zip(edges, edges[1:], counts):
+            key = f"{lo:g}-{hi:g}"
+            out[key] = out.get(key, 0) + n
+    return out

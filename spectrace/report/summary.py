@@ -21,12 +21,11 @@ from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, 
 from .figures import figures_of
 from .reader import iter_jsonl
 from .records import (
-    CombinedSummary, PassCount, ProcessSummary, RawTotals, Report, RequestRecord,
-    UnreadableProcess,
+    CombinedSummary, PassCount, ProcessSummary, RawTotals, Report, UnreadableProcess,
 )
 from .snapshot import (
-    MAX_POINTS, PHASE_FIELDS, SUMMED, PASSES_COUNTED_ONCE, finite_sum, raw_totals, read_events,
-    read_resource, request_record,
+    MAX_POINTS, PHASE_FIELDS, SUMMED, PASSES_COUNTED_ONCE, RequestSample, finite_sum,
+    raw_totals, read_events, read_resource, request_record,
 )
 from .timeline import Timeline, merge_points
 from .verdict import of_report
@@ -54,14 +53,12 @@ def summarize_process(path: str) -> ProcessSummary:
             stats["skipped"] += 1
     findings = read_events(os.path.join(path, EVENTS_FILE), stats)
     n_spans = 0
-    records: list[RequestRecord] = []
+    kept = RequestSample()
     for span in iter_jsonl(os.path.join(path, SPANS_FILE), stats):
         n_spans += 1
         r = request_record(span)
         if r is not None:
-            records.append(r)
-            if len(records) >= 2 * MAX_POINTS:  # keep the lowest ones, bounded
-                records = sorted(records, key=lambda x: x.mean_acceptance_length)[:MAX_POINTS]
+            kept.add(r)
     runtime = resource.get(signals.RES_RUNTIME) or (
         signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None)
     raw = replace(raw_totals(metrics), runtime=runtime)
@@ -88,9 +85,10 @@ def summarize_process(path: str) -> ProcessSummary:
         metric_snapshots=n_snapshots,
         skipped_lines=stats.get("skipped", 0) + stats.get("torn", 0),
         spans=n_spans,
-        figures=figures_of(raw, findings, timeline.points, records),
+        figures=figures_of(raw, findings, timeline.points, kept),
         raw=raw,
         points=tuple(timeline.points),
+        request_sample=kept,
     )
 
 
@@ -109,10 +107,16 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
     findings: dict[str, dict] = {}
     phase_costs: dict = {}
     drafted: dict = {}
+    request_rates: dict = {}
+    kept = RequestSample()
     topk = runtime = None
     for p in procs:
         r, counting = p.raw, counts_once(p.counted)
         if counting:
+            if p.request_sample is not None:
+                kept.extend(p.request_sample)
+            for key, v in (r.request_rates or {}).items():  # counted_once, a histogram
+                request_rates[key] = finite_sum((request_rates.get(key, 0), v))
             for key, v in r.phase_costs.items():
                 acc = phase_costs.setdefault(key, [0] * len(PHASE_FIELDS))
                 for i, x in enumerate(v):
@@ -154,14 +158,14 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
                     breakdowns=by_breakdown,
                     expected_widths=expected_widths, draft_context=draft_context,
                     phase_costs=phase_costs,
-                    drafted_per_position=drafted, topk=topk, runtime=runtime)
+                    drafted_per_position=drafted, topk=topk, runtime=runtime,
+                    request_rates=request_rates)
     return CombinedSummary(
         processes=tuple(p.process for p in procs),
         counted_once=tuple(p.process for p in once),
         copies=tuple(p.process for p in procs if not counts_once(p.counted)),
         figures=figures_of(raw, findings, merge_points([list(p.points) for p in once]),
-                         [r for p in once if p.figures.requests
-                          for r in p.figures.requests.lowest]))
+                           kept))
 
 
 def read_process(path: str) -> ProcessSummary | UnreadableProcess:

@@ -99,6 +99,9 @@ def request_lines(p) -> list[str]:
         return []
     lines = [f"  finished requests {count_text(r.finished)}, by mean accept length: "
              + "  ".join(f"{k}: {count_text(v)}" for k, v in r.by_mean_acceptance_length.items())]
+    if r.by_acceptance_rate:
+        lines.append("    by acceptance rate (accepted / proposed draft tokens): " + "  ".join(
+            f"{k}: {count_text(v)}" for k, v in r.by_acceptance_rate.items()))
     if r.lowest:
         lines.append(f"    lowest of {count_text(r.recorded)} recorded (request id: mean accept "
                      "length over verify steps): " + ", ".join(

@@ -67,14 +67,16 @@ class MemoryTelemetry(NamedTuple):
     exporter: object
 
     def collect(self) -> dict:
-        """Every data point collected now: metric name -> [(attributes, value)]."""
+        """Every data point collected now: metric name -> [(attributes, value)]; a
+        histogram's value is its point itself (`count`, `sum`, `bucket_counts`)."""
         data = self.reader.get_metrics_data()
         out: dict = {}
         for rm in (data.resource_metrics if data else ()):
             for sm in rm.scope_metrics:
                 for m in sm.metrics:
                     out.setdefault(m.name, []).extend(
-                        (dict(p.attributes or {}), p.value) for p in m.data.data_points)
+                        (dict(p.attributes or {}), getattr(p, "value", p))
+                        for p in m.data.data_points)
         return out
 
     def total(self, name: str, **attributes) -> float:

@@ -895,7 +895,9 @@ def make_vllm_inputs(bs: int, device: str = "cpu", dtype=None) -> VllmInputs:
     for accepted in accept_lists(bs):
         so = types.SimpleNamespace(scheduled_spec_decode_tokens={r: [7] * k for r in reqs},
                                    num_scheduled_tokens={r: k + 1 for r in reqs},
-                                   total_num_scheduled_tokens=bs * (k + 1))
+                                   total_num_scheduled_tokens=bs * (k + 1),
+                                   scheduled_cached_reqs=types.SimpleNamespace(
+                                       req_ids=reqs, num_computed_tokens=[700] * bs))
         stats = types.SimpleNamespace(  # vLLM's SpecDecodingStats of the step
             num_drafts=bs, num_draft_tokens=bs * k,
             num_accepted_tokens_per_pos=[sum(a > p for a in accepted) for p in range(k)])
