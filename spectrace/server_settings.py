@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-PREFIX = "spectrace.setting."
+from . import names
+
+PREFIX = names.RES_SETTING_PREFIX
 
 # what a KV-cache dtype below the model's own is spelled as, in either runtime
 LOW_PRECISION_KV = ("fp8", "fp4", "int8", "int4", "nvfp4", "mxfp")
