@@ -61,9 +61,9 @@ def resolved(server_args):
     ServerArgs themselves."""
     try:
         from sglang.srt.arg_groups.model_override_base import resolving_view
+        return resolving_view(server_args)
     except Exception:  # noqa: BLE001 - a release that resolves in place
         return server_args
-    return resolving_view(server_args)
 
 
 def read(server_args) -> dict:
