@@ -136,6 +136,9 @@ def test_weak_acceptance_names_the_fp8_kv_cache(tmp_path):
 def test_weak_acceptance_names_a_quantized_target_and_async_ngram(tmp_path):
     rep = with_settings(tmp_path, WEAK, {"quantization": "fp8", "spec_method": "eagle3"})
     assert "the target is quantized (fp8)" in rep.verdict.sentence
+    rep = with_settings(tmp_path / "q", WEAK, {"quantization": "none", "draft_quantization": "fp8",
+                                               "spec_method": "eagle3"})
+    assert "known cause" not in rep.verdict.sentence  # a quantized draft: no field evidence
     rep = with_settings(tmp_path / "b", WEAK, {"async_scheduling": True, "spec_method": "ngram",
                                                "kv_cache_dtype": "fp8"})
     s = rep.verdict.sentence
