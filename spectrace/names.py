@@ -147,6 +147,7 @@ RES_MODEL = "spectrace.model"            # the served model name (target)
 RES_DRAFT_MODEL = "spectrace.draft_model"  # the draft checkpoint path
 RES_SPEC_ALGORITHM = "spectrace.spec_algorithm"  # SGLang: --speculative-algorithm (NGRAM, ...); vLLM: speculative_config.method (eagle3, ngram, ...)
 RES_SPEC_WORKER = "spectrace.spec_worker"        # SGLang: the worker class that runs it
+RES_SETTING_PREFIX = "spectrace.setting."  # + a server setting's key (server_settings)
 
 RUNTIME_SGLANG = "sglang"
 RUNTIME_VLLM = "vllm"

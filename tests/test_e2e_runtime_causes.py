@@ -12,9 +12,14 @@ non-finite draft. Each finding is raised from what the runtime's own process use
 checks of the draft's outputs; the report leads with "broken". The healthy runs of
 tests/test_e2e_acceptance.py and tests/test_vllm_e2e.py get neither (their findings are
 empty, and the non-finite check always runs on a draft's first pass).
+
+Both servers also show the server settings that change acceptance (`server_settings`),
+read at start-up from the config objects their processes received: each is started with
+prefix caching off (a setting off its default), and the report's header says so.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -30,6 +35,19 @@ from tests.test_prometheus_e2e import PROMETHEUS, Prometheus
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_FINITE_EVERY": "4"}
 PROMPTS = [[3, 7, 11], [5, 9, 2]]
 SYNTHETIC = "acceptance.synthetic"
+# every setting the CPU servers have, with the values the runs below start them with
+SGLANG_SETTINGS = {
+    "kv_cache_dtype": "auto", "draft_kv_cache_dtype": "auto", "quantization": "none",
+    "draft_quantization": "none", "cuda_graph": False, "async_scheduling": False,
+    "prefix_caching": False, "grammar_backend": "xgrammar", "disaggregation": "none",
+    "attention_dp_size": 1, "tp_size": 1, "pp_size": 1, "ep_size": 1, "spec_method": "EAGLE3",
+    "spec_num_steps": 3, "spec_topk": 1, "spec_num_draft_tokens": 4, "spec_adaptive": False}
+VLLM_SETTINGS = {
+    "kv_cache_dtype": "auto", "draft_kv_cache_dtype": "auto", "quantization": "none",
+    "draft_quantization": "none", "cuda_graph": False, "async_scheduling": False,
+    "prefix_caching": False, "grammar_backend": "auto", "disaggregation": "none",
+    "attention_dp_size": 1, "tp_size": 1, "pp_size": 1, "ep_size": 1, "spec_method": "eagle3",
+    "spec_num_steps": 3, "spec_adaptive": False}
 NON_FINITE = "draft.non_finite"
 
 
@@ -54,7 +72,7 @@ def test_sglang_simulated_acceptance_and_non_finite_draft(nonfinite_models, sgla
     run = sglang_server(nonfinite_models, env={
         **FAST, "SGLANG_SIMULATE_ACC_LEN": "3", "SGLANG_SIMULATE_ACC_METHOD": "multinomial",
         "SPECTRACE_EXPORTERS": "file,prometheus", "SPECTRACE_PROMETHEUS_PORT": str(port)},
-        timeout=900)
+        timeout=900, extra_args=["--disable-radix-cache"])
     responses = [run.server.generate(p, 24) for p in PROMPTS]
     verify, accepted, _ = sglang_totals(responses)
     def both_found():
@@ -84,6 +102,16 @@ def test_sglang_simulated_acceptance_and_non_finite_draft(nonfinite_models, sgla
     first = text.splitlines()[0]
     assert first.startswith("Verdict: broken: "), first
     assert ("acceptance figures are synthetic" in first or "non-finite" in first), first
+    # the server settings, read from the ServerArgs the scheduler received, as started
+    # (the harness's command line, --disable-radix-cache) and as SGLang resolved them (no
+    # overlap schedule for speculation on the CPU, its default grammar backend)
+    assert proc["settings"] == SGLANG_SETTINGS, proc["settings"]
+    resources = [json.load(open(p))["attributes"]
+                 for p in glob.glob(os.path.join(run.data_dir, "*", "resource.json"))]
+    assert resources and all(r["spectrace.setting.prefix_caching"] is False for r in resources)
+    header = text.splitlines()[2]
+    assert header.startswith("server settings: KV cache auto, draft KV cache auto, "), header
+    assert "prefix caching off" in header and "speculative method EAGLE3" in header, header
     if PROMETHEUS is None:
         return  # outside CI without the Debian package: the report half still ran
     prom = Prometheus(str(tmp_path), [port])
@@ -140,7 +168,8 @@ def test_vllm_non_finite_draft(nonfinite_models, vllm_server):
     """vLLM's CPU engine with the draft whose fc holds an inf: the hidden states its
     `compute_logits` reads are non-finite (float32: the harness serves with --dtype
     float32). The logits are not checked: they hold -inf by design (outside d2t)."""
-    run = vllm_server(nonfinite_models, env=FAST, timeout=900)
+    run = vllm_server(nonfinite_models, env=FAST, timeout=900,
+                      extra_args=["--no-enable-prefix-caching"])
     for p in PROMPTS:
         run.server.complete(p, 24)
 
@@ -158,3 +187,13 @@ def test_vllm_non_finite_draft(nonfinite_models, vllm_server):
     assert SYNTHETIC not in codes(engine)
     assert engine["internal_errors"] == 0 and worker["internal_errors"] == 0
     assert report["verdict"]["state"] == "broken", report["verdict"]
+    # the server settings, read from the VllmConfig each process received (--enforce-eager:
+    # no CUDA graphs; --no-enable-prefix-caching), the same in both, shown once
+    assert engine["settings"] == worker["settings"] == report["settings"] == VLLM_SETTINGS, \
+        (engine["settings"], worker["settings"])
+    text = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(run.data_dir)],
+                          capture_output=True, text=True, timeout=60).stdout
+    header = text.splitlines()[2]
+    assert header.startswith("server settings: KV cache auto, ") and text.count(
+        "server settings:") == 1, text[:2000]
+    assert "prefix caching off" in header and "speculative method eagle3" in header, header

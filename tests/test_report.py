@@ -386,7 +386,7 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
     rep = build_report(str(tmp_path))
     out = json.loads(cli(tmp_path, "--json").stdout)
     assert out == json.loads(json.dumps(rep.to_json()))
-    assert list(out) == ["verdict", "directory", "processes", "combined"]
+    assert list(out) == ["verdict", "directory", "settings", "processes", "combined"]
     from spectrace.families.breakdowns import BREAKDOWNS
     figures = names(Figures)
     at = figures.index("breakdowns")  # one `by_<name>` key per declared breakdown

@@ -109,6 +109,22 @@ def test_v1_acceptance_matches_sglang_meta_info(v1_run):
     assert proc["agreement_drafts"] == 0  # v1 exposes no per-position target predictions
 
 
+def test_v1_server_settings_read_from_0_5_12_server_args(v1_run):
+    """The server settings on 0.5.12, where SGLang resolves its ServerArgs in place: the
+    draft's KV cache is the target's (no field of its own), attention DP from `dp_size`
+    with `enable_dp_attention`, no largest graph batch where graphs are off
+    (--disable-cuda-graph), no overlap schedule for v1."""
+    server, data, responses = v1_run
+    proc = scheduler(data, sglang_totals(responses)[0])
+    assert proc["settings"] == {
+        "kv_cache_dtype": "auto", "draft_kv_cache_dtype": "auto", "quantization": "none",
+        "draft_quantization": "none", "cuda_graph": False, "async_scheduling": False,
+        "prefix_caching": True, "grammar_backend": "xgrammar", "disaggregation": "none",
+        "attention_dp_size": 1, "tp_size": 1, "pp_size": 1, "ep_size": 1,
+        "spec_method": "EAGLE3", "spec_num_steps": 3, "spec_topk": 1,
+        "spec_num_draft_tokens": 4, "spec_adaptive": False}, proc["settings"]
+
+
 def test_v1_step_cost_times_the_target_forward_inside_verify(v1_run):
     """Step cost on v1 (every 4th step): each measured step's verify holds one target
     forward (`TpModelWorker.forward_batch_generation(..., is_verify=True)`), timed within

@@ -408,3 +408,51 @@ def test_tables_here_are_the_adapters_wrap_points():
             for point in getattr(importlib.import_module(adapter), table):
                 ours.add((name.replace(".", "/") + ".py", point.target))
     assert ours == {(f, t) for f, t, _ in WRAPPED}
+
+
+# -- the server settings (adapters/vllm_settings.READS), read from VllmConfig ------------
+CFG = "vllm/config/"
+SETTINGS_ATTRS = [
+    *[(CFG + "vllm.py", "VllmConfig", a, ALL) for a in (
+        "cache_config", "model_config", "compilation_config", "scheduler_config",
+        "parallel_config", "speculative_config", "structured_outputs_config",
+        "kv_transfer_config")],
+    *[(CFG + "cache.py", "CacheConfig", a, ALL) for a in ("cache_dtype",
+                                                          "enable_prefix_caching")],
+    *[(CFG + "model.py", "ModelConfig", a, ALL) for a in ("quantization", "enforce_eager")],
+    *[(CFG + "compilation.py", "CompilationConfig", a, ALL)
+      for a in ("cudagraph_mode", "max_cudagraph_capture_size")],
+    (CFG + "scheduler.py", "SchedulerConfig", "async_scheduling", ALL),
+    (CFG + "structured_outputs.py", "StructuredOutputsConfig", "backend", ALL),
+    (CFG + "kv_transfer.py", "KVTransferConfig", "kv_role", ALL),
+    *[(CFG + "parallel.py", "ParallelConfig", a, ALL) for a in (
+        "data_parallel_size", "tensor_parallel_size", "pipeline_parallel_size",
+        "enable_expert_parallel")],
+    *[(CFG + "speculative.py", "SpeculativeConfig", a, ALL) for a in (
+        "method", "num_speculative_tokens", "quantization", "draft_model_config",
+        "target_model_config")],
+    # the draft's own KV-cache dtype and K by batch size (0.26+); dspark's adaptive
+    # verification (0.28+)
+    *[(CFG + "speculative.py", "SpeculativeConfig", a, mrv2_since("0.26.0"))
+      for a in ("kv_cache_dtype", "uses_dynamic_speculative_decoding")],
+    (CFG + "speculative.py", "SpeculativeConfig", "enable_adaptive_verification",
+     mrv2_since("0.28.0")),
+]
+# absent where vllm_settings takes its other way or leaves the setting out
+SETTINGS_ABSENT = [
+    *[(CFG + "speculative.py", "SpeculativeConfig", a, until("0.22.0"))
+      for a in ("kv_cache_dtype", "uses_dynamic_speculative_decoding")],
+    (CFG + "speculative.py", "SpeculativeConfig", "enable_adaptive_verification",
+     ("0.26.0", "0.27.0")),
+]
+
+
+@pytest.mark.parametrize("version,path,cls,attr", rows(SETTINGS_ATTRS))
+def test_server_setting_read_by_the_adapter(version, path, cls, attr):
+    assert attr in ws.class_attrs("vllm", version, path, cls), \
+        f"vLLM {version}: {cls} has no {attr}"
+
+
+@pytest.mark.parametrize("version,path,cls,attr", rows(SETTINGS_ABSENT))
+def test_server_setting_absent_where_the_adapter_expects_it(version, path, cls, attr):
+    assert attr not in ws.class_attrs("vllm", version, path, cls)

@@ -357,3 +357,73 @@ def test_tables_here_are_the_adapters_wrap_points():
             ours.add((module.replace(".", "/") + ".py", point.target))
     listed = {(f, t) for f, t, _ in WRAPPED} | {(f, name) for f, name, *_ in FUNCTIONS}
     assert ours == listed
+
+
+# -- the server settings (adapters/sglang_settings.READS), read from ServerArgs ----------
+SERVER_ARGS = "sglang/srt/server_args.py"
+# 0.5.23 declares ServerArgs' fields in namespaces (arg_groups/fields/<file>: class)
+FIELDS_023 = {"kv_cache_dtype": ("model.py", "Model"), "quantization": ("model.py", "Model"),
+              "cuda_graph_config": ("exec_.py", "ExecGraph"),
+              "disable_cuda_graph": ("exec_.py", "ExecGraph"),
+              "disable_decode_cuda_graph": ("exec_.py", "ExecGraph"),
+              "grammar_backend": ("exec_.py", "ExecKernel"),
+              "disable_overlap_schedule": ("schedule.py", "Schedule"),
+              "disable_radix_cache": ("memory.py", "Memory"),
+              "disaggregation_mode": ("disagg.py", "Disagg")}
+SETTINGS_FIELDS = [
+    *[(f, ALL) for f in ("kv_cache_dtype", "quantization", "disable_cuda_graph",
+                         "disable_overlap_schedule", "disable_radix_cache", "grammar_backend",
+                         "disaggregation_mode", "tp_size", "pp_size", "ep_size", "dp_size",
+                         "enable_dp_attention", "speculative_algorithm",
+                         "speculative_num_steps", "speculative_eagle_topk",
+                         "speculative_num_draft_tokens")],
+    ("speculative_draft_model_quantization", since("0.5.8")),
+    ("speculative_adaptive", since("0.5.12")),
+    ("cuda_graph_max_bs", until("0.5.12")),
+    ("cuda_graph_config", since("0.5.16")),        # decode.backend / decode.max_bs
+    ("disable_decode_cuda_graph", since("0.5.16")),
+    ("attn_dp_size", V23),
+    ("speculative_draft_kv_cache_dtype", V23),
+]
+# absent where sglang_settings takes its other way (a rename here fails a test)
+SETTINGS_ABSENT = [("cuda_graph_max_bs", since("0.5.16")), ("attn_dp_size", until("0.5.16")),
+                   ("speculative_draft_kv_cache_dtype", until("0.5.16"))]
+
+
+def _server_args_fields(version: str) -> set[str]:
+    names = ws.class_attrs("sglang", version, SERVER_ARGS, "ServerArgs")
+    if version in V23:
+        for path, cls in set(FIELDS_023.values()) | {("spec.py", "Spec"),
+                                                      ("parallel.py", "Parallel")}:
+            names |= ws.class_attrs("sglang", version, "sglang/srt/arg_groups/fields/" + path,
+                                    cls)
+    return names
+
+
+@pytest.mark.parametrize("version,field", [pytest.param(v, f, id=f"{v}-{f}")
+                                           for f, vs in SETTINGS_FIELDS for v in vs])
+def test_server_setting_field_read_by_the_adapter(version, field):
+    assert field in _server_args_fields(version), f"SGLang {version}: ServerArgs has no {field}"
+
+
+@pytest.mark.parametrize("version,field", [pytest.param(v, f, id=f"{v}-{f}")
+                                           for f, vs in SETTINGS_ABSENT for v in vs])
+def test_server_setting_field_absent_where_another_way_is_taken(version, field):
+    assert field not in _server_args_fields(version)
+
+
+@pytest.mark.parametrize("version", since("0.5.16"))
+def test_cuda_graph_config_has_the_decode_phase_backend_and_max_bs(version):
+    path = "sglang/srt/model_executor/cuda_graph_config.py"
+    assert "decode" in ws.class_attrs("sglang", version, path, "CudaGraphConfig")
+    assert {"backend", "max_bs"} <= ws.class_attrs("sglang", version, path, "PhaseConfig")
+
+
+@pytest.mark.parametrize("version", ALL)
+def test_resolving_view_where_the_adapter_uses_it(version):
+    """sglang_settings reads what SGLang resolved through its own `resolving_view` where
+    the release has one (0.5.23), else the fields themselves."""
+    tree = ws.module("sglang", version, "sglang/srt/arg_groups/model_override_base.py")
+    has = tree is not None and "resolving_view" in ws.module_names(tree)
+    assert has == (version in V23)
+

@@ -41,7 +41,7 @@ def _ranks_from_sglang() -> dict:
         return {}
 
 
-def _server_args(named: dict):
+def server_args(named: dict):
     """The `server_args` a worker receives (the argument with a draft model path)."""
     return next((v for v in named.values() if hasattr(v, "speculative_draft_model_path")),
                 None)
@@ -49,7 +49,7 @@ def _server_args(named: dict):
 
 def models(named: dict) -> dict:
     """The served model name and draft path, from the `server_args` a worker receives."""
-    args = _server_args(named)
+    args = server_args(named)
     if args is None:
         return {}
     return {"model": getattr(args, "served_model_name", None)
@@ -60,7 +60,7 @@ def models(named: dict) -> dict:
 def algorithm(named: dict, worker) -> dict:
     """The speculative algorithm the `server_args` name (`NGRAM`, `STANDALONE`, a plugin's
     name, ...) and the worker class that runs it."""
-    name = getattr(_server_args(named), "speculative_algorithm", None)
+    name = getattr(server_args(named), "speculative_algorithm", None)
     return {"spec_algorithm": str(name).upper() if name else None,
             "spec_worker": type(worker).__name__}
 
@@ -75,7 +75,7 @@ def port_offset(named: dict) -> int | None:
     replica and `dp_rank` is derived from them: nothing is added. None when a rank is not
     known."""
     r = ranks(named)
-    args = _server_args(named)
+    args = server_args(named)
     tp_size = _int(getattr(args, "tp_size", None)) or 1
     if _int(r.get("tp_rank")) is None:
         return None
@@ -158,7 +158,7 @@ def placement_from_args(named: dict) -> Placement:
     group is `tp_size / attn_dp_size / attn_cp_size` ranks wide (`attn_dp_size`, 0.5.2x),
     or `tp_size / dp_size` with `enable_dp_attention` (older), else all `tp_size`."""
     r = ranks(named)
-    args = _server_args(named)
+    args = server_args(named)
     tp_rank = _int(r.get("tp_rank"))
     tp_size = _int(getattr(args, "tp_size", None))
     if tp_rank is None or tp_size is None:

@@ -18,7 +18,7 @@ from ..objstate import ATTR, state_of
 from ..patching import WrapPoint
 from ..process import STATE, note_identity, on_reset, recorder
 from ..runtimes import runtime_version
-from . import sglang_identity
+from . import sglang_identity, sglang_settings
 from ..rules.context import trained_context
 from .sglang_target import audit_pair
 
@@ -43,7 +43,8 @@ def before_init(instance, named: dict):
     note_identity(**sglang_identity.ranks(named), **sglang_identity.models(named),
                   **sglang_identity.algorithm(named, instance),
                   counted=counting.scope(sglang_identity.placement(named)),
-                  port_offset=sglang_identity.port_offset(named))
+                  port_offset=sglang_identity.port_offset(named),
+                  settings=sglang_settings.read(sglang_identity.server_args(named)))
     recorder()
 
 

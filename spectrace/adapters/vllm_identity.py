@@ -14,6 +14,7 @@ rank r (tp + pp * tp_size) the `1 + r`-th.
 from __future__ import annotations
 
 from .. import counting, signals
+from . import vllm_settings
 from ..process import STATE, note_identity, recorder
 
 
@@ -61,7 +62,8 @@ def engine_recorder(vllm_config):
         return rec
     dp, tp, pp = _sizes(vllm_config)
     note_identity(runtime=signals.RUNTIME_VLLM, dp_rank=dp, counted=counting.ONCE,
-                  port_offset=dp * (1 + tp * pp), **_models(vllm_config))
+                  port_offset=dp * (1 + tp * pp), **_models(vllm_config),
+                  settings=vllm_settings.read(vllm_config))
     return recorder(signals.ROLE_ENGINE_CORE)
 
 
@@ -83,5 +85,6 @@ def worker_recorder(vllm_config=None):
                   counted=counting.scope(counting.Placement(
                       ranks["tp_rank"], ranks["pp_rank"], pp)),
                   port_offset=dp * (1 + tp * pp) + 1 + ranks["tp_rank"]
-                  + ranks["pp_rank"] * tp, **_models(vllm_config))
+                  + ranks["pp_rank"] * tp, **_models(vllm_config),
+                  settings=vllm_settings.read(vllm_config))
     return recorder(signals.ROLE_WORKER)

@@ -8,7 +8,7 @@ import socket
 
 from opentelemetry.sdk.resources import Resource
 
-from .. import signals
+from .. import server_settings, signals
 from ..version import __version__
 from ..config import Config
 from ..runtimes import runtime_version
@@ -48,5 +48,7 @@ def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
                       ("spec_worker", signals.RES_SPEC_WORKER)):
         if identity.get(key):
             attrs[attr] = str(identity[key])
+    # the server settings that change acceptance (spectrace.server_settings)
+    attrs.update(server_settings.resource_attributes(identity.get("settings") or {}))
     # OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME are merged by Resource.create.
     return Resource.create(attrs)

@@ -1,7 +1,7 @@
 """docs/metrics.md, generated from `spectrace.signals` so the table cannot drift."""
 from __future__ import annotations
 
-from .. import signals as S
+from .. import server_settings, signals as S
 from ..families.breakdowns import BREAKDOWNS
 
 from . import promql as Q
@@ -40,6 +40,11 @@ RESOURCE = (
     (S.RES_SPECTRACE_VERSION, "spectrace_version", "spectrace version"),
     (S.RES_SGLANG_VERSION, "spectrace_sglang_version", "SGLang version (SGLang processes "
      "only; kept so existing queries work)"),
+    (server_settings.PREFIX + "<key>", "spectrace_setting_<key>", "the server settings that "
+     "change acceptance, read at start-up from the runtime's own config (SGLang's "
+     "ServerArgs, vLLM's VllmConfig; docs/report.md, \"The server settings\"), one each, "
+     "left out where the runtime has no such setting: " + ", ".join(
+         f"`{s.key}` ({s.label})" for s in server_settings.SETTINGS)),
 )
 
 

@@ -3,9 +3,9 @@ and the combined view are written (`text`, `html` and `watch` all word them alik
 from __future__ import annotations
 
 import math
-from .. import signals
+from .. import server_settings, signals
 from ..runtimes import RUNTIMES
-from .records import CombinedSummary, FindingSummary, ProcessSummary
+from .records import CombinedSummary, FindingSummary, ProcessSummary, Report
 
 # the dashboards' bands of mean acceptance length, worst first: (range, verdict)
 HEALTH_BANDS = (
@@ -95,3 +95,10 @@ def combined_title(c: CombinedSummary) -> str:
 
 COPY_LINE = ("  a copy: these request-steps and draft passes are its group's rank 0's "
              "(the same requests); shown per rank, left out of the totals")
+
+
+def settings_lines(report: Report) -> list[str]:
+    """The server settings that change acceptance, read at start-up (`server_settings`):
+    one line for all processes together, none for files without them."""
+    settings = report.settings
+    return [f"server settings: {server_settings.text(settings)}"] if settings else []

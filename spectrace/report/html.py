@@ -26,7 +26,7 @@ import time
 from .. import signals
 from .format import (
     COPY_LINE, HEALTH_BANDS, combined_title, count_text, expected_widths_text, finding_count,
-    finding_severity, process_identity, runtime_label,
+    finding_severity, process_identity, runtime_label, settings_lines,
 )
 from .html_parts import _cell, _e, _finite, _ratio, _table, _utc
 from .html_speculation import SPECULATION_CHARTS, speculation_chart_data, speculation_tables
@@ -321,6 +321,11 @@ def _verdict_line(report: Report) -> str:
     return f'<p class="verdict v-{_e(v.state)}" data-state="{_e(v.state)}">{_e(v.sentence)}</p>'
 
 
+def _settings_line(report: Report) -> str:
+    """The server settings (`text.settings_lines`), in the page's header."""
+    return "".join(f"<p class=meta id=settings>{_e(x)}</p>" for x in settings_lines(report))
+
+
 def render_html(report: Report) -> str:
     readable = report.readable
     combined = report.combined
@@ -359,6 +364,7 @@ def render_html(report: Report) -> str:
         f"<style>{_asset('uPlot.min.css')}{STYLE}</style></head><body>"
         f"<header><h1>spectrace report</h1>{_verdict_line(report)}"
         f"<p class=meta>{_e(report.directory)}, generated {_e(_utc(time.time()))}</p>"
+        f"{_settings_line(report)}"
         f"{bands}</header>"
         f"{_identity_table(report)}{empty}{''.join(views)}"
         f'<script type="application/json" id="{DATA_ID}">{inert_json(page_data)}</script>'

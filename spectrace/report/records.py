@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union
 
+from ..server_settings import combine
+
 Number = Union[int, float]
 
 
@@ -291,6 +293,8 @@ class ProcessSummary:
     figures: Figures
     raw: RawTotals
     points: tuple[TimelinePoint, ...]
+    # the server settings that change acceptance (`server_settings`: key -> value)
+    settings: dict = field(default_factory=dict)
     # the recorded requests kept (`snapshot.RequestSample`), for the combined view
     request_sample: Any = field(default=None, compare=False)
 
@@ -304,7 +308,7 @@ class ProcessSummary:
                 "spectrace_version": self.spectrace_version, "started": self.started,
                 "metric_snapshots": self.metric_snapshots,
                 "skipped_lines": self.skipped_lines, "spans": self.spans,
-                **self.figures.to_json()}
+                "settings": dict(self.settings), **self.figures.to_json()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,10 +344,15 @@ class Report:
     verdict: Any = None  # `verdict.Verdict`, judged when the report is built (`summary`)
 
     @property
+    def settings(self) -> dict:
+        """The server settings of every readable process together (`server_settings.combine`)."""
+        return combine(p.settings for p in self.readable)
+
+    @property
     def readable(self) -> tuple[ProcessSummary, ...]:
         return tuple(p for p in self.processes if isinstance(p, ProcessSummary))
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict.to_json(), "directory": self.directory,
-                "processes": [p.to_json() for p in self.processes],
+                "settings": self.settings, "processes": [p.to_json() for p in self.processes],
                 "combined": self.combined.to_json() if self.combined else None}

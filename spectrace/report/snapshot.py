@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 
-from .. import signals
+from .. import server_settings, signals
 from ..families.breakdowns import BREAKDOWNS
 from .reader import iter_jsonl
 from .records import PassCount, RawTotals, RequestRecord
@@ -100,7 +100,8 @@ def read_resource(path: str) -> tuple[dict, float | None]:
     if not isinstance(attrs, dict):
         return {}, num(loaded.get("started"))
     return ({k: v for k, v in attrs.items() if isinstance(v, (str, int, float))
-             and not isinstance(v, bool)}, num(loaded.get("started")))
+             and (not isinstance(v, bool) or k.startswith(server_settings.PREFIX))},
+            num(loaded.get("started")))
 
 
 def finite_sum(values) -> float:

@@ -14,7 +14,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from .. import signals
+from .. import server_settings, signals
 from ..counting import counts_once
 from ..families.breakdowns import BREAKDOWNS
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
@@ -88,6 +88,7 @@ def summarize_process(path: str) -> ProcessSummary:
         figures=figures_of(raw, findings, timeline.points, kept),
         raw=raw,
         points=tuple(timeline.points),
+        settings=server_settings.from_resource(resource),
         request_sample=kept,
     )
 

@@ -7,7 +7,7 @@ from .. import advisor, signals
 from ..runtime_settings import describe
 from .format import (
     COPY_LINE, algorithm_text, combined_title, count_text, expected_widths_text, finding_count,
-    finding_severity, process_title, ratio_text,
+    finding_severity, process_title, ratio_text, settings_lines,
 )
 from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
 from .verdict import verdict_of
@@ -121,6 +121,7 @@ def request_lines(p) -> list[str]:
 def render_text(report: Report) -> str:
     """The verdict first (`verdict`), then the figures of each process."""
     lines = [verdict_of(report).sentence, f"spectrace report: {report.directory}"]
+    lines.extend(settings_lines(report))
     if not report.processes:
         lines.append("  no instrumented process has written here yet")
     for p in report.processes:

@@ -20,6 +20,10 @@ The rules, each with a floor, because a false alarm is as bad as a miss:
   bound below that line too (so a run at 1.98 +- 0.1 is not called weak); or a warning
   finding, or another breakdown's clue of kind UNDERPERFORMING. The "where" clauses: the
   first draft position at which acceptance is lost (`position_clues`), then the others'.
+  A server setting that is a known cause of lower acceptance (`server_settings.causes`:
+  an fp8 KV cache, a quantized target, async scheduling with n-gram) is an EXPLAINS clue:
+  named after the others only when the mean acceptance length itself is weak, never a
+  verdict of its own (a setting is no evidence that acceptance is low).
 - not enough data: fewer than `MIN_REQUEST_STEPS` request-steps and no finding.
 - healthy: otherwise.
 """
@@ -29,13 +33,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .. import signals
+from .. import server_settings, signals
 from .format import count_text
 from .records import Figures, Report
 
 HEALTHY = "healthy"
 BROKEN = "broken"
 UNDERPERFORMING = "underperforming"
+EXPLAINS = "explains"  # a clue named only when acceptance is weak (a server setting)
 NOT_ENOUGH_DATA = "not_enough_data"
 
 MIN_REQUEST_STEPS = 100     # request-steps before acceptance is judged at all
@@ -46,7 +51,7 @@ SIGMAS = 3.0                # standard errors a figure must be below its line by
 
 @dataclass(frozen=True, slots=True)
 class Clue:
-    """One thing the verdict may say. `kind`: BROKEN or UNDERPERFORMING; `where`: a clause
+    """One thing the verdict may say. `kind`: BROKEN, UNDERPERFORMING or EXPLAINS; `where`: a clause
     that completes "underperforming ..." (or, for BROKEN, the cause); `fix`: what to do;
     `source`: the record it came from (a finding code, `positions`, `context_length`...)."""
     kind: str
@@ -107,6 +112,18 @@ def speculation_clues(figures: Figures) -> list[Clue]:
         if severity == "warning":
             text, fix = _split_fix(message)
             out.append(Clue(UNDERPERFORMING, f"{_first_sentence(text)} ({code})", fix, code))
+    return out
+
+
+def setting_clues(per_process) -> list[Clue]:
+    """EXPLAINS clues from the server settings of each process (`server_settings.causes`),
+    each clause once."""
+    out, seen = [], set()
+    for values in per_process:
+        for key, clause, fix in server_settings.causes(values):
+            if clause not in seen:
+                seen.add(clause)
+                out.append(Clue(EXPLAINS, clause, fix, f"setting:{key}"))
     return out
 
 
@@ -187,7 +204,8 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
             and mean < line and bound < line)
     others = [c for c in found + extra if c.kind == UNDERPERFORMING]
     if weak or others:
-        where = (position_clues(figures) if weak else []) + others
+        explains = [c for c in extra if c.kind == EXPLAINS] if weak else []
+        where = (position_clues(figures) if weak else []) + others + explains
         figures_text = (f"mean acceptance length {mean:.2f} over {count_text(n)} request-steps "
                         f"({line:.1f} or more expected with {steps} draft step"
                         f"{'s' if steps != 1 else ''})" if mean is not None and weak else
@@ -218,7 +236,9 @@ def report_figures(report: Report) -> Figures | None:
 
 
 def of_report(report: Report, clues: Iterable[Clue] = ()) -> Verdict:
-    return judge(report_figures(report), clues)
+    """The verdict on the report's view, with the server settings' clues."""
+    settings = setting_clues(p.settings for p in report.readable)
+    return judge(report_figures(report), list(clues) + settings)
 
 
 def verdict_of(report: Report) -> Verdict:

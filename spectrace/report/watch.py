@@ -12,7 +12,9 @@ from __future__ import annotations
 import sys
 import time
 
-from .format import HEALTH_BANDS, combined_title, health_band, process_title
+from .format import (
+    HEALTH_BANDS, combined_title, health_band, process_title, settings_lines,
+)
 from .records import ProcessSummary, Report, UnreadableProcess
 from .summary import ReportError, build_report, files_state, read_process
 from .text import figure_lines
@@ -69,7 +71,7 @@ def render(report: Report, interval: float):
     v = verdict_of(report)
     style = {HEALTHY: "bold green", BROKEN: "bold red", UNDERPERFORMING: "bold yellow"}.get(
         v.state, "dim")
-    parts = [Text(v.sentence, style=style), header]
+    parts = [Text(v.sentence, style=style), header] + [Text(x) for x in settings_lines(report)]
     if not report.processes:
         parts.append(Text("no instrumented process has written here yet", style="dim"))
     views = [(f"process {p.process}" if isinstance(p, UnreadableProcess) else process_title(p),

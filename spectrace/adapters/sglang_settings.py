@@ -1,0 +1,72 @@
+"""The server settings that change acceptance (`spectrace.server_settings`), read from the
+ServerArgs an SGLang eagle worker receives in the scheduler process, as SGLang resolved
+them: through SGLang's own `resolving_view` where the release resolves by declarations
+(0.5.2x: `sglang.srt.arg_groups.model_override_base`), else the fields themselves.
+
+Each setting lists the ways releases spell it, first that reads wins (feature detection:
+a release without a field raises AttributeError and the next way is tried; none left:
+the setting is not recorded). The fields are checked against the released sources 0.5.5 -
+0.5.23 by tests/test_wrap_points.py (SETTINGS_FIELDS) and read from a running 0.5.23 server
+by tests/test_e2e_runtime_causes.py.
+"""
+from __future__ import annotations
+
+from .. import server_settings
+
+
+def _graph_on(a) -> bool:
+    """0.5.16+: the decode phase's backend in `cuda_graph_config` (disabled or not), and
+    the whole-switch `disable_cuda_graph`."""
+    return (str(a.cuda_graph_config.decode.backend).lower() != "disabled"
+            and not a.disable_cuda_graph and not getattr(a, "disable_decode_cuda_graph", False))
+
+
+def _attention_dp(a) -> int:
+    """Releases before attention DP's own size: `dp_size` with `enable_dp_attention`."""
+    return a.dp_size if a.enable_dp_attention else 1
+
+
+READS = {
+    "kv_cache_dtype": (lambda a: a.kv_cache_dtype,),
+    # the draft's own (0.5.2x), else the draft shares the target's (one ServerArgs)
+    "draft_kv_cache_dtype": (lambda a: a.speculative_draft_kv_cache_dtype or a.kv_cache_dtype,
+                             lambda a: a.kv_cache_dtype),
+    "quantization": (lambda a: a.quantization or "none",),
+    "draft_quantization": (lambda a: a.speculative_draft_model_quantization or "none",),
+    "cuda_graph": (_graph_on, lambda a: not a.disable_cuda_graph),
+    # the largest batch a decode graph is captured for, only where graphs run
+    "cuda_graph_max_bs": (lambda a: a.cuda_graph_config.decode.max_bs if _graph_on(a) else None,
+                          lambda a: a.cuda_graph_max_bs if not a.disable_cuda_graph else None),
+    "async_scheduling": (lambda a: not a.disable_overlap_schedule,),
+    "prefix_caching": (lambda a: not a.disable_radix_cache,),
+    "grammar_backend": (lambda a: a.grammar_backend,),
+    # SGLang's "null": no disaggregation ("none", as for vLLM)
+    "disaggregation": (lambda a: "none" if a.disaggregation_mode in (None, "null")
+                       else a.disaggregation_mode,),
+    "attention_dp_size": (lambda a: a.attn_dp_size, _attention_dp),
+    "tp_size": (lambda a: a.tp_size,),
+    "pp_size": (lambda a: a.pp_size,),
+    "ep_size": (lambda a: a.ep_size,),
+    "spec_method": (lambda a: str(a.speculative_algorithm).upper()
+                    if a.speculative_algorithm else None,),
+    "spec_num_steps": (lambda a: a.speculative_num_steps,),
+    "spec_topk": (lambda a: a.speculative_eagle_topk,),
+    "spec_num_draft_tokens": (lambda a: a.speculative_num_draft_tokens,),
+    "spec_adaptive": (lambda a: bool(a.speculative_adaptive),),
+}
+
+
+def resolved(server_args):
+    """What SGLang resolved: its own live view over the declarations (0.5.2x), else the
+    ServerArgs themselves."""
+    try:
+        from sglang.srt.arg_groups.model_override_base import resolving_view
+        return resolving_view(server_args)
+    except Exception:  # noqa: BLE001 - a release that resolves in place
+        return server_args
+
+
+def read(server_args) -> dict:
+    """The settings these ServerArgs hold (None in: nothing out)."""
+    return server_settings.read(READS, None if server_args is None else resolved(server_args),
+                                "settings:sglang")

@@ -1,0 +1,88 @@
+"""The server settings read from the runtimes' own resolved config objects, for the
+settings the CPU servers cannot run (an fp8 KV cache, a quantized target, tensor and
+pipeline parallelism, attention DP, disaggregation, another grammar backend, CUDA graphs,
+K by batch size): SGLang 0.5.23's ServerArgs resolved by its own pipeline
+(`resolve_once`, what the scheduler receives) and vLLM 0.32's VllmConfig from its own
+EngineArgs, each from the harness's server command line plus the settings, with no
+server. The running servers are in tests/test_e2e_runtime_causes.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from harness.server import server_args
+from tests.conftest import ROOT
+
+
+@pytest.mark.sglang
+def test_sglang_settings_from_the_server_args_sglang_resolved(tiny_models):
+    from sglang.srt.server_args import prepare_server_args
+
+    from spectrace.adapters import sglang_settings
+    models = tiny_models("partial")
+    base = server_args(models, 30000)
+    at = base.index("--cuda-graph-backend-decode")
+    graphs = base[:at] + base[at + 4:]  # SGLang's default graphs
+    cases = [
+        (base + ["--kv-cache-dtype", "fp8_e4m3", "--quantization", "fp8", "--tp-size", "2",
+                 "--attn-dp-size", "2", "--disaggregation-mode", "prefill",
+                 "--disable-radix-cache"],
+         {"kv_cache_dtype": "fp8_e4m3", "draft_kv_cache_dtype": "fp8_e4m3",
+          "quantization": "fp8", "draft_quantization": "fp8", "tp_size": 2,
+          "attention_dp_size": 2, "disaggregation": "prefill", "prefix_caching": False,
+          "cuda_graph": False, "spec_method": "EAGLE3", "spec_num_steps": 3, "spec_topk": 1,
+          "spec_num_draft_tokens": 4}),
+        (base + ["--speculative-draft-kv-cache-dtype", "bf16", "--kv-cache-dtype", "fp8_e5m2",
+                 "--grammar-backend", "outlines", "--pp-size", "2"],
+         {"kv_cache_dtype": "fp8_e5m2", "draft_kv_cache_dtype": "bf16", "pp_size": 2,
+          "grammar_backend": "outlines", "quantization": "none", "disaggregation": "none",
+          "async_scheduling": False, "spec_adaptive": False}),
+        (graphs, {"cuda_graph": True, "prefix_caching": True}),
+    ]
+    for argv, want in cases:
+        args = prepare_server_args(argv)
+        args.resolve_once()
+        got = sglang_settings.read(args)
+        assert {k: got.get(k) for k in want} == want, (argv[-6:], got)
+        # the largest decode graph batch as SGLang's own serialisation of what it resolved
+        # (its /server_info) has it, where graphs run (SGLang raises a small
+        # --cuda-graph-max-bs-decode for speculation: its value, not the flag's, is read)
+        decode = args.resolved_dict()["cuda_graph_config"]["decode"]
+        assert got.get("cuda_graph_max_bs") == (
+            decode["max_bs"] if decode["backend"] != "disabled" else None), (decode, got)
+
+
+@pytest.mark.vllm
+def test_vllm_settings_from_the_config_vllm_resolved(tiny_models):
+    from tests.conftest import vllm_python_or_skip
+    from harness.vllm_server import vllm_env
+    python = vllm_python_or_skip()
+    program = os.path.join(ROOT, "tests", "programs", "vllm_settings_config.py")
+    models = tiny_models("partial")
+    cases = [
+        ({"args": ["--kv-cache-dtype", "fp8", "--no-enable-prefix-caching",
+                   "--structured-outputs-config.backend", "guidance"]},
+         {"kv_cache_dtype": "fp8", "draft_kv_cache_dtype": "fp8", "prefix_caching": False,
+          "grammar_backend": "guidance", "quantization": "none", "cuda_graph": False,
+          "async_scheduling": False, "disaggregation": "none", "tp_size": 1,
+          "spec_method": "eagle3", "spec_num_steps": 3, "spec_adaptive": False}),
+        ({"spec_extra": {"kv_cache_dtype": "fp8",
+                         "num_speculative_tokens_per_batch_size": [[1, 2, 3], [3, 4, 1]]}},
+         {"kv_cache_dtype": "auto", "draft_kv_cache_dtype": "fp8", "prefix_caching": True,
+          "spec_adaptive": True}),
+        ({"method": "ngram"}, {"spec_method": "ngram"}),
+    ]
+    env = vllm_env({"PYTHONPATH": ROOT})
+    for run, want in cases:
+        done = subprocess.run([python, program, models, json.dumps(run)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+        assert lines, done.stderr[-3000:]
+        got = json.loads(lines[-1][len("RESULT "):])
+        assert {k: got.get(k) for k in want} == want, (run, got)
+        if run.get("method") == "ngram":  # no draft model: no draft quantization read
+            assert "draft_quantization" not in got and got["draft_kv_cache_dtype"] == "auto"
