@@ -113,8 +113,9 @@ def run_report_text(directory) -> str:
 
 
 def test_verdict_on_the_healthy_run(partial_run):
-    """Enough request-steps for a verdict (100): the healthy pair is called healthy, in the
-    text report's first line and in --json, and no run-time cause is raised."""
+    """Enough request-steps for a verdict (100): the healthy pair is called healthy (unless
+    the advisor finds its steps cost more than plain decoding, which on this CPU they do),
+    in the text report's first line and in --json, and no run-time cause is raised."""
     from spectrace.report.verdict import MIN_REQUEST_STEPS
     run, before = partial_run
     with ThreadPoolExecutor(4) as pool:
@@ -123,11 +124,21 @@ def test_verdict_on_the_healthy_run(partial_run):
     proc = settle(run, verify)
     assert proc["drafts"] >= verify >= MIN_REQUEST_STEPS
     report = run.report()
-    assert report["verdict"]["state"] == "healthy", report["verdict"]
+    verdict = report["verdict"]
+    # The acceptance is healthy; what the step costs is another question: this pair at 3
+    # draft steps is slower than plain decoding on this CPU (benchmarks/advisor_accuracy.py),
+    # and once its step-cost interval is narrow enough the advisor says so (CI rehearsal:
+    # `speculation.slower`). Only that cost finding may make the verdict other than healthy.
+    cost = {"speculation.slower", "speculation.small_gain"}
+    if verdict["state"] != "healthy":
+        assert verdict["state"] == "underperforming", verdict
+        assert {c["source"] for c in verdict["clues"]} <= cost, verdict
     text = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(run.data_dir)],
                           capture_output=True, text=True, timeout=60).stdout
-    assert text.splitlines()[0] == report["verdict"]["sentence"]
-    assert text.startswith("Verdict: healthy: mean acceptance length 2.00 over ")
+    assert text.splitlines()[0] == verdict["sentence"]
+    if verdict["state"] == "healthy":
+        assert text.startswith("Verdict: healthy: mean acceptance length 2.00 over ")
+    assert not [f for f in proc["findings"] if f["code"] not in cost], proc["findings"]
 
 
 def test_full_acceptance_gives_length_four(tiny_models, sglang_server):

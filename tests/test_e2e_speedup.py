@@ -93,7 +93,9 @@ def test_partial_at_three_steps_never_pays_and_its_verdict_follows_the_interval(
     # past 1.1, `uncertain`): the verdict follows the interval, and never says it pays.
     verdict = adv["verdict"]
     lower, upper = adv["estimated_speedup_lower"], adv["estimated_speedup_upper"]
-    assert verdict == judge((lower, upper), True, False) != "pays", adv
+    # `unknown` when too few of the measured steps are in buckets past the floor (a loaded
+    # run spreads the four-request rounds over more batch sizes)
+    assert verdict == judge((lower, upper), adv["judged"], False) != "pays", adv
     assert lower < adv["estimated_speedup"] < upper
     assert adv["best_num_steps"] in (0, 1, 2)  # never 3: its drafts past the first are wasted
     codes = {f["code"] for f in adv["findings"]}
