@@ -186,6 +186,13 @@ ATTRS = [
     # them, --per-request-spec-decode-metrics) its own counts
     *[(REQUEST, "Request", a, ALL)
       for a in ("request_id", "sampling_params", "priority", "lora_request")],
+    # ... its prompt's length and grammar (the prefix-cache and grammar breakdowns), and
+    # the computed tokens each new request was first scheduled with (its cache hit)
+    *[(REQUEST, "Request", a, ALL) for a in ("num_prompt_tokens", "structured_output_request")],
+    ("vllm/v1/structured_output/request.py", "StructuredOutputRequest",
+     "structured_output_key", ALL),
+    (SCHED_OUT, "SchedulerOutput", "scheduled_new_reqs", ALL),
+    *[(SCHED_OUT, "NewRequestData", a, ALL) for a in ("req_id", "num_computed_tokens")],
     (REQUEST, "Request", "spec_decode_metrics", ("0.33.0",)),
     (SCHED, "Scheduler", "spec_decode_metrics_level", ("0.33.0",)),  # else: release has none
     *[(STATS, "RequestSpecDecodeMetrics", a, ("0.33.0",))

@@ -151,6 +151,10 @@ ATTRS = [
     # SPECTRACE_REQUEST_LABEL's fields (adapters.sglang_v2.LABEL_FIELDS)
     *[(REQ, "Req", a, since("0.5.23"))
       for a in ("routing_key", "extra_key", "priority", "lora_id")],
+    # the prefix-cache and grammar breakdowns: its cache hit, its prompt, its grammar fields
+    *[(REQ, "Req", a, since("0.5.23")) for a in ("cached_tokens", "origin_input_ids")],
+    *[("sglang/srt/sampling/sampling_params.py", "SamplingParams", a, since("0.5.23"))
+      for a in ("json_schema", "regex", "ebnf", "structural_tag")],
     (REQ, "ScheduleBatch", "seq_lens_cpu", since("0.5.16")),
     (E3, None, "default_weight_loader", ALL),
     (E3, "LlamaModel", "fc", ALL),

@@ -213,7 +213,8 @@ LABEL_FIELDS = {"routing_key": "routing_key", "extra_key": "extra_key",
 
 def _before_release(processor, req) -> None:
     """A finished request (`_prepare_kv_cache_release`, once per finished request): its
-    own speculative counters, as SGLang reports them in meta_info."""
+    own speculative counters, as SGLang reports them in meta_info (`spec_verify_ct`,
+    `cached_tokens`), its prompt's length and its grammar's kind."""
     steps = getattr(req, "spec_verify_ct", 0)
     if not steps:
         return
@@ -224,7 +225,22 @@ def _before_release(processor, req) -> None:
         req.rid, steps, req.spec_num_correct_drafts,
         getattr(req, "spec_correct_drafts_histogram", None),
         getattr(params, "temperature", None), getattr(params, "top_k", None),
-        getattr(req, LABEL_FIELDS[label], None) if label else None))
+        getattr(req, LABEL_FIELDS[label], None) if label else None, None,
+        len(getattr(req, "origin_input_ids", None) or ()) or None,
+        getattr(req, "cached_tokens", None), _grammar_kind(params)))
+
+
+# the `SamplingParams` fields that give a request a grammar, in the order SGLang's grammar
+# manager reads them (`process_req_with_grammar`)
+GRAMMAR_FIELDS = ("json_schema", "regex", "ebnf", "structural_tag")
+
+
+def _grammar_kind(params) -> str | None:
+    """The field naming a request's structured-output constraint, None without one."""
+    for name in GRAMMAR_FIELDS:
+        if getattr(params, name, None) is not None:
+            return name
+    return None
 
 
 RESULT_PROCESSOR = (

@@ -173,6 +173,10 @@ def _after_scheduler_init(ctx, scheduler, result) -> None:
 def _before_update(scheduler, out, result):
     """Count the step and, when vLLM keeps no stats of its own, keep its accept counts (by
     reference); returns the context of a sampled step's span, else None."""
+    new_reqs = out.scheduled_new_reqs
+    if new_reqs and getattr(scheduler, "spec_decode_metrics_level", "none") != "none":
+        for new in new_reqs:  # once per request: its first scheduling
+            _FIRST_COMPUTED.setdefault(new.req_id, new.num_computed_tokens)
     spec = out.scheduled_spec_decode_tokens
     if not spec:
         return None  # no request was scheduled with drafts (prefill, or no speculation)
@@ -222,9 +226,18 @@ def _before_make_stats(scheduler, stats):
             None if step is None else step.context)
 
 
+# request id -> the computed tokens vLLM first scheduled it with (`NewRequestData`): its
+# prefix-cache hit, local and external, vLLM's own `PrefillStats.num_cached_tokens` (which
+# the request no longer holds when it finishes: vLLM takes it with its first output). Kept
+# only while vLLM keeps per-request figures; popped when the request is freed.
+_FIRST_COMPUTED: dict[str, int] = {}
+
+
 def _before_free_request(scheduler, request) -> None:
     """A finished (or aborted) request: vLLM's own per-request counts, when it keeps them
-    (histogram index j = verify steps that accepted j draft tokens)."""
+    (histogram index j = verify steps that accepted j draft tokens), with its prefix-cache
+    hit and its grammar's kind."""
+    cached = _FIRST_COMPUTED.pop(request.request_id, None)
     metrics = getattr(request, "spec_decode_metrics", None)
     hist = getattr(metrics, "histogram", None)
     if not hist:
@@ -241,7 +254,21 @@ def _before_free_request(scheduler, request) -> None:
     rec.requests.finished(FinishedRequest(
         request.request_id, steps, sum(j * n for j, n in enumerate(hist)), list(hist),
         temperature, getattr(params, "top_k", None), _label(request, label) if label else None,
-        getattr(metrics, "num_draft_tokens", None) or None))
+        getattr(metrics, "num_draft_tokens", None) or None,
+        getattr(request, "num_prompt_tokens", None),
+        cached, _grammar_kind(request)))
+
+
+def _grammar_kind(request) -> str | None:
+    """The kind of a request's structured-output constraint (`StructuredOutputOptions`'s
+    name in its key, which vLLM computed when it built the grammar), None without one."""
+    structured = getattr(request, "structured_output_request", None)
+    if structured is None:
+        return None
+    try:
+        return structured.structured_output_key[0].name
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return "grammar"
 
 
 def _label(request, name: str):

@@ -146,7 +146,43 @@ REQUEST_LABEL = Breakdown(
     of_request=lambda r: req.label_text(r.label), capped=True,
     enabled=lambda cfg: bool(cfg.request_label))
 
-BREAKDOWNS: tuple[Breakdown, ...] = (CONTEXT, SAMPLING, BATCH_SIZE, REQUEST_LABEL)
+# No rule for the two below yet: no benchmark has measured how far their buckets' means
+# spread on a healthy draft (benchmarks/breakdown_rules.py), so no floor can be stated.
+PREFIX_CACHE = Breakdown(
+    "prefix_cache", names.ATTR_PREFIX_CACHE,
+    "prefix-cache hits (share of the prompt served from the cache, finished requests)",
+    REQUEST, req.PREFIX_CACHE_BUCKETS,
+    "each finished request's own histogram, by the share of its prompt the runtime served "
+    "from its prefix cache (SGLang: `Req.cached_tokens` of `origin_input_ids`; vLLM: the "
+    "computed tokens its scheduler first scheduled it with, local and external cache hits, "
+    "of `num_prompt_tokens`)",
+    "Accept-length distribution by prefix-cache hits: request-steps of finished requests by "
+    "the share of the request's prompt served from the prefix cache (`prefix_cache`: none, "
+    "<50%, >=50%; `unknown` where the runtime gave no prompt length) and accept `length`; "
+    "counted when the request finishes.",
+    reading="a draft reads the target's hidden states, not the KV: requests served from the "
+            "cache accepting less point at stale or mismatched cached KV (the server "
+            "settings say whether prefix caching is on)",
+    where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
+    of_request=lambda r: req.prefix_cache_bucket(r.cached_tokens, r.prompt_tokens))
+
+GRAMMAR = Breakdown(
+    "grammar", names.ATTR_GRAMMAR, "structured output (the request's grammar, finished requests)",
+    REQUEST, req.GRAMMAR_BUCKETS,
+    "each finished request's own histogram, by the kind of its structured-output "
+    "constraint (SGLang: `sampling_params` json_schema, regex, ebnf, structural_tag; vLLM: "
+    "`structured_output_request`'s key), `none` without one",
+    "Accept-length distribution by structured output: request-steps of finished requests by "
+    "the kind of the request's grammar (`grammar`: none, json, regex, grammar, choice, "
+    "structural_tag) and accept `length`; counted when the request finishes.",
+    reading="the grammar masks the target's tokens, not the draft's: constrained requests "
+            "accepting less are drafts the grammar rejects (the server settings name the "
+            "grammar backend)",
+    where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
+    of_request=lambda r: req.grammar_bucket(r.grammar))
+
+BREAKDOWNS: tuple[Breakdown, ...] = (CONTEXT, SAMPLING, BATCH_SIZE, REQUEST_LABEL,
+                                     PREFIX_CACHE, GRAMMAR)
 BY_NAME = {b.name: b for b in BREAKDOWNS}
 METRICS = tuple(m for b in BREAKDOWNS for m in (b.accept_length, b.accepted_tokens))
 

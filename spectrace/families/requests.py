@@ -59,6 +59,9 @@ class FinishedRequest(NamedTuple):
     top_k: int | None
     label: object = None  # the SPECTRACE_REQUEST_LABEL field's value, when one is set
     draft_tokens: int | None = None  # the runtime's own count, else verify steps x K
+    prompt_tokens: int | None = None  # its prompt's length
+    cached_tokens: int | None = None  # of them, served from the prefix cache
+    grammar: str | None = None  # the kind of its structured-output constraint, None: none
 
 
 def draft_tokens_of(r: FinishedRequest, positions: int) -> int | None:

@@ -217,6 +217,19 @@ def render() -> str:
         "`SamplingParams` (vLLM's `sampling_type` GREEDY is `greedy`, else the temperature's "
         "bucket), only when vLLM runs with `--per-request-spec-decode-metrics summary` (or "
         "`detailed`; 0.33 has it, 0.26 not); without it not recorded |",
+        "| `accept_length_by_prefix_cache` | each finished request's own histogram, by "
+        "`Req.cached_tokens` (its `meta_info.cached_tokens`) over `len(origin_input_ids)` "
+        "| not recorded | each finished request's own histogram, by the computed tokens "
+        "the scheduler first scheduled it with (`scheduled_new_reqs[i].num_computed_tokens`"
+        ": local and external cache hits, vLLM's `PrefillStats.num_cached_tokens`, which the "
+        "request drops with its first output since 0.20) over `num_prompt_tokens`; with "
+        "`--per-request-spec-decode-metrics` as above |",
+        "| `accept_length_by_grammar` | each finished request's own histogram, by the "
+        "first of `SamplingParams` `json_schema`, `regex`, `ebnf`, `structural_tag` set "
+        "(the grammar manager's order) | not recorded | each finished request's own "
+        "histogram, by its `structured_output_request.structured_output_key` (JSON and "
+        "JSON object: `json`; grammar: `grammar`; regex, choice, structural tag); with "
+        "`--per-request-spec-decode-metrics` as above |",
         "| `requests`, request spans | at `_prepare_kv_cache_release` (not with decode KV "
         "offload, `disaggregation_decode_enable_offload_kvcache`) | not recorded | at "
         "`Scheduler._free_request` (finished and aborted requests), with "
@@ -267,6 +280,17 @@ def render() -> str:
         "hour's counts of each counting process (docs/dashboards.md). Likewise "
         "`acceptance.large_batch` and `SpectraceLargeBatchAcceptance` for batch size (the "
         "table above).",
+        "",
+        "**Drafts cut by the grammar.** Not counted. SGLang 0.5.23 does not report it: "
+        "under a grammar its verify masks the target's logits over the draft tree "
+        "(`speculative/spec_utils.generate_token_bitmask`), so a draft token the grammar "
+        "forbids is simply rejected and counted as any rejection. vLLM reports it only "
+        "under async scheduling, per step (`SchedulerOutput.num_invalid_spec_tokens`: "
+        "request id -> drafts the grammar cut, left out of `SpecDecodingStats` and of the "
+        "per-request `num_draft_tokens`); with synchronous scheduling "
+        "`update_draft_token_ids` truncates the drafts without a count. spectrace does not "
+        "read it yet. The `grammar` breakdown shows the effect either way: constrained "
+        "requests' acceptance beside unconstrained ones'.",
         "",
         "## Counting once across ranks",
         "",

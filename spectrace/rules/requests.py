@@ -79,3 +79,47 @@ class LabelCap:
             return value
         self.overflow += 1
         return LABEL_OVERFLOW
+
+
+# Prefix-cache hits: the share of a request's prompt the runtime served from its prefix cache
+# (cached prompt tokens over prompt tokens), in three fixed buckets. `none` apart: a request
+# that hit nothing prefilled its own KV, the baseline the hits are compared with. The edge at
+# one half splits a shared system prompt or template (a minority of a long prompt) from a
+# repeated conversation or document (most of it: multi-turn chat, retries), the two ways
+# traffic reuses a cache; the field's cache-related drops (stale KV on prefix hits) grow with
+# the share served, so a difference shows between `<50%` and `>=50%`. `unknown`: a request
+# whose prompt length the runtime did not say.
+PREFIX_NONE = "none"
+PREFIX_CACHE_BUCKETS = (PREFIX_NONE, "<50%", ">=50%")
+from .context import UNKNOWN  # noqa: E402 - one word for "the runtime did not say"
+
+
+def prefix_cache_bucket(cached_tokens, prompt_tokens) -> str:
+    """The bucket of a request with `cached_tokens` of its `prompt_tokens` from the cache."""
+    if not isinstance(prompt_tokens, int) or prompt_tokens <= 0 or not isinstance(
+            cached_tokens, int) or cached_tokens < 0:
+        return UNKNOWN
+    if cached_tokens == 0:
+        return PREFIX_NONE
+    return PREFIX_CACHE_BUCKETS[1] if 2 * cached_tokens < prompt_tokens else PREFIX_CACHE_BUCKETS[2]
+
+
+# Structured output: the kind of constraint a request decoded under, in one vocabulary for
+# both runtimes (SGLang's json_schema/regex/ebnf/structural_tag; vLLM's json, json_object,
+# regex, grammar, choice, structural_tag: a JSON object counts as `json`, an EBNF or Lark
+# grammar as `grammar`), `none` without one. The kind, not the backend: one server runs one
+# grammar backend (the server settings' `grammar_backend`), while its requests mix kinds.
+GRAMMAR_NONE = "none"
+GRAMMAR_BUCKETS = (GRAMMAR_NONE, "json", "regex", "grammar", "choice", "structural_tag")
+GRAMMAR_KINDS = {  # a runtime's name of a constraint -> its bucket
+    "json_schema": "json", "json": "json", "json_object": "json", "regex": "regex",
+    "ebnf": "grammar", "grammar": "grammar", "choice": "choice",
+    "structural_tag": "structural_tag"}
+
+
+def grammar_bucket(kind) -> str:
+    """The bucket of a request's constraint as the runtime names it (None: no grammar);
+    a kind the table does not know counts as `grammar` (the values stay bounded)."""
+    if kind is None or kind == "":
+        return GRAMMAR_NONE
+    return GRAMMAR_KINDS.get(str(kind).lower(), "grammar")
