@@ -67,6 +67,38 @@ def test_free_request_reads_vllms_own_counts_sampling_and_label(tmp_path, label,
 
 
 # -- accept counts ---------------------------------------------------------------------------
+def test_free_request_reads_its_first_scheduled_cache_hit_and_grammar(tmp_path):
+    """The prefix-cache hit is the computed tokens a request was first scheduled with
+    (`scheduled_new_reqs`, kept only while vLLM keeps per-request figures, popped when the
+    request is freed); the grammar is its structured-output key's kind."""
+    from spectrace.adapters import vllm_engine
+    new = [types.SimpleNamespace(req_id="a", num_computed_tokens=96),
+           types.SimpleNamespace(req_id="b", num_computed_tokens=0)]
+    prefill = types.SimpleNamespace(scheduled_new_reqs=new, scheduled_spec_decode_tokens={})
+    with process_state.own_recorder(str(tmp_path), request_sample_ratio=0.0) as rec:
+        off = types.SimpleNamespace(vllm_config=None, spec_decode_metrics_level="none")
+        vllm_engine._before_update(off, prefill, None)
+        assert vllm_engine._FIRST_COMPUTED == {}  # vLLM keeps no per-request figure
+        sched = types.SimpleNamespace(vllm_config=None, spec_decode_metrics_level="summary")
+        vllm_engine._before_update(sched, prefill, None)
+        again = types.SimpleNamespace(scheduled_new_reqs=new[:1], scheduled_spec_decode_tokens={})
+        new[0].num_computed_tokens = 128  # a resumption later: the first scheduling counts
+        vllm_engine._before_update(sched, again, None)
+        a = _request("a", [0, 3, 0, 0], 0.0, "GREEDY")
+        a.num_prompt_tokens = 120
+        a.structured_output_request = types.SimpleNamespace(
+            structured_output_key=(types.SimpleNamespace(name="JSON"), "{}"))
+        b = _request("b", [0, 2, 0, 0], 0.0, "GREEDY")
+        b.num_prompt_tokens, b.structured_output_request = 120, None
+        vllm_engine._before_free_request(sched, a)
+        vllm_engine._before_free_request(sched, b)
+        assert vllm_engine._FIRST_COMPUTED == {}  # freed with the requests
+        req = rec.requests.totals
+        req.fold()
+        assert req.by["prefix_cache"].lengths == {(">=50%", 2): 3, ("none", 2): 2}
+        assert req.by["grammar"].lengths == {("json", 2): 3, ("none", 2): 2}
+
+
 def test_step_counts_fast_path_equals_vllms_rule():
     """A pure decode step (every request drafted and answered) takes the C path; its
     counts are vLLM's `len(sampled) - 1` per request, like the per-request path's."""

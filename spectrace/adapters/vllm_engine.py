@@ -173,7 +173,7 @@ def _after_scheduler_init(ctx, scheduler, result) -> None:
 def _before_update(scheduler, out, result):
     """Count the step and, when vLLM keeps no stats of its own, keep its accept counts (by
     reference); returns the context of a sampled step's span, else None."""
-    new_reqs = out.scheduled_new_reqs
+    new_reqs = getattr(out, "scheduled_new_reqs", None)
     if new_reqs and getattr(scheduler, "spec_decode_metrics_level", "none") != "none":
         for new in new_reqs:  # once per request: its first scheduling
             _FIRST_COMPUTED.setdefault(new.req_id, new.num_computed_tokens)
