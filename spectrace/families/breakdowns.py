@@ -160,9 +160,9 @@ PREFIX_CACHE = Breakdown(
     "the share of the request's prompt served from the prefix cache (`prefix_cache`: none, "
     "<50%, >=50%; `unknown` where the runtime gave no prompt length) and accept `length`; "
     "counted when the request finishes.",
-    reading="a draft reads the target's hidden states, not the KV: requests served from the "
-            "cache accepting less point at stale or mismatched cached KV (the server "
-            "settings say whether prefix caching is on)",
+    reading="requests served from the cache accepting less than uncached ones point at the "
+            "draft's KV of cached prefixes (stale or not written for the draft); the server "
+            "settings say whether prefix caching is on",
     where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
     of_request=lambda r: req.prefix_cache_bucket(r.cached_tokens, r.prompt_tokens))
 
@@ -175,9 +175,9 @@ GRAMMAR = Breakdown(
     "Accept-length distribution by structured output: request-steps of finished requests by "
     "the kind of the request's grammar (`grammar`: none, json, regex, grammar, choice, "
     "structural_tag) and accept `length`; counted when the request finishes.",
-    reading="the grammar masks the target's tokens, not the draft's: constrained requests "
-            "accepting less are drafts the grammar rejects (the server settings name the "
-            "grammar backend)",
+    reading="the draft proposes without the grammar: constrained requests accept less where "
+            "its tokens break it (SGLang rejects them at verify, vLLM cuts them before); the "
+            "server settings name the grammar backend",
     where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
     of_request=lambda r: req.grammar_bucket(r.grammar))
 

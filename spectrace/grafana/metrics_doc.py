@@ -288,8 +288,10 @@ def render() -> str:
         "under async scheduling, per step (`SchedulerOutput.num_invalid_spec_tokens`: "
         "request id -> drafts the grammar cut, left out of `SpecDecodingStats` and of the "
         "per-request `num_draft_tokens`); with synchronous scheduling "
-        "`update_draft_token_ids` truncates the drafts without a count. spectrace does not "
-        "read it yet. The `grammar` breakdown shows the effect either way: constrained "
+        "`update_draft_token_ids` truncates the drafts without a count, and vLLM's CPU "
+        "platform forces async scheduling off (`platforms/cpu.py`), so no CPU server here "
+        "can show the count. spectrace does not read it yet. The `grammar` breakdown shows "
+        "the effect either way: constrained "
         "requests' acceptance beside unconstrained ones'.",
         "",
         "## Counting once across ranks",
