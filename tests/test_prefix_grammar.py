@@ -83,6 +83,15 @@ def test_requests_reach_both_breakdowns_in_every_view(recorder):  # noqa: F811
     assert f"acceptance by {PREFIX_CACHE.title}:" in text
     assert f"acceptance by {GRAMMAR.title}:" in text
     assert ">=50%: mean accept length 4.00" in text and "json: mean accept length 1.50" in text
+    import io
+
+    from rich.console import Console
+
+    from spectrace.report.watch import render
+    console = Console(file=io.StringIO(), width=150, record=True)
+    console.print(render(report, 1.0))  # the --watch screen
+    live = console.export_text()
+    assert ">=50%: mean accept length 4.00" in live and "json: mean accept length 1.50" in live
     page = render_html(report)
     assert 'data-key="by_prefix_cache.2.mean_acceptance_length"' in page
     assert 'data-key="by_grammar.1.mean_acceptance_length"' in page
