@@ -130,6 +130,9 @@ SPAN_ATTR_REQUEST_MEAN_LENGTH = "spectrace.request.mean_accept_length"
 SPAN_ATTR_REQUEST_SAMPLING = "spectrace.request.sampling"
 SPAN_ATTR_REQUEST_LABEL = "spectrace.request.label"  # SPECTRACE_REQUEST_LABEL's value (uncapped)
 SPAN_ATTR_REQUEST_DRAFT_TOKENS = "spectrace.request.draft_tokens"  # drafts it could accept
+SPAN_ATTR_REQUEST_PROMPT_TOKENS = "spectrace.request.prompt_tokens"
+SPAN_ATTR_REQUEST_CACHED_TOKENS = "spectrace.request.cached_tokens"  # of them, from the cache
+SPAN_ATTR_REQUEST_GRAMMAR = "spectrace.request.grammar"  # its structured-output bucket
 SPAN_ATTR_FORWARD_MODE = "spectrace.forward_mode"  # SGLang: the draft pass's ForwardMode
 
 # Resource attributes (one set per process); the first three are OpenTelemetry's.

@@ -15,14 +15,18 @@ One server at a time.
 """
 from __future__ import annotations
 
+import glob
 import json
+import os
 import subprocess
 import sys
 import urllib.request
 
 import pytest
 
+from spectrace import signals as S
 from spectrace.families.breakdowns import GRAMMAR, PREFIX_CACHE
+from spectrace.file_layout import SPANS_FILE
 from spectrace.rules.requests import prefix_cache_bucket
 from tests.e2e import settle
 
@@ -34,6 +38,20 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "require
 # (prompt, JSON schema?) in order: none, >=50%, <50%, then the grammar beside plain ones
 TRAFFIC = [(A, False), (A, False), (SHARED, False), ([9, 4, 6, 8], True), (A, True),
            ([9, 4, 6, 8], False)]
+
+
+def _request_spans(run) -> dict:
+    """request id -> (cached tokens, prompt tokens, grammar) from every process's spans."""
+    out = {}
+    for path in glob.glob(os.path.join(str(run.data_dir), "*", SPANS_FILE)):
+        with open(path) as fh:
+            for line in fh:
+                a = json.loads(line).get("attributes", {})
+                if S.SPAN_ATTR_REQUEST_ID in a:
+                    out[a[S.SPAN_ATTR_REQUEST_ID]] = (
+                        a.get(S.SPAN_ATTR_REQUEST_CACHED_TOKENS),
+                        a.get(S.SPAN_ATTR_REQUEST_PROMPT_TOKENS), a.get(S.SPAN_ATTR_REQUEST_GRAMMAR))
+    return out
 
 
 def _rows(proc, b) -> dict:
@@ -80,6 +98,9 @@ def test_sglang_prefix_cache_and_grammar_equal_its_own_per_request_counts(
     by_grammar = _expected(("json" if schema else "none", m["spec_verify_ct"],
                             m["spec_num_correct_drafts"]) for m, schema in out)
     assert _rows(proc, GRAMMAR) == by_grammar
+    # each request's span: SGLang's own cached and prompt tokens of that request
+    assert _request_spans(run) == {m["id"]: (m["cached_tokens"], m["prompt_tokens"],
+                                             "json" if schema else "none") for m, schema in out}
     print(_rows(proc, PREFIX_CACHE), _rows(proc, GRAMMAR))  # the figures, with -s
     assert proc["internal_errors"] == 0
 
@@ -125,7 +146,7 @@ def test_vllm_prefix_cache_and_grammar_equal_its_own_per_request_counts(
         "--enable-prefix-caching", "--block-size", "32"])
     if runner == "mrv2":
         assert "Using V2 Model Runner" in run.server.log()
-    out = []
+    out, served = [], {}
     for ids, schema in TRAFFIC if runner == "v1" else [t for t in TRAFFIC if not t[1]]:
         r = _complete(run, ids, schema)
         usage = r["usage"]
@@ -133,6 +154,7 @@ def test_vllm_prefix_cache_and_grammar_equal_its_own_per_request_counts(
         own = r["metrics"]["speculative_decoding"]
         out.append((prefix_cache_bucket(cached, usage["prompt_tokens"]),
                     own["num_spec_steps"], own["num_accepted_draft_tokens"], schema))
+        served[r["id"]] = (cached, usage["prompt_tokens"], "json" if schema else "none")
     assert all(steps > 0 for _, steps, _, _ in out), out
     proc = run.process("engine_core", run.settle(sum(s for _, s, _, _ in out),
                                                  requests=len(out)))
@@ -143,4 +165,10 @@ def test_vllm_prefix_cache_and_grammar_equal_its_own_per_request_counts(
     assert _rows(proc, GRAMMAR) == _expected(("json" if g else "none", s, a)
                                              for _, s, a, g in out)
     print(runner, _rows(proc, PREFIX_CACHE), _rows(proc, GRAMMAR))  # the figures, with -s
+    # each request's span (vLLM's engine id: the response's id and a suffix): vLLM's own
+    # cached and prompt tokens of that response
+    spans = _request_spans(run)
+    assert len(spans) == len(served)
+    assert {rid: spans[next(i for i in spans if i.startswith(rid + "-"))]
+            for rid in served} == served
     assert proc["internal_errors"] == 0

@@ -6,6 +6,7 @@ read by the release hook. The real servers: tests/test_e2e_prefix_grammar.py.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -13,6 +14,7 @@ from spectrace import process as process_mod
 from spectrace import signals as S
 from spectrace.families.breakdowns import GRAMMAR, PREFIX_CACHE
 from spectrace.families.requests import FinishedRequest
+from spectrace.file_layout import SPANS_FILE
 from spectrace.report import build_report, render_text
 from spectrace.report.html import render_html
 from spectrace.rules.requests import grammar_bucket, prefix_cache_bucket
@@ -70,6 +72,14 @@ def test_requests_reach_both_breakdowns_in_every_view(recorder):  # noqa: F811
                   p["value"] for p in metrics[GRAMMAR.accept_length.name]}
     assert by_grammar == {("none", 2): 4, ("none", 4): 6, ("json", 1): 2, ("json", 2): 2,
                           ("regex", 1): 1}
+
+    # each sampled request's span carries its own figures (a request found by id leads to them)
+    with open(os.path.join(tel.directory, SPANS_FILE)) as fh:
+        spans = {x["attributes"][S.SPAN_ATTR_REQUEST_ID]: x["attributes"] for x in map(
+            json.loads, fh)}
+    assert [(a.get(S.SPAN_ATTR_REQUEST_CACHED_TOKENS), a.get(S.SPAN_ATTR_REQUEST_PROMPT_TOKENS),
+             a[S.SPAN_ATTR_REQUEST_GRAMMAR]) for _, a in sorted(spans.items())] == [
+        (0, 64, "none"), (20, 64, "json"), (63, 64, "none"), (None, None, "regex")]
 
     report = build_report(tel.directory)
     proc = report.to_json()["processes"][0]

@@ -18,7 +18,8 @@ from opentelemetry.metrics import Observation
 
 from .. import names
 from ..rules.outliers import RATE_BOUNDS, rate_of
-from ..rules.requests import LabelCap, label_text, request_bucket, sampling_bucket
+from ..rules.requests import (LabelCap, grammar_bucket, label_text, request_bucket,
+                              sampling_bucket)
 from ..safety import DROPPED, INTERNAL_ERRORS
 from ..names import COUNTER, MetricSpec
 from . import breakdowns
@@ -169,6 +170,10 @@ class Requests:
                 drafts = draft_tokens_of(r, self.totals.positions())
                 if drafts:
                     attrs[names.SPAN_ATTR_REQUEST_DRAFT_TOKENS] = drafts
+                if r.prompt_tokens is not None and r.cached_tokens is not None:
+                    attrs[names.SPAN_ATTR_REQUEST_PROMPT_TOKENS] = r.prompt_tokens
+                    attrs[names.SPAN_ATTR_REQUEST_CACHED_TOKENS] = r.cached_tokens
+                attrs[names.SPAN_ATTR_REQUEST_GRAMMAR] = grammar_bucket(r.grammar)
                 if label:
                     attrs[names.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
                 self.tracer.start_span(names.SPAN_REQUEST, attributes=attrs,

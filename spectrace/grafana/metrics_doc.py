@@ -77,6 +77,14 @@ SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_DRAFT_TOKENS, "request: the draft tokens it could accept (vLLM's "
      "own count with --per-request-spec-decode-metrics, grammar-cut drafts left out; else "
      "verify steps x K): its acceptance rate is accepted_tokens over this"),
+    (S.SPAN_ATTR_REQUEST_PROMPT_TOKENS, "request: its prompt's tokens (SGLang: "
+     "`origin_input_ids`; vLLM: `num_prompt_tokens`); with cached_tokens, only where the "
+     "runtime gave both"),
+    (S.SPAN_ATTR_REQUEST_CACHED_TOKENS, "request: of them, served from the prefix cache "
+     "(meta_info `cached_tokens`; vLLM: the computed tokens it was first scheduled with, "
+     "as `usage.prompt_tokens_details.cached_tokens`)"),
+    (S.SPAN_ATTR_REQUEST_GRAMMAR, "request: its structured-output bucket (`none`, `json`, "
+     "`regex`, `grammar`, `choice`, `structural_tag`)"),
     (S.SPAN_ATTR_BATCH_SIZE, "step: requests in the batch"),
     (S.SPAN_ATTR_NUM_STEPS, "step: speculative steps (draft tokens per chain)"),
     (S.SPAN_ATTR_TOPK, "step: draft top-k (1 for a chain)"),
