@@ -177,9 +177,12 @@ def render() -> str:
         if b.rule is not None:
             r = b.rule
             pair = "first and last" if r.ordered else "best and worst"
-            rule = (f"`{b.finding}`, `{b.alert}`: the {pair} buckets with at least "
-                    f"{r.floor} request-steps each"
-                    + (f", {r.min_apart} buckets apart or more" if r.min_apart else "")
+            severity = S.REPORT_FINDINGS.get(b.finding, "warning")
+            named = (f"`{b.finding}` ({severity}), `{b.alert}`" if b.alert else
+                     f"`{b.finding}` ({severity}; no alert)")
+            apart = ("" if r.min_apart < 2 else f", {r.min_apart} buckets apart or more")
+            rule = (f"{named}: the {pair} buckets with at least "
+                    f"{r.floor} request-steps each" + apart
                     + f"; the worse one's accepted tokens per request-step at most "
                     f"{r.ratio:g}x the better one's and {r.drop:g} fewer")
         buckets = ", ".join(f"`{x}`" for x in b.buckets) if b.buckets else (
