@@ -191,7 +191,7 @@ def _large_batch_test(rule: dict) -> dict:
     on a fall from batch 1 to 64-127, not on one under the floor, not on a small one."""
     b, floor_ok = BATCH_SIZE, 20
     def at(n: int) -> dict:
-        return {"instance": f"10.0.1.{n}:9464", S.ATTR_COUNTED: S.COUNTED_ONCE}
+        return _at(1, n)
     series = [
         # 1.5 accepted a request-step at batch 1, 0.5 at 64-127: a third, 1.0 fewer
         *_bucket(b, "1", {2: floor_ok / 2, 3: floor_ok / 2}, **at(1)),
@@ -203,10 +203,20 @@ def _large_batch_test(rule: dict) -> dict:
         # 1.5 against 1.2: 0.8 of it, 0.3 fewer (not at most 0.7)
         *_bucket(b, "1", {2: floor_ok / 2, 3: floor_ok / 2}, **at(3)),
         *_bucket(b, "64-127", {2: floor_ok * 0.8, 3: floor_ok * 0.2}, **at(3))]
+    return _gap_test(rule, series, _expect(rule, 0.5 / 1.5, batch_size_bucket="64-127",
+                                           instance=at(1)["instance"]))
+
+
+def _at(net: int, n: int) -> dict:
+    """A deployment of its own (instance 10.0.NET.N), counted once."""
+    return {"instance": f"10.0.{net}.{n}:9464", S.ATTR_COUNTED: S.COUNTED_ONCE}
+
+
+def _gap_test(rule: dict, series: list[dict], fires: dict) -> dict:
+    """A gap rule's case: nothing at 30m (the buckets under the floor), `fires` at 70m."""
     return {"interval": "1m", "input_series": series, "alert_rule_test": [
         {"eval_time": "30m", "alertname": rule["alert"], "exp_alerts": []},
-        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [
-            _expect(rule, 0.5 / 1.5, batch_size_bucket="64-127", instance=at(1)["instance"])]}]}
+        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [fires]}]}
 
 
 def _label_test(rule: dict) -> dict:
@@ -215,7 +225,7 @@ def _label_test(rule: dict) -> dict:
     the floor, nor on one of 0.6x, nor on one of a half but under 0.5 tokens."""
     b = REQUEST_LABEL
     def at(n: int) -> dict:
-        return {"instance": f"10.0.2.{n}:9464", S.ATTR_COUNTED: S.COUNTED_ONCE}
+        return _at(2, n)
     series = [
         # 1.5 accepted a request-step for chat, 1.2 for code, 0.5 for math
         *_bucket(b, "chat", {2: 50, 3: 50}, **at(1)), *_bucket(b, "code", {2: 80, 3: 20}, **at(1)),
@@ -226,10 +236,8 @@ def _label_test(rule: dict) -> dict:
         *_bucket(b, "chat", {2: 50, 3: 50}, **at(3)), *_bucket(b, "math", {1: 10, 2: 90}, **at(3)),
         # 0.8 against 0.35: under half, but 0.45 fewer
         *_bucket(b, "chat", {1: 20, 2: 80}, **at(4)), *_bucket(b, "math", {1: 65, 2: 35}, **at(4))]
-    return {"interval": "1m", "input_series": series, "alert_rule_test": [
-        {"eval_time": "30m", "alertname": rule["alert"], "exp_alerts": []},
-        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [
-            _expect(rule, 0.5 / 1.5, **{b.attribute: "math"}, instance=at(1)["instance"])]}]}
+    return _gap_test(rule, series, _expect(rule, 0.5 / 1.5, **{b.attribute: "math"},
+                                           instance=at(1)["instance"]))
 
 
 def _long_context_test(rule: dict) -> dict:

@@ -243,9 +243,9 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
             and mean < line and bound < line)
     # the condition with the largest effect leads; one that only explains (sampling)
     # counts only when the mean itself is weak
+    eligible = [c for c in conditions if weak or c.kind == UNDERPERFORMING]
     conditions = [replace(c, where=("most associated with " if i == 0 else "also with ")
-                          + c.where)
-                  for i, c in enumerate(c for c in conditions if weak or c.kind == UNDERPERFORMING)]
+                          + c.where) for i, c in enumerate(eligible)]
     others = [c for c in found + extra if c.kind == UNDERPERFORMING]
     if weak or others or conditions:
         explains = [c for c in extra if c.kind == EXPLAINS] if weak else []
