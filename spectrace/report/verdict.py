@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from .. import server_settings, signals
+from .breakdown_figures import conditions
 from .format import count_text
 from .records import Figures, Report
 
@@ -140,8 +141,6 @@ def condition_clues(figures: Figures) -> list[Clue]:
     with"). A warning finding's condition is an UNDERPERFORMING clue; an info
     one's (sampling: sampled requests accept less by construction) an EXPLAINS clue, named
     only when the mean itself is weak."""
-    from ..names import REPORT_FINDINGS
-    from .breakdown_figures import conditions
     out = []
     for c in conditions(figures.breakdowns):
         b, better, worse = c.breakdown, c.better, c.worse
@@ -149,7 +148,8 @@ def condition_clues(figures: Figures) -> list[Clue]:
                      better_length=f"{better.mean_acceptance_length:.2f}",
                      worse_length=f"{worse.mean_acceptance_length:.2f}",
                      better_drafts=int(better.drafts), worse_drafts=int(worse.drafts))
-        kind = UNDERPERFORMING if REPORT_FINDINGS.get(b.finding) == "warning" else EXPLAINS
+        warning = signals.REPORT_FINDINGS.get(b.finding) == "warning"
+        kind = UNDERPERFORMING if warning else EXPLAINS
         fix = b.message.fix.format(**facts) if b.message is not None else ""
         if b.judge is not None and b.finding:  # its own words (context: the draft's length)
             fix = next((_split_fix(f.message or "")[1] for f in figures.findings
