@@ -613,6 +613,25 @@ LARGE_BATCH = Message(
     "compare a run with CUDA graphs off (SGLang --disable-cuda-graph, vLLM --enforce-eager) "
     "or with a smaller graph batch limit (SGLang --cuda-graph-max-bs); if acceptance "
     "recovers, report it to the runtime with these figures.")
+SAMPLING_GAP = Message(
+    names.SAMPLING_GAP,
+    "sampled requests accept less than greedy ones: mean accept length {worse_length} at "
+    "{worse} ({worse_drafts} request-steps) against {better_length} at {better} "
+    "({better_drafts} request-steps). Expected: a greedy draft's token is accepted with the "
+    "target's probability of it, which falls as the temperature rises; a mean over both "
+    "mixes the two.",
+    "judge the draft on its greedy requests' acceptance; if sampled traffic matters, draft "
+    "with probabilities (vLLM's draft probs) or fewer steps for it.")
+LABEL_GAP = Message(
+    names.LABEL_GAP,
+    "acceptance differs by request label: mean accept length {worse_length} for label "
+    "{worse} ({worse_drafts} request-steps) against {better_length} for {better} "
+    "({better_drafts} request-steps). The draft proposes worse for that label's traffic: a "
+    "domain, language, LoRA adapter or tenant it was not trained on (speculators#610, "
+    "sglang#34337).",
+    "train or fine-tune the draft on that label's traffic (or a draft per adapter), or "
+    "serve it without speculation; read a few of its requests (their ids are in the "
+    "request spans).")
 TRAINED_KNOWN = "The draft's config says: {settings}."
 TRAINED_UNKNOWN = "The draft's config names no trained length."
 

@@ -192,10 +192,13 @@ SPEC_SLOWER = "speculation.slower"            # estimated speed-up below 1.0
 SPEC_SMALL_GAIN = "speculation.small_gain"    # estimated speed-up below 1.1
 SPEC_FEWER_STEPS = "speculation.fewer_steps_faster"  # another number of draft tokens pays more
 LARGE_BATCH = "acceptance.large_batch"       # acceptance at large batch sizes well below small
+SAMPLING_GAP = "acceptance.sampling_gap"     # sampled requests well below greedy (info: expected)
+LABEL_GAP = "acceptance.label_gap"           # one request label's requests well below another's
 # requests far outside the deployment's acceptance, named by id (rules.outliers)
 REQUEST_LOW = "requests.low_acceptance"              # far below: garbled output, unseen traffic
 REQUEST_IMPLAUSIBLE = "requests.implausible_acceptance"  # > 0.96: a loop, or a KV race
 REPORT_FINDINGS = {LONG_CONTEXT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
+                   SAMPLING_GAP: "info", LABEL_GAP: "warning",
                    SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
                    REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:

@@ -129,3 +129,51 @@ def test_report_shows_batch_size_in_every_view(tmp_path):
     assert signals.LARGE_BATCH in text and rep.verdict.state == "underperforming"
     html = render_html(rep)
     assert 'data-key="by_batch_size.1.mean_acceptance_length"' in html
+
+
+# -- sampling and request label: their rules and findings -----------------------------------
+LABEL, SAMPLING = breakdowns.REQUEST_LABEL, breakdowns.SAMPLING
+
+
+def _named(b, **buckets):
+    """Bucket figures of breakdown `b` from bucket=(mean accept length, request-steps)."""
+    counts = {}
+    for name, (mean, n) in buckets.items():
+        two = round((mean - 1) * n)
+        counts[(name, 2)], counts[(name, 1)] = two, n - two
+    return bucket_figures(counts, 1, b.order)
+
+
+@pytest.mark.parametrize("buckets,worse", [
+    (dict(chat=(2.0, 5000), math=(1.0, 5000), code=(1.6, 5000)), "math"),  # worst of three
+    (dict(chat=(2.0, 5000), math=(1.0, 4999)), None),      # under the floor
+    (dict(chat=(2.0, 5000), math=(1.55, 5000)), None),     # 0.55 of it: not at most half
+    (dict(chat=(1.8, 5000), math=(1.35, 5000)), None),     # under half, but 0.45 fewer
+    (dict(none=(1.2, 9000), math=(2.0, 9000)), "none"),    # requests without the field too
+])
+def test_the_label_rule_compares_the_best_and_the_worst_label(buckets, worse):
+    from spectrace.report.breakdown_figures import breakdown_gap, gap_finding
+    assert not LABEL.buckets and not LABEL.rule.ordered  # open values, no order
+    found = breakdown_gap(LABEL, _named(LABEL, **buckets))
+    assert (found and found.worse.bucket) == worse
+    if worse:
+        f = gap_finding(LABEL, found)
+        assert (f.code, f.severity) == (signals.LABEL_GAP, "warning")
+        assert f.message.startswith(f"acceptance differs by request label: mean accept length "
+                                    f"{found.worse.mean_acceptance_length:.2f} for label {worse}")
+
+
+def test_the_sampling_gap_is_info_and_has_no_alert():
+    """Sampled requests accept less by construction: the finding is info (the verdict
+    names it only to explain a weak mean) and no alert restates it."""
+    from spectrace.grafana import alerts
+    from spectrace.report.breakdown_figures import breakdown_gap, gap_finding
+    found = breakdown_gap(SAMPLING, _named(SAMPLING, greedy=(3.0, 5000), **{"t>=1": (1.5, 5000)}))
+    f = gap_finding(SAMPLING, found)
+    assert (f.code, f.severity, found.worse.bucket) == (signals.SAMPLING_GAP, "info", "t>=1")
+    assert "Expected:" in f.message
+    assert breakdown_gap(SAMPLING, _named(SAMPLING, greedy=(3.0, 4999),
+                                          **{"t>=1": (1.5, 5000)})) is None
+    names = {r["alert"] for r in alerts.rules()["groups"][0]["rules"]}
+    assert LABEL.alert in names and not SAMPLING.alert
+    assert {b.alert for b in breakdowns.BREAKDOWNS if b.alert} <= names

@@ -12,16 +12,20 @@ from spectrace import signals
 from spectrace.report import build_report, render_text
 from spectrace.report.html import render_html
 from spectrace.report.verdict import (
-    BROKEN, HEALTHY, MIN_REQUEST_STEPS, NOT_ENOUGH_DATA, UNDERPERFORMING, Clue, judge,
+    BROKEN, EXPLAINS, HEALTHY, MIN_REQUEST_STEPS, NOT_ENOUGH_DATA, UNDERPERFORMING, Clue, judge,
     of_report)
 from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE
+from spectrace.families.breakdowns import BATCH_SIZE as BATCH
+from spectrace.families.breakdowns import REQUEST_LABEL as LABEL
+from spectrace.families.breakdowns import SAMPLING
 
 STEPS = 3
 
 
-def write_run(tmp_path, lengths: dict[int, int], events=(), name="sglang-h-1"):
+def write_run(tmp_path, lengths: dict[int, int], events=(), name="sglang-h-1", by=None):
     """A process folder whose accept-length distribution is `lengths` (length -> request-
-    steps; length = accepted + 1), with the per-position counts it implies (a chain)."""
+    steps; length = accepted + 1), with the per-position counts it implies (a chain);
+    `by`: breakdown -> {bucket: {length: request-steps}}, its `accept_length_by_` counts."""
     drafts = sum(lengths.values())
     accepted = sum((k - 1) * v for k, v in lengths.items())
     per_pos = [sum(v for k, v in lengths.items() if k - 1 > p) for p in range(STEPS)]
@@ -32,6 +36,10 @@ def write_run(tmp_path, lengths: dict[int, int], events=(), name="sglang-h-1"):
              {"attributes": {"position": p}, "value": v} for p, v in enumerate(per_pos)],
          signals.SPEC_ACCEPT_LENGTH.name: [
              {"attributes": {"length": k}, "value": v} for k, v in lengths.items()]}
+    for b, buckets in (by or {}).items():
+        m[b.accept_length.name] = [
+            {"attributes": {b.attribute: bucket, "length": k}, "value": v}
+            for bucket, ls in buckets.items() for k, v in ls.items()]
     d = tmp_path / name
     d.mkdir(parents=True, exist_ok=True)
     (d / RESOURCE_FILE).write_text(json.dumps({"attributes": {"process.pid": 1}}))
@@ -173,3 +181,93 @@ def test_speculation_slower_than_plain_decoding_is_underperforming(tmp_path):
                           {4: 300}, runtime="sglang")
     assert fine.verdict != "slower"
     assert judge(dataclasses.replace(fig, speculation=fine)).state == HEALTHY
+
+
+# -- the condition most associated with the shortfall (the breakdowns' rules) ----------------
+WEAK = {1: 6000, 2: 6000}  # mean 1.50 over 12,000 request-steps: weak with 3 draft steps
+
+
+def test_underperforming_names_the_condition_with_the_largest_effect(tmp_path):
+    """Two breakdowns' rules fire: the label's worse bucket holds half the request-steps
+    and a gap of 1.0 (0.50 lost a request-step), the batch size's a third and 0.8 (0.27):
+    the label leads, with both buckets' figures; the batch size follows, each named once."""
+    rep = write_run(tmp_path, WEAK, by={
+        LABEL: {"chat": {2: 6000}, "math": {1: 6000}},
+        BATCH: {"1": {2: 2000}, "64-127": {1: 800, 2: 200}}})
+    v = rep.verdict
+    assert v.state == UNDERPERFORMING
+    assert [c.source for c in v.clues][:1] == [signals.LABEL_GAP]
+    assert v.sentence.startswith(
+        "Verdict: underperforming: mean acceptance length 1.50 over 12000 request-steps (2.0 "
+        "or more expected with 3 draft steps), most associated with request label: mean "
+        "accept length 1.00 at math (6000 request-steps) against 2.00 at chat (6000), 0.50 "
+        "accepted tokens per request-step lost to it (acceptance.label_gap); from draft "
+        "position 1"), v.sentence
+    batch = [c for c in v.clues if c.source == signals.LARGE_BATCH]
+    assert len(batch) == 1 and batch[0].where.startswith(
+        "also with batch size: mean accept length 1.20 at 64-127 (1000 "
+        "request-steps) against 2.00 at 1 (2000), 0.27 accepted tokens"), batch
+    assert v.sentence.count(signals.LARGE_BATCH) == 1
+    assert "Fix: train or fine-tune the draft on that label's traffic" in v.sentence
+    # the batch size's fall on more of the request-steps: it leads instead
+    rep = write_run(tmp_path / "b", WEAK, by={
+        LABEL: {"chat": {2: 6000}, "math": {1: 6000}},
+        BATCH: {"1": {2: 1000}, "64-127": {1: 9000}}})
+    assert [c.source for c in rep.verdict.clues][:1] == [signals.LARGE_BATCH]
+
+
+def test_a_condition_under_its_floor_is_not_named(tmp_path):
+    rep = write_run(tmp_path, WEAK, by={
+        LABEL: {"chat": {2: 6000}, "math": {1: LABEL.rule.floor - 1}}})
+    assert rep.verdict.state == UNDERPERFORMING
+    assert "most associated" not in rep.verdict.sentence
+    assert signals.LABEL_GAP not in {f.code for f in rep.combined.figures.findings}
+
+
+def test_a_label_gap_alone_makes_a_fine_mean_underperforming(tmp_path):
+    """A warning: the label's requests accept half as much while the mean is fine."""
+    rep = write_run(tmp_path, {3: 6000, 2: 6000}, by={
+        LABEL: {"chat": {3: 6000}, "math": {2: 6000}}})  # 2.0 a request-step against 1.0
+    v = rep.verdict
+    assert v.state == UNDERPERFORMING and v.sentence.startswith(
+        "Verdict: underperforming: acceptance is lower than it should be, most associated "
+        "with request label: mean accept length 2.00 at math (6000 request-steps) against "
+        "3.00 at chat (6000), 0.50 accepted tokens per request-step lost to it "
+        "(acceptance.label_gap)."), v.sentence
+
+
+def test_sampling_only_explains_a_weak_mean(tmp_path):
+    """Sampled requests accept less by construction: the sampling gap is an info finding,
+    named (as what explains the mean) only when the mean is weak; a fine mean with the
+    same gap is healthy."""
+    sampled = {SAMPLING: {"greedy": {3: 6000}, "t>=1": {1: 6000}}}
+    v = write_run(tmp_path, WEAK, by=sampled).verdict
+    assert v.state == UNDERPERFORMING
+    assert v.clues[0].kind == EXPLAINS and v.clues[0].source == signals.SAMPLING_GAP
+    assert ("most associated with sampling: mean accept length 1.00 at t>=1 (6000 "
+            "request-steps) against 3.00 at greedy (6000), 1.00 accepted tokens per "
+            "request-step lost to it (acceptance.sampling_gap)") in v.sentence
+    rep = write_run(tmp_path / "fine", {4: 300, 3: 100, 2: 50, 1: 50}, by=sampled)
+    assert rep.verdict.state == HEALTHY, rep.verdict.sentence
+    [f] = [f for f in rep.combined.figures.findings if f.code == signals.SAMPLING_GAP]
+    assert f.severity == "info"
+
+
+def test_a_breakdown_declared_later_joins_without_code_changes(tmp_path, monkeypatch):
+    """The verdict reads every declared breakdown's rule: one more (a prefix-cache
+    breakdown, as another part of #35 declares) is named by its own declaration."""
+    import dataclasses
+
+    from spectrace.families import breakdowns as B
+    from spectrace.report import breakdown_figures as BF
+    prefix = B.Breakdown(
+        "prefix_cache", "prefix_hit", "prefix-cache hits (share of the prompt cached)",
+        B.REQUEST, ("none", "partial", "full"), "test", "test",
+        rule=B.GapRule(1000, 0.7, 0.3, ordered=True, min_apart=1), finding=signals.LABEL_GAP,
+        message=B.messages.LABEL_GAP)
+    monkeypatch.setattr(BF, "BREAKDOWNS", B.BREAKDOWNS + (prefix,))
+    fig = write_run(tmp_path, WEAK).combined.figures
+    rows = BF.breakdown_figures({"prefix_cache": {("none", 2): 3000, ("full", 1): 3000}}, 3)
+    v = judge(dataclasses.replace(fig, breakdowns=fig.breakdowns + (rows["prefix_cache"],)))
+    assert "most associated with prefix-cache hits: mean accept length 1.00 at full" \
+        in v.sentence, v.sentence

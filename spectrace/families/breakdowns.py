@@ -129,7 +129,8 @@ SAMPLING = Breakdown(
     reading="drafts propose greedily, so sampled requests usually accept less and a mixed "
             "workload averages the two",
     where=VLLM_PER_REQUEST,
-    of_request=lambda r: req.sampling_bucket(r.temperature, r.top_k))
+    of_request=lambda r: req.sampling_bucket(r.temperature, r.top_k),
+    rule=req.SAMPLING_RULE, finding=names.SAMPLING_GAP, message=messages.SAMPLING_GAP)
 
 REQUEST_LABEL = Breakdown(
     "request_label", names.ATTR_REQUEST_LABEL,
@@ -144,7 +145,9 @@ REQUEST_LABEL = Breakdown(
             "for (a domain, a LoRA adapter, a tenant)",
     where="Only with SPECTRACE_REQUEST_LABEL set. " + VLLM_PER_REQUEST,
     of_request=lambda r: req.label_text(r.label), capped=True,
-    enabled=lambda cfg: bool(cfg.request_label))
+    enabled=lambda cfg: bool(cfg.request_label),
+    rule=req.LABEL_RULE, finding=names.LABEL_GAP, message=messages.LABEL_GAP,
+    alert="SpectraceRequestLabelAcceptance")
 
 # No rule for the two below yet: no benchmark has measured how far their buckets' means
 # spread on a healthy draft (benchmarks/breakdown_rules.py), so no floor can be stated.

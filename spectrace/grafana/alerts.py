@@ -9,7 +9,7 @@ map, internal errors) fire per process that has the problem."""
 from __future__ import annotations
 
 from .. import signals as S
-from ..families.breakdowns import BATCH_SIZE, BREAKDOWNS, Breakdown
+from ..families.breakdowns import BATCH_SIZE, BREAKDOWNS, REQUEST_LABEL, Breakdown
 from ..rules import context as CTX
 
 from . import promql as Q
@@ -108,21 +108,25 @@ def rules(flt: str = "") -> dict:
 
 
 def gap_rules(flt: str = "") -> list[dict]:
-    """One rule per breakdown whose buckets have an order its rule follows (`b.alert`)."""
-    return [_gap_rule(b, flt) for b in BREAKDOWNS if b.alert and b.rule and b.rule.ordered]
+    """One rule per breakdown that declares an alert (`b.alert`; the sampling breakdown
+    declares none: sampled requests accept less by construction)."""
+    return [_gap_rule(b, flt) for b in BREAKDOWNS if b.alert and b.rule]
 
 
 def _gap_rule(b: Breakdown, flt: str = "") -> dict:
     r, attr = b.rule, b.attribute
+    which = (f"of the first bucket's (at most {r.ratio:g}x and {r.drop:g} fewer; the first and "
+             f"the last bucket with at least {r.floor} request-steps each, {r.min_apart} "
+             f"buckets apart or more)" if r.ordered else
+             f"of the best one's (at most {r.ratio:g}x and {r.drop:g} fewer; the best and the "
+             f"worst with at least {r.floor} request-steps each)")
     return _rule(
         b.alert, Q.gap_acceptance(b, GAP_WINDOW, BY, flt), "<=", r.ratio, "15m", "warning",
         f"Draft acceptance falls with {b.title.split(' (')[0]} on {{{{ $labels.instance }}}} "
         f"({{{{ $labels.{attr} }}}})",
         f"Over the last hour, draft tokens accepted per request-step in the "
         f"{{{{ $labels.{attr} }}}} bucket of {b.title} are {{{{ $value | printf \"%.2f\" }}}} "
-        f"of the first bucket's (at most {r.ratio:g}x and {r.drop:g} fewer; the first and the "
-        f"last bucket with at least {r.floor} request-steps each, {r.min_apart} buckets apart "
-        f"or more): {b.reading}. The rule of `spectrace report`'s finding {b.finding}, judged "
+        f"{which}: {b.reading}. The rule of `spectrace report`'s finding {b.finding}, judged "
         "on the last hour's counts per counting process instead of on all the data."
         + (f" {b.where}" if b.where else ""))
 
@@ -187,7 +191,7 @@ def _large_batch_test(rule: dict) -> dict:
     on a fall from batch 1 to 64-127, not on one under the floor, not on a small one."""
     b, floor_ok = BATCH_SIZE, 20
     def at(n: int) -> dict:
-        return {"instance": f"10.0.1.{n}:9464", S.ATTR_COUNTED: S.COUNTED_ONCE}
+        return _at(1, n)
     series = [
         # 1.5 accepted a request-step at batch 1, 0.5 at 64-127: a third, 1.0 fewer
         *_bucket(b, "1", {2: floor_ok / 2, 3: floor_ok / 2}, **at(1)),
@@ -199,10 +203,41 @@ def _large_batch_test(rule: dict) -> dict:
         # 1.5 against 1.2: 0.8 of it, 0.3 fewer (not at most 0.7)
         *_bucket(b, "1", {2: floor_ok / 2, 3: floor_ok / 2}, **at(3)),
         *_bucket(b, "64-127", {2: floor_ok * 0.8, 3: floor_ok * 0.2}, **at(3))]
+    return _gap_test(rule, series, _expect(rule, 0.5 / 1.5, batch_size_bucket="64-127",
+                                           instance=at(1)["instance"]))
+
+
+def _at(net: int, n: int) -> dict:
+    """A deployment of its own (instance 10.0.NET.N), counted once."""
+    return {"instance": f"10.0.{net}.{n}:9464", S.ATTR_COUNTED: S.COUNTED_ONCE}
+
+
+def _gap_test(rule: dict, series: list[dict], fires: dict) -> dict:
+    """A gap rule's case: nothing at 30m (the buckets under the floor), `fires` at 70m."""
     return {"interval": "1m", "input_series": series, "alert_rule_test": [
         {"eval_time": "30m", "alertname": rule["alert"], "exp_alerts": []},
-        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [
-            _expect(rule, 0.5 / 1.5, batch_size_bucket="64-127", instance=at(1)["instance"])]}]}
+        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": [fires]}]}
+
+
+def _label_test(rule: dict) -> dict:
+    """The request-label rule (floor 5000 request-steps an hour: 100 a minute are 6000;
+    best against worst, no order): fires on the worst label of three, not on a fall under
+    the floor, nor on one of 0.6x, nor on one of a half but under 0.5 tokens."""
+    b = REQUEST_LABEL
+    def at(n: int) -> dict:
+        return _at(2, n)
+    series = [
+        # 1.5 accepted a request-step for chat, 1.2 for code, 0.5 for math
+        *_bucket(b, "chat", {2: 50, 3: 50}, **at(1)), *_bucket(b, "code", {2: 80, 3: 20}, **at(1)),
+        *_bucket(b, "math", {1: 50, 2: 50}, **at(1)),
+        # the same fall, math under the floor (4800 an hour)
+        *_bucket(b, "chat", {2: 50, 3: 50}, **at(2)), *_bucket(b, "math", {1: 40, 2: 40}, **at(2)),
+        # 1.5 against 0.9: 0.6 of it
+        *_bucket(b, "chat", {2: 50, 3: 50}, **at(3)), *_bucket(b, "math", {1: 10, 2: 90}, **at(3)),
+        # 0.8 against 0.35: under half, but 0.45 fewer
+        *_bucket(b, "chat", {1: 20, 2: 80}, **at(4)), *_bucket(b, "math", {1: 65, 2: 35}, **at(4))]
+    return _gap_test(rule, series, _expect(rule, 0.5 / 1.5, **{b.attribute: "math"},
+                                           instance=at(1)["instance"]))
 
 
 def _long_context_test(rule: dict) -> dict:
@@ -337,4 +372,5 @@ def rule_tests() -> dict:
             "tests": [broken, healthy,
                       _long_context_test(by_name["SpectraceLongContextAcceptance"]),
                       _large_batch_test(by_name[BATCH_SIZE.alert]),
+                      _label_test(by_name[REQUEST_LABEL.alert]),
                       *_slower_tests(by_name[SLOWER])]}

@@ -271,6 +271,8 @@ def gap_acceptance(b: Breakdown, window: str, by=(), flt="") -> str:
     group = ", ".join(by)
     attr = b.attribute
     gain = f"({accepted_per_request_step_by(b, window, by, flt)})"
+    if not rule.ordered:
+        return _best_worst_gap(b, gain, window, by, flt)
     # each bucket with at least `floor` request-steps, valued its place in order
     place = (f"(({bucket_request_steps(b, window, by, flt)}) >= {rule.floor}) * 0"
              f" + on({attr}) group_left() ({bucket_order(b)})")
@@ -280,6 +282,19 @@ def gap_acceptance(b: Breakdown, window: str, by=(), flt="") -> str:
             f" and on({group}) ({first} - max by ({group}) {last} >= {rule.drop})"
             f" and on({group}) (max by ({group}) ({place}) - min by ({group}) ({place})"
             f" >= {rule.min_apart})")
+
+
+def _best_worst_gap(b: Breakdown, gain: str, window: str, by, flt) -> str:
+    """The rule of an unordered breakdown (a request label): of the buckets with at least
+    `floor` request-steps, the worst one's accepted tokens per request-step divided by the
+    best one's, kept only where they are at least `drop` fewer. One series per `by` group,
+    labelled with the worst bucket."""
+    rule, group = b.rule, ", ".join(by)
+    ok = f"({gain} and ({bucket_request_steps(b, window, by, flt)}) >= {rule.floor})"
+    worst = f"bottomk by ({group}) (1, {ok})"
+    best = f"max by ({group}) ({ok})"
+    return (f"{worst} / on({group}) group_left() {best}"
+            f" and on({group}) ({best} - max by ({group}) ({worst}) >= {rule.drop})")
 
 
 def context_request_steps(window: str, by=(), flt="", copies=False) -> str:

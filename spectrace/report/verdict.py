@@ -19,7 +19,12 @@ The rules, each with a floor, because a false alarm is as bad as a miss:
   2.0; with one draft step, whose best is 2.0, below 1.5), with its upper 3-standard-error
   bound below that line too (so a run at 1.98 +- 0.1 is not called weak); or a warning
   finding, or another breakdown's clue of kind UNDERPERFORMING. The "where" clauses: the
-  first draft position at which acceptance is lost (`position_clues`), then the others'.
+  condition most associated with the shortfall (`condition_clues`: of the breakdowns
+  whose rule cleared its floor, the one whose worse bucket costs the mean the most, with
+  both buckets' accept lengths and request-steps), the first draft position at which
+  acceptance is lost (`position_clues`), then the other conditions and the others'.
+  Sampling's condition only explains (sampled requests accept less by construction):
+  named, like a server setting, only when the mean itself is weak.
   A server setting that is a known cause of lower acceptance (`server_settings.causes`:
   an fp8 KV cache, a quantized target, async scheduling with n-gram) is an EXPLAINS clue:
   named after the others only when the mean acceptance length itself is weak, never a
@@ -30,10 +35,11 @@ The rules, each with a floor, because a false alarm is as bad as a miss:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from .. import server_settings, signals
+from .breakdown_figures import conditions
 from .format import count_text
 from .records import Figures, Report
 
@@ -127,6 +133,36 @@ def setting_clues(per_process) -> list[Clue]:
     return out
 
 
+def condition_clues(figures: Figures) -> list[Clue]:
+    """The conditions the breakdowns' rules found (`breakdown_figures.conditions`: every
+    declared breakdown with a rule, past its floor), largest effect first, each with its
+    evidence: the two buckets' mean accept lengths and request-steps, and what the worse
+    one costs the mean (`judge` words the first "most associated with", the others "also
+    with"). A warning finding's condition is an UNDERPERFORMING clue; an info
+    one's (sampling: sampled requests accept less by construction) an EXPLAINS clue, named
+    only when the mean itself is weak."""
+    out = []
+    for c in conditions(figures.breakdowns):
+        b, better, worse = c.breakdown, c.better, c.worse
+        facts = dict(better=better.bucket, worse=worse.bucket,
+                     better_length=f"{better.mean_acceptance_length:.2f}",
+                     worse_length=f"{worse.mean_acceptance_length:.2f}",
+                     better_drafts=int(better.drafts), worse_drafts=int(worse.drafts))
+        warning = signals.REPORT_FINDINGS.get(b.finding) == "warning"
+        kind = UNDERPERFORMING if warning else EXPLAINS
+        fix = b.message.fix.format(**facts) if b.message is not None else ""
+        if b.judge is not None and b.finding:  # its own words (context: the draft's length)
+            fix = next((_split_fix(f.message or "")[1] for f in figures.findings
+                        if f.code == b.finding), fix)
+        out.append(Clue(kind, (
+            f"{b.title.split(' (')[0]}: mean accept length "
+            f"{facts['worse_length']} at {worse.bucket} ({count_text(worse.drafts)} "
+            f"request-steps) against {facts['better_length']} at {better.bucket} "
+            f"({count_text(better.drafts)}), {c.effect:.2f} accepted tokens per request-step "
+            f"lost to it ({b.finding})"), fix, b.finding))
+    return out
+
+
 def _max_length(figures: Figures) -> int:
     return len(figures.acceptance_per_position) + 1
 
@@ -183,7 +219,10 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
     if figures is None:
         return Verdict(NOT_ENOUGH_DATA, "Verdict: no data yet: no instrumented process has "
                        "written here.", ())
-    found = finding_clues(figures) + speculation_clues(figures)
+    conditions = condition_clues(figures)
+    named = {c.source for c in conditions}
+    found = [c for c in finding_clues(figures) if c.source not in named] + \
+        speculation_clues(figures)
     extra = list(clues)
     broken = [c for c in found + extra if c.kind == BROKEN]
     if broken:
@@ -202,10 +241,16 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
     bound = length_bound(figures)
     weak = (n >= MIN_REQUEST_STEPS and mean is not None and bound is not None
             and mean < line and bound < line)
+    # the condition with the largest effect leads; one that only explains (sampling)
+    # counts only when the mean itself is weak
+    eligible = [c for c in conditions if weak or c.kind == UNDERPERFORMING]
+    conditions = [replace(c, where=("most associated with " if i == 0 else "also with ")
+                          + c.where) for i, c in enumerate(eligible)]
     others = [c for c in found + extra if c.kind == UNDERPERFORMING]
-    if weak or others:
+    if weak or others or conditions:
         explains = [c for c in extra if c.kind == EXPLAINS] if weak else []
-        where = (position_clues(figures) if weak else []) + others + explains
+        where = (conditions[:1] + (position_clues(figures) if weak else []) + conditions[1:]
+                 + others + explains)
         figures_text = (f"mean acceptance length {mean:.2f} over {count_text(n)} request-steps "
                         f"({line:.1f} or more expected with {steps} draft step"
                         f"{'s' if steps != 1 else ''})" if mean is not None and weak else

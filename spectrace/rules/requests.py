@@ -2,6 +2,8 @@
 and its mean accept length fall in (bounded attribute values), from numbers only."""
 from __future__ import annotations
 
+from .buckets import GapRule
+
 GREEDY = "greedy"
 # temperature buckets of sampled requests (upper edges), then the last one
 SAMPLING_EDGES = (0.5, 1.0)
@@ -19,6 +21,30 @@ def sampling_bucket(temperature, top_k=None) -> str:
         if temperature < edge:
             return name
     return SAMPLING_BUCKETS[-1]
+
+
+# The sampling rule. Sampled requests accept less than greedy ones by construction: a
+# greedy draft's token is accepted with the target's probability of it, below 1 once the
+# target samples (vllm#31483: 80 % at temperature 0, 30 % at 1), so a gap between greedy
+# and sampled requests is what a healthy deployment shows, and a warning on it would fire
+# on every mixed workload. It is an info finding (`acceptance.sampling_gap`), never a
+# verdict of its own and no alert: it explains a weak mean (the verdict names it as a
+# clue: the greedy requests accept well, the sampled ones pull the mean down). The greedy
+# bucket against the hottest sampled one with the floor, at most half its accepted tokens
+# per request-step and 0.5 fewer, like the label rule (sampling too splits whole requests).
+SAMPLING_RULE = GapRule(5000, 0.5, 0.5, ordered=True, min_apart=1)
+
+# The request-label rule: a label whose requests accept far less than another's on the
+# same deployment is traffic the draft was not trained for (a domain, a LoRA adapter, a
+# tenant: speculators#610, sglang#34337); a warning and an alert. Labels have no order,
+# so the best and the worst label with the floor are compared; labels split whole
+# requests, whose acceptance varies far more than a step's, and the worst of up to 32
+# labels is compared with the best, so the floor is higher and the gap wider than the
+# step breakdowns': 5000 request-steps each, at most half the accepted tokens per
+# request-step and 0.5 fewer (benchmarks/breakdown_rules.py: with 2000, 0.7 and 0.3,
+# 32 labels on identical traffic as mixed as code, chat and other languages raised it in
+# 86 % of runs; with these, under 1 %).
+LABEL_RULE = GapRule(5000, 0.5, 0.5, ordered=False)
 
 
 # a finished request's mean accept length (bonus included): quarter-token buckets to 5
