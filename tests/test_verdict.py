@@ -129,8 +129,8 @@ def test_clues_from_other_breakdowns_plug_in(tmp_path):
                     source="context_length")
     v = of_report(rep, [long_ctx])
     assert v.state == UNDERPERFORMING and v.clues == (long_ctx,)
-    assert v.sentence == ("Verdict: underperforming: acceptance is lower than it should be, "
-                          "in contexts of 8k tokens and more (1.08 against 2.30 below 2k). "
+    assert v.sentence == ("Verdict: underperforming: mean acceptance length 3.30 over 500 "
+                          "request-steps, in contexts of 8k tokens and more (1.08 against 2.30 below 2k). "
                           "Fix: serve a draft trained for long contexts.")
     assert judge(rep.combined.figures, [Clue(BROKEN, "x (y)", "z")]).state == BROKEN
 
@@ -230,8 +230,8 @@ def test_a_label_gap_alone_makes_a_fine_mean_underperforming(tmp_path):
         LABEL: {"chat": {3: 6000}, "math": {2: 6000}}})  # 2.0 a request-step against 1.0
     v = rep.verdict
     assert v.state == UNDERPERFORMING and v.sentence.startswith(
-        "Verdict: underperforming: acceptance is lower than it should be, most associated "
-        "with request label: mean accept length 2.00 at math (6000 request-steps) against "
+        "Verdict: underperforming: mean acceptance length 2.50 over 12000 request-steps, "
+        "most associated with request label: mean accept length 2.00 at math (6000 request-steps) against "
         "3.00 at chat (6000), 0.50 accepted tokens per request-step lost to it "
         "(acceptance.label_gap)."), v.sentence
 

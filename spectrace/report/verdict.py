@@ -254,7 +254,10 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
         figures_text = (f"mean acceptance length {mean:.2f} over {count_text(n)} request-steps "
                         f"({line:.1f} or more expected with {steps} draft step"
                         f"{'s' if steps != 1 else ''})" if mean is not None and weak else
-                        "acceptance is lower than it should be")
+                        # not weak as a whole: the figures, and the clauses say what is wrong
+                        # (a cost finding is not low acceptance)
+                        f"mean acceptance length {mean:.2f} over {count_text(n)} request-steps"
+                        if mean is not None else "no acceptance figures")
         clause = "; ".join(c.where for c in where)
         fixes = "; ".join(c.fix.rstrip(".") for c in where if c.fix)
         return Verdict(UNDERPERFORMING,
