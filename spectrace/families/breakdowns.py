@@ -149,8 +149,8 @@ REQUEST_LABEL = Breakdown(
     rule=req.LABEL_RULE, finding=names.LABEL_GAP, message=messages.LABEL_GAP,
     alert="SpectraceRequestLabelAcceptance")
 
-# No rule for the two below yet: no benchmark has measured how far their buckets' means
-# spread on a healthy draft (benchmarks/breakdown_rules.py), so no floor can be stated.
+# No rule for the two below yet (no finding, no alert): how far their buckets' means spread
+# on a healthy draft has not been measured, so no floor can be stated.
 PREFIX_CACHE = Breakdown(
     "prefix_cache", names.ATTR_PREFIX_CACHE,
     "prefix-cache hits (share of the prompt served from the cache, finished requests)",

@@ -302,8 +302,7 @@ def render() -> str:
         "`update_draft_token_ids` truncates the drafts without a count, and vLLM's CPU "
         "platform forces async scheduling off (`platforms/cpu.py`), so no CPU server here "
         "can show the count. spectrace does not read it yet. The `grammar` breakdown shows "
-        "the effect either way: constrained "
-        "requests' acceptance beside unconstrained ones'.",
+        "the effect either way: constrained requests' acceptance beside unconstrained ones'.",
         "",
         f"Request labels: `acceptance.label_gap` (warning) and "
         f"`SpectraceRequestLabelAcceptance` compare the best and the worst label with at "

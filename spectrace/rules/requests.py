@@ -1,8 +1,10 @@
-"""Acceptance by sampling and by request: the fixed buckets a request's sampling settings
-and its mean accept length fall in (bounded attribute values), from numbers only."""
+"""Acceptance by sampling and by request: the fixed buckets a request's sampling settings,
+its mean accept length, its prefix-cache hit and its grammar fall in (bounded attribute
+values), from numbers and names only."""
 from __future__ import annotations
 
 from .buckets import GapRule
+from .context import UNKNOWN  # a value the runtime did not give
 
 GREEDY = "greedy"
 # temperature buckets of sampled requests (upper edges), then the last one
@@ -117,7 +119,6 @@ class LabelCap:
 # whose prompt length the runtime did not say.
 PREFIX_NONE = "none"
 PREFIX_CACHE_BUCKETS = (PREFIX_NONE, "<50%", ">=50%")
-from .context import UNKNOWN  # noqa: E402 - one word for "the runtime did not say"
 
 
 def prefix_cache_bucket(cached_tokens, prompt_tokens) -> str:
@@ -127,7 +128,7 @@ def prefix_cache_bucket(cached_tokens, prompt_tokens) -> str:
         return UNKNOWN
     if cached_tokens == 0:
         return PREFIX_NONE
-    return PREFIX_CACHE_BUCKETS[1] if 2 * cached_tokens < prompt_tokens else PREFIX_CACHE_BUCKETS[2]
+    return PREFIX_CACHE_BUCKETS[1 if 2 * cached_tokens < prompt_tokens else 2]
 
 
 # Structured output: the kind of constraint a request decoded under, in one vocabulary for
