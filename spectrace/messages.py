@@ -536,9 +536,10 @@ CHAT_TEMPLATE_SAME = "{trained} is the target's {target} (sha256 {hash})"
 # what each trainer records about the template (the `why` above), read from their sources
 TEMPLATE_UNRECORDED = {
     "specforge": "SpecForge keeps the template's name only in its training run (0.1.x: the "
-                 "--chat-template argument, pickled in training_state.pt's `args`; 0.2.0: "
-                 "`data.chat_template` of the run config) and its exporter (export_to_sglang) "
-                 "writes config.json and the weights only. It renders the training data with "
+                 "--chat-template argument, pickled in the training_state.pt beside each saved "
+                 "draft, read when it is there; 0.2.0: `data.chat_template` of the run config) "
+                 "and its exporter (export_to_sglang) writes config.json and the weights only. "
+                 "It renders the training data with "
                  "the target tokenizer's own template and adds its registry template's system "
                  "prompt where a conversation has none (data/parse.py GeneralParser), so "
                  "serve with that system prompt.",

@@ -192,3 +192,53 @@ def test_a_tokenizer_saved_with_the_draft_is_compared(trainer_drafts, tmp_path, 
     (f,) = template_findings(check_checkpoint(draft, planted, SG))
     assert f.severity == "warning" and f.details["system_prompt_target"] is None
     assert "the draft folder's tokenizer_config.json chat_template" in f.message
+
+
+def write_specforge_01_state(draft: Path, target_model_path: str) -> None:
+    """The `training_state.pt` SpecForge 0.1.x writes beside each saved draft
+    (scripts/train_eagle3.py `save_checkpoints`: epoch, global_step, the argparse args, the
+    optimizer's state). A stand-in: that code is a script's function, not importable from
+    the installed SpecForge 0.2.0, so the same dict is written here with torch.save."""
+    import argparse
+
+    import torch
+    ns = argparse.Namespace(target_model_path=target_model_path, chat_template="llama3",
+                            max_length=2048, learning_rate=1e-4)
+    torch.save({"epoch": 0, "global_step": 10, "args": ns,
+                "optimizer_state_dict": {"state": {0: {"exp_avg": torch.zeros(4)}}}},
+               draft / "training_state.pt")
+
+
+@pytest.mark.trainers
+def test_specforge_01_training_state_names_the_target_it_rendered_with(trainer_drafts,
+                                                                        tmp_path):
+    """SpecForge's export with SpecForge 0.1.x's training state beside it: the template of
+    its `target_model_path` is the training template (the same target: no finding; a
+    planted system prompt: the mismatch); a path that is no folder here: not recorded,
+    the registry template named; a pickle the restricted loader refuses: not read."""
+    import datetime
+
+    import torch
+
+    from spectrace.doctor import check_checkpoint
+    target, draft = trainer_drafts["target"], tmp_path / "specforge"
+    shutil.copytree(trainer_drafts["specforge"], draft)
+    write_specforge_01_state(draft, str(target))
+    r = check_checkpoint(draft, target, SG)
+    assert template_findings(r) == [] and r.chat_template["state"] == "same", r.chat_template
+    planted = tmp_path / "target"
+    shutil.copytree(target, planted)
+    tc = json.loads((planted / "tokenizer_config.json").read_text())
+    tc["chat_template"] = tc["chat_template"].replace("a helpful assistant.", "a pirate.")
+    (planted / "tokenizer_config.json").write_text(json.dumps(tc))
+    (f,) = template_findings(check_checkpoint(draft, planted, SG))
+    assert f.severity == "warning" and "--chat-template 'llama3'" in f.message
+    assert f.details["system_prompt_target"] == "You are a pirate."
+    write_specforge_01_state(draft, "meta-llama/Llama-3.1-8B-Instruct")
+    r = check_checkpoint(draft, target, SG)
+    assert r.chat_template["state"] == "not recorded" and "registry template" in \
+        r.chat_template["note"] and "'llama3'" in r.chat_template["note"]
+    torch.save({"args": datetime.datetime(2025, 1, 1)}, draft / "training_state.pt")
+    r = check_checkpoint(draft, target, SG)
+    assert r.chat_template["state"] == "not recorded"
+    assert "restricted loader" in r.chat_template["note"], r.chat_template["note"]

@@ -5,7 +5,10 @@
   in `tokenizer_config.json`): the template itself;
 - speculators: `speculators_config.verifier.name_or_path`, the verifier its data was
   rendered for (with that verifier's own template): read when it is a folder here;
-- SpecForge, Model Optimizer, EAGLE: nothing next to the exported draft.
+- SpecForge 0.1.x: `training_state.pt` beside each saved draft pickles the training
+  `args` (`chat_template`, the registry template's name; `target_model_path`, whose
+  tokenizer's template rendered the data): read with the restricted loader (`pickled`);
+- SpecForge 0.2.0, Model Optimizer, EAGLE: nothing next to the exported draft.
 
 The judging is `doctor.judge.chat_templates`; here only the reading.
 """
@@ -17,6 +20,9 @@ from ... import messages
 from ...chat_template import ChatTemplate, TemplateError, read_template
 from ..errors import UnusableInput
 from ..judge.chat_templates import Trained
+from . import pickled
+
+SPECFORGE_STATE = "training_state.pt"  # SpecForge's (0.1.x: with the training args)
 
 
 def read(directory: Path) -> ChatTemplate | None:
@@ -33,6 +39,8 @@ def trained_template(draft_dir: Path, config: dict, fmt: str) -> Trained:
         return Trained(own, f"the draft folder's {own.where}")
     if fmt == "speculators":
         return _verifier(config)
+    if fmt == "specforge" and (draft_dir / SPECFORGE_STATE).is_file():
+        return _specforge_args(draft_dir / SPECFORGE_STATE)
     return Trained(None, why=messages.TEMPLATE_UNRECORDED.get(
         fmt, messages.TEMPLATE_UNRECORDED["other"]))
 
@@ -53,3 +61,26 @@ def _verifier(config: dict) -> Trained:
         state = "the config names no verifier"
     return Trained(None, why=messages.TEMPLATE_UNRECORDED["speculators"].format(
         verifier=name, verifier_state=state))
+
+
+def _specforge_args(state: Path) -> Trained:
+    """SpecForge renders the data with the target tokenizer's own template (data/parse.py),
+    and takes from its registry template (`--chat-template`) the system prompt it adds
+    where a conversation has none and the markers of the loss spans."""
+    args, why = pickled.training_args(str(state))
+    if args is None:
+        return Trained(None, why=f"{state.name} is there, but {why}.")
+    name, target = args.get("chat_template"), args.get("target_model_path")
+    if isinstance(target, str) and target and Path(target).is_dir():
+        t = read(Path(target))
+        if t is not None:
+            return Trained(t, f"the {t.where} of the target it was trained with "
+                              f"({state.name} args.target_model_path {target}; "
+                              f"--chat-template {name!r})")
+        state_of = "that folder carries no chat template"
+    else:
+        state_of = "that is not a folder here, so its template cannot be read"
+    return Trained(None, why=f"SpecForge's {state.name} records --chat-template {name!r} and "
+                             f"target_model_path {target!r}, whose tokenizer's template "
+                             f"rendered the training data, but {state_of}. Serve with the "
+                             f"system prompt of SpecForge's {name!r} registry template.")
