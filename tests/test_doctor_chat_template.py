@@ -119,6 +119,25 @@ def test_doctor_on_a_planted_mismatch_and_a_matching_pair(tmp_path):
             "target's chat_template.jinja (sha256 ") in text, text
 
 
+@pytest.mark.torch
+def test_a_recorded_verifier_whose_template_is_unreadable_is_said_not_fatal(tmp_path):
+    """A speculators draft's verifier folder is no input of the run: a broken
+    tokenizer_config.json there is named in the report's line, not unusable input."""
+    from spectrace.doctor import check_checkpoint
+    from tests.test_doctor_formats import write
+    draft, target = write(tmp_path, "speculators")
+    verifier = tmp_path / "verifier"
+    verifier.mkdir()
+    (verifier / "tokenizer_config.json").write_text("{")
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["speculators_config"]["verifier"]["name_or_path"] = str(verifier)
+    (draft / "config.json").write_text(json.dumps(cfg))
+    r = check_checkpoint(draft, target, "vllm==0.33.0")
+    assert r.chat_template["state"] == "not recorded"
+    assert "its template cannot be read (" in r.chat_template["note"]
+    assert "tokenizer_config.json is not valid JSON" in r.chat_template["note"]
+
+
 # -- on what the trainers' own code writes ---------------------------------------------------
 SG = "sglang==0.5.23"
 

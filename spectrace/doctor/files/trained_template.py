@@ -33,6 +33,16 @@ def read(directory: Path) -> ChatTemplate | None:
         raise UnusableInput(str(e)) from None
 
 
+def _other(directory: Path) -> tuple[ChatTemplate | None, str]:
+    """The template of a folder a record names (not an input of this run): an unreadable
+    one is said, not unusable input."""
+    try:
+        t = read_template(directory)
+    except TemplateError as e:
+        return None, f"its template cannot be read ({e})"
+    return t, "that folder carries no chat template"
+
+
 def trained_template(draft_dir: Path, config: dict, fmt: str) -> Trained:
     own = read(draft_dir)
     if own is not None:
@@ -50,10 +60,9 @@ def _verifier(config: dict) -> Trained:
     verifier = spec.get("verifier") if isinstance(spec, dict) else None
     name = verifier.get("name_or_path") if isinstance(verifier, dict) else None
     if isinstance(name, str) and name and Path(name).is_dir():
-        t = read(Path(name))
+        t, state = _other(Path(name))
         if t is not None:
             return Trained(t, f"the {t.where} of the verifier it was trained for ({name})")
-        state = "that verifier's folder carries no chat template"
     elif isinstance(name, str) and name:
         state = "that is not a folder here (a hub id, or another machine's path), so its " \
                 "template cannot be read"
@@ -72,12 +81,11 @@ def _specforge_args(state: Path) -> Trained:
         return Trained(None, why=f"{state.name} is there, but {why}.")
     name, target = args.get("chat_template"), args.get("target_model_path")
     if isinstance(target, str) and target and Path(target).is_dir():
-        t = read(Path(target))
+        t, state_of = _other(Path(target))
         if t is not None:
             return Trained(t, f"the {t.where} of the target it was trained with "
                               f"({state.name} args.target_model_path {target}; "
                               f"--chat-template {name!r})")
-        state_of = "that folder carries no chat template"
     else:
         state_of = "that is not a folder here, so its template cannot be read"
     return Trained(None, why=f"SpecForge's {state.name} records --chat-template {name!r} and "
