@@ -6,7 +6,8 @@ writes from the main .venv. Each draft is what the trainer writes before any tra
 (random initial weights): the configs and key names are the trainer's own, which is what
 the doctor reads.
 
-  OUT/target                 tiny Llama (harness.tiny_models, 8 layers, 1024 positions)
+  OUT/target                 tiny Llama (harness.tiny_models, 8 layers, 1024 positions),
+                             with a Llama-3-style chat template in tokenizer_config.json
   OUT/speculators            speculators: create_transformer_layer_config (its default
                              training config: every layer a 2048-token sliding window) +
                              Eagle3DraftModel.from_training_args + save_pretrained
@@ -31,11 +32,38 @@ DRAFT_VOCAB = 256
 WRITERS = ("speculators", "specforge", "specforge-converted", "modelopt-1", "modelopt-2")
 
 
+# a Llama-3-style chat template (role headers, turn end, a default system prompt), the
+# layout most instruct models publish: `chat_template` in tokenizer_config.json
+CHAT_TEMPLATE = (
+    "{{- bos_token }}\n"
+    "{%- set default_system_message = 'You are a helpful assistant.' %}\n"
+    "{%- if messages[0]['role'] == 'system' %}\n"
+    "    {%- set system_message = messages[0]['content'] %}\n"
+    "    {%- set messages = messages[1:] %}\n"
+    "{%- else %}\n"
+    "    {%- set system_message = default_system_message %}\n"
+    "{%- endif %}\n"
+    "{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' + system_message + '<|eot_id|>' }}\n"
+    "{%- for message in messages %}\n"
+    "    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+    "message['content'] + '<|eot_id|>' }}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
+    "{%- endif %}\n")
+
+
 def write_target(out: str) -> str:
     from .tiny_models import _save_tokenizer, make_llama_target
     tgt = os.path.join(out, "target")
     os.makedirs(tgt, exist_ok=True)
     _save_tokenizer([tgt])
+    config = os.path.join(tgt, "tokenizer_config.json")
+    with open(config) as f:
+        tok = json.load(f)
+    tok["chat_template"] = CHAT_TEMPLATE
+    with open(config, "w") as f:
+        json.dump(tok, f, indent=2)
     make_llama_target(tgt, "random", layers=TARGET_LAYERS)
     return tgt
 

@@ -511,6 +511,49 @@ SPECIAL_IDS_DIFFER = Message(
     "it matters only if the draft was trained with a tokenizer whose ids these are.",
     "write the target's ids into the draft's config.json once you have checked which "
     "tokenizer it was trained with.")
+# -- the chat template (doctor.judge.chat_templates) ------------------------------------------
+CHAT_TEMPLATE_DIFFERS = Message(
+    names.CHAT_TEMPLATE_MISMATCH,
+    "the draft was trained with another chat template than the target's: {trained} (sha256 "
+    "{trained_hash}) against the target's {target} (sha256 {target_hash}); {differences}. "
+    "The server renders chat requests with the target's template (unless --chat-template "
+    "names another), so the draft reads role markers and a system prompt it was not trained "
+    "on, and acceptance drops on chat traffic with no error (sglang#4247, EAGLE#132).",
+    "serve with the template the draft was trained with (--chat-template FILE, on SGLang and "
+    "vLLM alike; `spectrace report` shows the hash of the template the server applies), or "
+    "retrain the draft on data rendered with the target's template.")
+# the report's `chat template:` line where nothing can be compared (information, no finding)
+CHAT_TEMPLATE_UNRECORDED = ("cannot be checked: {why} The target's: {target}. If you know the "
+                            "tokenizer the draft was trained with, put its "
+                            "tokenizer_config.json (or chat_template.jinja) in the draft "
+                            "folder and run the doctor again.")
+CHAT_TEMPLATE_TARGET_NONE = ("the target carries none (neither chat_template.jinja nor a "
+                             "chat_template in tokenizer_config.json), so the server applies "
+                             "only what --chat-template names; the draft was trained with "
+                             "{trained} (sha256 {trained_hash}): start the server with "
+                             "--chat-template set to it.")
+CHAT_TEMPLATE_SAME = "{trained} is the target's {target} (sha256 {hash})"
+# what each trainer records about the template (the `why` above), read from their sources
+TEMPLATE_UNRECORDED = {
+    "specforge": "SpecForge keeps the template's name only in its training run (0.1.x: the "
+                 "--chat-template argument, pickled in the training_state.pt beside each saved "
+                 "draft, read when it is there; 0.2.0: `data.chat_template` of the run config) "
+                 "and its exporter (export_to_sglang) writes config.json and the weights only. "
+                 "It renders the training data with "
+                 "the target tokenizer's own template and adds its registry template's system "
+                 "prompt where a conversation has none (data/parse.py GeneralParser), so "
+                 "serve with that system prompt.",
+    "speculators": "speculators records the verifier it was trained for "
+                   "(speculators_config.verifier.name_or_path {verifier!r}) and renders the "
+                   "training data with that verifier's own template, but {verifier_state}.",
+    "modelopt": "NVIDIA Model Optimizer's export (export_speculative_decoding) writes "
+                "config.json and model.safetensors only; training used the base tokenizer's "
+                "template, or DataArguments.chat_template in its place "
+                "(LanguageDataCollator), which the training run saves with its tokenizer, "
+                "not with the export.",
+    "other": "the draft folder carries no chat template (no chat_template.jinja, no "
+             "chat_template in tokenizer_config.json) and its format records none.",
+}
 # -- positions and attention (doctor.judge.positions) ------------------------------------------------
 POSITIONS_BEYOND = Message(
     names.POSITIONS_BEYOND_DRAFT,

@@ -236,3 +236,7 @@ VOCAB_SPECIAL_TOKENS_MISMATCH = "vocab.special_tokens_mismatch"  # bos/eos/pad i
 DOCTOR_FINDINGS += (DTYPE_FLOAT16_OVERFLOW, DTYPE_FLOAT16, DTYPE_CAST, TARGET_QUANTIZED,
                     VOCAB_TOKENIZER_MISMATCH, VOCAB_SPECIAL_TOKENS_MISMATCH)
 DOCTOR_FINDINGS += (POSITIONS_BEYOND_DRAFT, POSITIONS_ROPE_CHANGED, AUX_LAYER_IDS_DEFAULT)
+# the draft's training chat template against the target's (doctor.judge.chat_templates)
+# (where nothing is recorded the report's `chat template:` line says so: no finding)
+CHAT_TEMPLATE_MISMATCH = "chat_template.mismatch"    # trained with another template
+DOCTOR_FINDINGS += (CHAT_TEMPLATE_MISMATCH,)

@@ -100,6 +100,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spec_topk", "top-k"),
     Setting("spec_num_draft_tokens", "draft tokens"),
     Setting("spec_adaptive", "adaptive K"),
+    # the template chat requests are rendered with (spectrace.chat_template.applied): a
+    # draft trained with another loses acceptance on chat traffic; `spectrace doctor`
+    # prints the same hash for the draft's training template
+    Setting("chat_template", "chat template"),
+    Setting("chat_template_hash", "chat template sha256"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 ATTRIBUTES = {s.attribute: s for s in SETTINGS}

@@ -57,7 +57,8 @@ def test_sglang_settings_from_the_server_args_sglang_resolved(tiny_models):
 
 
 @pytest.mark.vllm
-def test_vllm_settings_from_the_config_vllm_resolved(tiny_models):
+def test_vllm_settings_from_the_config_vllm_resolved(tiny_models, tmp_path):
+    from spectrace.chat_template import short_hash
     from tests.conftest import vllm_python_or_skip
     from harness.vllm_server import vllm_env
     python = vllm_python_or_skip()
@@ -75,9 +76,18 @@ def test_vllm_settings_from_the_config_vllm_resolved(tiny_models):
          {"kv_cache_dtype": "auto", "draft_kv_cache_dtype": "fp8", "prefix_caching": True,
           "spec_adaptive": True}),
         ({"method": "ngram"}, {"spec_method": "ngram"}),
+        # the tokenizer's own template (the engine does not see the API server's
+        # --chat-template: the source says so)
+        ({}, {"chat_template": "none, unless --chat-template"}),
+        ({"models": "WITH_TEMPLATE"},
+         {"chat_template": "tokenizer, unless --chat-template",
+          "chat_template_hash": short_hash(TEMPLATE)}),
     ]
     env = vllm_env({"PYTHONPATH": ROOT})
+    with_template = models_with_template(models, tmp_path / "m")
     for run, want in cases:
+        if run.get("models") == "WITH_TEMPLATE":
+            run = {**run, "models": with_template}
         done = subprocess.run([python, program, models, json.dumps(run)], env=env,
                               capture_output=True, text=True, timeout=600)
         lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
@@ -86,3 +96,56 @@ def test_vllm_settings_from_the_config_vllm_resolved(tiny_models):
         assert {k: got.get(k) for k in want} == want, (run, got)
         if run.get("method") == "ngram":  # no draft model: no draft quantization read
             assert "draft_quantization" not in got and got["draft_kv_cache_dtype"] == "auto"
+
+
+# -- the chat template the server applies ------------------------------------------------------
+TEMPLATE = ("{%- for m in messages %}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+            "'<|im_end|>\\n' }}{%- endfor %}\n")
+
+
+def models_with_template(models: str, out) -> str:
+    """A copy of the tiny pair whose target's tokenizer_config.json carries `TEMPLATE`
+    (target copied, draft linked), in a folder `out`."""
+    import shutil
+    out.mkdir(parents=True)
+    shutil.copytree(os.path.join(models, "target"), out / "target")
+    os.symlink(os.path.join(models, "draft"), out / "draft")
+    tc = out / "target" / "tokenizer_config.json"
+    tc.write_text(json.dumps({**json.loads(tc.read_text()), "chat_template": TEMPLATE}))
+    return str(out)
+
+
+@pytest.mark.sglang
+def test_sglang_chat_template_from_the_server_args(tiny_models, tmp_path):
+    """What SGLang 0.5.23 renders chat requests with, from the ServerArgs it resolved: its
+    --chat-template (a file: hashed; a registered name), else a registered template it
+    guesses from the model path, else the tokenizer's own; none without any."""
+    from sglang.srt.server_args import prepare_server_args
+
+    from spectrace.adapters import sglang_settings
+    from spectrace.chat_template import short_hash
+    plain = tiny_models("partial")
+    with_template = models_with_template(plain, tmp_path / "m")
+    jinja = tmp_path / "served.jinja"
+    jinja.write_text(TEMPLATE.replace("<|im_end|>", "<|eot_id|>"))
+    vicuna = tmp_path / "vicuna-7b"  # SGLang's guess: vicuna_v1.1
+    os.symlink(os.path.join(plain, "target"), vicuna)
+    cases = [
+        (server_args(plain, 30000), {"chat_template": "none"}),
+        (server_args(with_template, 30000),
+         {"chat_template": "tokenizer", "chat_template_hash": short_hash(TEMPLATE)}),
+        (server_args(with_template, 30000) + ["--chat-template", str(jinja)],
+         {"chat_template": "argument served.jinja",
+          "chat_template_hash": short_hash(jinja.read_text())}),
+        (server_args(with_template, 30000) + ["--chat-template", "chatml"],
+         {"chat_template": "argument chatml"}),
+        ([a if a != os.path.join(plain, "target") else str(vicuna)
+          for a in server_args(plain, 30000)], {"chat_template": "model path vicuna_v1.1"}),
+    ]
+    for argv, want in cases:
+        args = prepare_server_args(argv)
+        args.resolve_once()
+        got = sglang_settings.read(args)
+        assert {k: v for k, v in got.items() if k.startswith("chat_template")} == want, \
+            (argv[-2:], got)
+    assert short_hash(TEMPLATE) != short_hash(jinja.read_text())

@@ -426,7 +426,8 @@ SETTINGS_ATTRS = [
         "kv_transfer_config")],
     *[(CFG + "cache.py", "CacheConfig", a, ALL) for a in ("cache_dtype",
                                                           "enable_prefix_caching")],
-    *[(CFG + "model.py", "ModelConfig", a, ALL) for a in ("quantization", "enforce_eager")],
+    *[(CFG + "model.py", "ModelConfig", a, ALL) for a in ("quantization", "enforce_eager",
+                                                          "tokenizer")],  # its chat template
     *[(CFG + "compilation.py", "CompilationConfig", a, ALL)
       for a in ("cudagraph_mode", "max_cudagraph_capture_size")],
     (CFG + "scheduler.py", "SchedulerConfig", "async_scheduling", ALL),

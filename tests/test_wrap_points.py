@@ -373,7 +373,11 @@ FIELDS_023 = {"kv_cache_dtype": ("model.py", "Model"), "quantization": ("model.p
               "grammar_backend": ("exec_.py", "ExecKernel"),
               "disable_overlap_schedule": ("schedule.py", "Schedule"),
               "disable_radix_cache": ("memory.py", "Memory"),
-              "disaggregation_mode": ("disagg.py", "Disagg")}
+              "disaggregation_mode": ("disagg.py", "Disagg"),
+              "model_path": ("model.py", "Model"),
+              "tokenizer_path": ("serving.py", "Serving"),
+              "chat_template": ("serving.py", "Serving"),
+              "hf_chat_template_name": ("serving.py", "Serving")}
 SETTINGS_FIELDS = [
     *[(f, ALL) for f in ("kv_cache_dtype", "quantization", "disable_cuda_graph",
                          "disable_overlap_schedule", "disable_radix_cache", "grammar_backend",
@@ -382,6 +386,8 @@ SETTINGS_FIELDS = [
                          "speculative_num_steps", "speculative_eagle_topk",
                          "speculative_num_draft_tokens")],
     ("speculative_draft_model_quantization", since("0.5.8")),
+    *[(f, ALL) for f in ("model_path", "tokenizer_path", "chat_template")],  # chat template
+    ("hf_chat_template_name", since("0.5.8")),
     ("speculative_adaptive", since("0.5.12")),
     ("cuda_graph_max_bs", until("0.5.12")),
     ("cuda_graph_config", since("0.5.16")),        # decode.backend / decode.max_bs
@@ -408,6 +414,14 @@ def _server_args_fields(version: str) -> set[str]:
                                            for f, vs in SETTINGS_FIELDS for v in vs])
 def test_server_setting_field_read_by_the_adapter(version, field):
     assert field in _server_args_fields(version), f"SGLang {version}: ServerArgs has no {field}"
+
+
+@pytest.mark.parametrize("version", ALL)
+def test_chat_template_guess_from_the_model_path(version):
+    """sglang_settings asks SGLang's own guess of a registered template from the model path
+    (which SGLang prefers to the tokenizer's without --chat-template)."""
+    tree = ws.module("sglang", version, "sglang/srt/parser/conversation.py")
+    assert tree is not None and "get_conv_template_by_model_path" in ws.module_names(tree)
 
 
 @pytest.mark.parametrize("version,field", [pytest.param(v, f, id=f"{v}-{f}")

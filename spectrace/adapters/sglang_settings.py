@@ -11,7 +11,7 @@ by tests/test_e2e_runtime_causes.py.
 """
 from __future__ import annotations
 
-from .. import server_settings
+from .. import chat_template, server_settings
 
 
 def _graph_on(a) -> bool:
@@ -24,6 +24,28 @@ def _graph_on(a) -> bool:
 def _attention_dp(a) -> int:
     """Releases before attention DP's own size: `dp_size` with `enable_dp_attention`."""
     return a.dp_size if a.enable_dp_attention else 1
+
+
+def _guessed_template(model_path) -> str | None:
+    """SGLang's own guess of a registered template from the model path, which it prefers to
+    the tokenizer's when no --chat-template is given (`TemplateManager.load_chat_template`)."""
+    try:  # 0.5.5 - 0.5.23 (tests/test_wrap_points.py)
+        from sglang.srt.parser.conversation import get_conv_template_by_model_path
+    except ImportError:  # a release without it: no guess
+        return None
+    return get_conv_template_by_model_path(model_path)
+
+
+def _chat_template(a) -> dict:
+    """The template SGLang renders chat requests with: --chat-template (a registered name or
+    a file), else a registered template guessed from the model path, else the tokenizer's
+    own (--hf-chat-template-name picks among named ones)."""
+    if not a.chat_template:
+        guessed = _guessed_template(a.model_path)
+        if guessed:
+            return {"chat_template": f"model path {guessed}"}
+    return chat_template.applied(a.chat_template, a.tokenizer_path,
+                                 getattr(a, "hf_chat_template_name", None))
 
 
 READS = {
@@ -53,6 +75,8 @@ READS = {
     "spec_topk": (lambda a: a.speculative_eagle_topk,),
     "spec_num_draft_tokens": (lambda a: a.speculative_num_draft_tokens,),
     "spec_adaptive": (lambda a: bool(a.speculative_adaptive),),
+    "chat_template": (lambda a: _chat_template(a).get("chat_template"),),
+    "chat_template_hash": (lambda a: _chat_template(a).get("chat_template_hash"),),
 }
 
 

@@ -11,7 +11,7 @@ server by tests/test_vllm_e2e.py.
 """
 from __future__ import annotations
 
-from .. import server_settings
+from .. import chat_template, server_settings
 
 
 def _cuda_graph(c) -> bool:
@@ -47,6 +47,16 @@ def _dynamic_k(c) -> bool:
                 or getattr(spec, "enable_adaptive_verification", False))
 
 
+def _tokenizer_template(c) -> dict:
+    """The tokenizer's own template (`model_config.tokenizer`). vLLM's --chat-template is
+    an API-server argument the engine's config does not hold, so the source says that it
+    would take the tokenizer's place."""
+    got = chat_template.applied(None, c.model_config.tokenizer)
+    if "chat_template" in got:
+        got["chat_template"] += ", unless --chat-template"
+    return got
+
+
 READS = {
     "kv_cache_dtype": (lambda c: c.cache_config.cache_dtype,),
     "draft_kv_cache_dtype": (_draft_kv, lambda c: c.cache_config.cache_dtype),
@@ -68,6 +78,8 @@ READS = {
     "spec_num_steps": (lambda c: c.speculative_config.num_speculative_tokens,),
     # 0.26+ (K by batch size); dspark's adaptive verification where the release has it
     "spec_adaptive": (_dynamic_k,),
+    "chat_template": (lambda c: _tokenizer_template(c).get("chat_template"),),
+    "chat_template_hash": (lambda c: _tokenizer_template(c).get("chat_template_hash"),),
 }
 
 

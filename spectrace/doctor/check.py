@@ -36,6 +36,7 @@ class DoctorReport:
     version_source: str  # "argument", "installed", "newest known"
     judgement: Judgement
     dtype: dict[str, Any] = field(default_factory=dict)  # saved / run in (files.target_files.check_pairing)
+    chat_template: dict[str, Any] = field(default_factory=dict)  # trained / target / note
 
     @property
     def errors(self) -> list[Finding]:
@@ -55,7 +56,8 @@ class DoctorReport:
                 "target": self.target, "format": j.format.to_dict(), "runtime": self.runtime,
                 "version": self.version, "version_source": self.version_source,
                 "loader": j.loader.to_dict() if j.loader else None,
-                "judged_translation": j.translated, "dtype": self.dtype}
+                "judged_translation": j.translated, "dtype": self.dtype,
+                "chat_template": self.chat_template}
 
 
 # -- which runtime --------------------------------------------------------------------------
@@ -141,5 +143,5 @@ def judge_checkpoint(ck: Checkpoint, tgt: tuple[Target, Path], runtime: str, ver
         target={"config": str(target_file), "architectures": list(target.archs),
                 **{k: target.config[k] for k in TARGET_INT_KEYS},
                 "quantization": pairing.facts["target_quantization"]},
-        dtype=pairing.facts["dtype"],
+        dtype=pairing.facts["dtype"], chat_template=pairing.facts["chat_template"],
         runtime=runtime, version=str(version), version_source=source, judgement=j)

@@ -79,6 +79,8 @@ def format_text(report: DoctorReport) -> str:
              f"  dtype: saved in {report.dtype.get('weights') or '?'}"
              f" (config: {report.dtype.get('config') or 'not stated'}), runs in "
              f"{report.dtype.get('runtime')}: {report.dtype.get('how')}"]
+    if report.chat_template.get("note"):
+        lines.append(f"  chat template: {report.chat_template['note']}")
     if report.draft.get("weights_read_with"):
         lines.append(f"  weights: {', '.join(report.draft['weight_files'])} (pickled) read with "
                      f"PyTorch's restricted loader {report.draft['weights_read_with']}: tensors "

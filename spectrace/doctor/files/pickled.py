@@ -10,6 +10,7 @@ message says so. Zip-format files (what `torch.save` writes since PyTorch 1.6) a
 """
 from __future__ import annotations
 
+import re
 import warnings
 import zipfile
 from typing import Any
@@ -89,3 +90,32 @@ def _refused(path: str, error: Exception) -> str:
             f"you trust")
 
 
+
+
+def training_args(path: str) -> tuple[dict | None, str]:
+    """The argparse `args` SpecForge 0.1.x pickles into the `training_state.pt` beside each
+    saved draft (scripts/train_eagle3.py `save_checkpoints`: epoch, global_step, args, the
+    optimizer's state), read with the same restricted loader, `argparse.Namespace` the only
+    global it may build besides tensors (a plain attribute holder: nothing in it runs).
+    (args as a dict, "") or (None, why it could not be read)."""
+    try:
+        import argparse
+
+        import torch
+    except ImportError:
+        return None, "torch is not installed here to read it with the restricted loader"
+    try:
+        with warnings.catch_warnings(), torch.serialization.safe_globals([argparse.Namespace]):
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True,
+                             mmap=zipfile.is_zipfile(path))
+    except OSError as e:
+        return None, f"cannot read it ({e.strerror or e})"
+    except Exception as e:  # noqa: BLE001 (a global the loader refuses, or no pickle)
+        what = re.search(r"GLOBAL [\w.]+", str(e))
+        return None, (f"PyTorch's restricted loader ({READER}) refused it "
+                      f"({what[0] if what else type(e).__name__}); nothing in it was run")
+    args = obj.get("args") if isinstance(obj, dict) else None
+    if not isinstance(args, argparse.Namespace):
+        return None, "it holds no argparse `args` (not SpecForge 0.1.x's training state)"
+    return vars(args), ""

@@ -1,8 +1,9 @@
 """The checks of a draft and its target beyond the weight keys: the dtype the runtime runs
 the draft in (and, for float16, the weights it cannot hold), the target's quantization,
-and the two tokenizers. This module reads the files (target weight headers, hf_quant_config
-.json, tokenizer files; the draft's weights only for the float16 scan); the judging is
-in `judge` (`dtypes`, `quantization`, `tokenizers`: pure functions).
+the two tokenizers and the chat templates. This module reads the files (target weight
+headers, hf_quant_config.json, tokenizer files; the draft's weights only for the float16
+scan; the templates through `trained_template`); the judging is in `judge` (`dtypes`,
+`quantization`, `tokenizers`, `chat_templates`: pure functions).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..judge.chat_templates import check_chat_template
 from ..judge.checkpoint import Judgement
 from ..judge.dtypes import FLOAT16, WIDE_RANGE, check_dtype, config_dtype, runtime_dtype, \
     weights_dtype
@@ -23,6 +25,7 @@ from ...runtimes import SGLANG, Runtime
 from ..errors import UnusableInput
 from .checkpoint_files import read_json
 from .safetensors_header import parse_header
+from .trained_template import read as read_template, trained_template
 from .weight_scan import float16_overflows
 
 MAX_TOKENIZER_BYTES = 200 << 20  # a tokenizer.json is 2-30 MB; anything larger is not one
@@ -52,10 +55,14 @@ def check_pairing(ck, target_file: Path, runtime: str, version: str, j: Judgemen
     findings += check_quantized_target(quant, label)
     findings += check_tokenizers(tokenizer_facts(ck.path, ck.view.config),
                                  tokenizer_facts(tdir, raw_target))
+    template = check_chat_template(trained_template(ck.path, ck.view.config, j.format.name),
+                                   read_template(tdir))
+    findings += template.findings
     facts = {"dtype": {"config": said, "weights": saved, "runtime": run.dtype, "how": run.how,
                        "weights_scanned": overflows is not None},
              "target_quantization": None if quant is None else
-             {"method": quant.method, "scheme": quant.scheme, "where": quant.where}}
+             {"method": quant.method, "scheme": quant.scheme, "where": quant.where},
+             "chat_template": {**template.facts, "note": template.note}}
     return Pairing(findings, facts)
 
 
