@@ -323,14 +323,16 @@ def render() -> str:
         "requests alike or spread as a Beta of concentration 30 or 5, the last as mixed as "
         "code, chat and other languages; `benchmarks/results/breakdown-rules.json`): "
         "request label, 2 or 8 labels: no false alarm in 4,800 runs each; 32 labels: 5 in "
-        "1,200, all 5 among the 400 with the most mixed requests, at the floor; "
+        "1,200, all among the 400 with the most mixed requests, at the floor (3 of 25 in "
+        "the worst setting: K 5, per-position acceptance 0.3); "
         "sampling: none in 4,800. With the step breakdowns' 2000, 0.7 and 0.3 the label "
         "rule raised 86 % of 32-label runs of the most mixed requests. A planted fall "
         "(one bucket's requests at 0.6x their acceptance) is found in 65-72 % of runs, "
         "missed where 0.6x is under 0.5 tokens a step. Context and batch size measured "
         "the same way (whole requests in a bucket, the worst case: their buckets split a "
         "request's steps): 0 false alarms with requests alike, 13 and 5 in 1,600 at "
-        "concentration 30, 142 and 83 in 1,600 with the most mixed requests.",
+        "concentration 30, 142 and 83 in 1,600 with the most mixed requests (23 and 21 of "
+        "100 in their worst setting).",
         "",
         "## Counting once across ranks",
         "",
