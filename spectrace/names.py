@@ -190,7 +190,11 @@ LARGE_BATCH = "acceptance.large_batch"       # acceptance at large batch sizes w
 # requests far outside the deployment's acceptance, named by id (rules.outliers)
 REQUEST_LOW = "requests.low_acceptance"              # far below: garbled output, unseen traffic
 REQUEST_IMPLAUSIBLE = "requests.implausible_acceptance"  # > 0.96: a loop, or a KV race
-REPORT_FINDINGS = {LONG_CONTEXT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
+# acceptance in a recent window well below the process's earlier windows (rules.drift):
+# a warning where it fell within the breakdowns' buckets (the system), info where a
+# breakdown's mix moved and explains it (the traffic)
+ACCEPTANCE_DRIFT = "acceptance.drift"
+REPORT_FINDINGS = {LONG_CONTEXT: "warning", ACCEPTANCE_DRIFT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
                    SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
                    REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:

@@ -18,6 +18,7 @@ from .. import server_settings, signals
 from ..counting import counts_once
 from ..families.breakdowns import BREAKDOWNS
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
+from .drift_windows import History
 from .figures import figures_of
 from .reader import iter_jsonl
 from .records import (
@@ -44,11 +45,13 @@ def summarize_process(path: str) -> ProcessSummary:
     metrics: dict = {}
     n_snapshots = 0
     timeline = Timeline()
+    history = History()
     for snap in iter_jsonl(os.path.join(path, METRICS_FILE), stats):
         if isinstance(snap.get("metrics"), dict):
             metrics = snap["metrics"]
             n_snapshots += 1
             timeline.add(snap.get("time"), metrics)
+            history.add(snap.get("time"), metrics)
         else:
             stats["skipped"] += 1
     findings = read_events(os.path.join(path, EVENTS_FILE), stats)
@@ -85,11 +88,12 @@ def summarize_process(path: str) -> ProcessSummary:
         metric_snapshots=n_snapshots,
         skipped_lines=stats.get("skipped", 0) + stats.get("torn", 0),
         spans=n_spans,
-        figures=figures_of(raw, findings, timeline.points, kept),
+        figures=figures_of(raw, findings, timeline.points, kept, [history]),
         raw=raw,
         points=tuple(timeline.points),
         settings=server_settings.from_resource(resource),
         request_sample=kept,
+        drift_history=history,
     )
 
 
@@ -166,7 +170,7 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         counted_once=tuple(p.process for p in once),
         copies=tuple(p.process for p in procs if not counts_once(p.counted)),
         figures=figures_of(raw, findings, merge_points([list(p.points) for p in once]),
-                           kept))
+                           kept, [p.drift_history for p in once if p.drift_history]))
 
 
 def read_process(path: str) -> ProcessSummary | UnreadableProcess:
