@@ -625,6 +625,14 @@ DRIFT_WITHIN_UNKNOWN = ("most recent request-steps are in buckets the earlier wi
                         "too few of to compare")
 DRIFT_FELL_WITHIN = "it fell within the buckets of {breakdowns} too"
 DRIFT_NO_BREAKDOWN = "no breakdown's mix moved enough to explain it"
+BELOW_REFERENCE = Message(
+    names.BELOW_REFERENCE,
+    "acceptance below the draft's reference: mean accept length {length} over {drafts} "
+    "request-steps, {share} of the {reference} expected from {source}.",
+    "if the reference is right for this traffic, look for what the serving changed: run "
+    "`spectrace doctor` on the draft (dropped weights, aux layer ids, d2t), compare the "
+    "server's settings with the evaluation's (draft steps, sampling, chat template), and "
+    "check the traffic's context lengths and sampling in the report's breakdowns.")
 LARGE_BATCH = Message(
     names.LARGE_BATCH,
     "acceptance falls at large batches: mean accept length {worse_length} at batch size "

@@ -194,7 +194,11 @@ REQUEST_IMPLAUSIBLE = "requests.implausible_acceptance"  # > 0.96: a loop, or a 
 # a warning where it fell within the breakdowns' buckets (the system), info where a
 # breakdown's mix moved and explains it (the traffic)
 ACCEPTANCE_DRIFT = "acceptance.drift"
-REPORT_FINDINGS = {LONG_CONTEXT: "warning", ACCEPTANCE_DRIFT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
+# the run's mean accept length well below the draft's reference (rules.reference)
+BELOW_REFERENCE = "acceptance.below_reference"
+RES_EXPECTED_ACCEPT_LENGTH = "spectrace.expected_accept_length"  # SPECTRACE_EXPECTED_ACCEPT_LENGTH
+REPORT_FINDINGS = {LONG_CONTEXT: "warning", ACCEPTANCE_DRIFT: "warning",
+                   BELOW_REFERENCE: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
                    SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
                    REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:

@@ -147,3 +147,11 @@ def test_report_short_run_uses_its_later_half(tmp_path):
     run = _write(tmp_path, [(4, {("<512", 3): 100}), (4, {("<512", 1): 100})])
     f = _drift(build_report(run))[0]
     assert f["details"]["window_s"] == 240 and f["details"]["recent_length"] == 1.0
+
+
+def test_report_windows_start_at_the_first_request_step(tmp_path):
+    """An idle hour of loading before traffic is no window: 8 minutes of traffic, a
+    window of 4."""
+    run = _write(tmp_path, [(60, {}), (4, {("<512", 3): 100}), (4, {("<512", 1): 100})])
+    f = _drift(build_report(run))[0]
+    assert f["details"]["window_s"] == 240 and f["details"]["earlier_length"] == 3.0

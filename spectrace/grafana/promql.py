@@ -282,6 +282,40 @@ def gap_acceptance(b: Breakdown, window: str, by=(), flt="") -> str:
             f" >= {rule.min_apart})")
 
 
+def window_gain(window: str, by=(), flt="", offset: str = "") -> tuple[str, str]:
+    """(accepted draft tokens per request-step, request-steps) over `window`, ending
+    `offset` ago."""
+    off = f" offset {offset}" if offset else ""
+    drafts, tokens = (_sum(tuple(by), f"increase({sel(spec, flt)}[{window}]{off})")
+                      for spec in (S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS))
+    return f"({tokens} / {drafts})", drafts
+
+
+def drift_ratio(recent: str, earlier: str, by=(), flt="") -> str:
+    """Accepted tokens per request-step over the last `recent` divided by those over the
+    `earlier` before it, where both windows hold at least the drift rule's floor of
+    request-steps (`rules.drift.FLOOR`); the dashboard's drift panel."""
+    from ..rules import drift
+    group = ", ".join(by)
+    now, now_drafts = window_gain(recent, by, flt)
+    before, before_drafts = window_gain(earlier, by, flt, offset=recent)
+    return (f"{now} / {before}"
+            f" and on({group}) ({now_drafts} >= {drift.FLOOR})"
+            f" and on({group}) ({before_drafts} >= {drift.FLOOR})")
+
+
+def acceptance_drift(recent: str, earlier: str, by=(), flt="") -> str:
+    """The drift rule of `spectrace report` (`rules.drift`, without its explanation by
+    breakdown): `drift_ratio`, kept only where the recent window's accepted tokens per
+    request-step are at least the rule's drop fewer (compare it with `<= ratio`)."""
+    from ..rules import drift
+    group = ", ".join(by)
+    now, _ = window_gain(recent, by, flt)
+    before, _ = window_gain(earlier, by, flt, offset=recent)
+    return (f"{drift_ratio(recent, earlier, by, flt)}"
+            f" and on({group}) ({before} - {now} >= {drift.DROP})")
+
+
 def context_request_steps(window: str, by=(), flt="", copies=False) -> str:
     """Request-steps in each context-length bucket (`context`) over `window` (increase)."""
     return bucket_request_steps(CONTEXT, window, by, flt, copies)

@@ -1,7 +1,8 @@
 """The windows the drift rule compares (`rules.drift`): each process's cumulative totals
 per metrics snapshot (overall and by breakdown bucket), thinned as a long run grows like
 its timeline, and from them the recent window (the last `RECENT_S`, or the later half of
-a shorter run) against the earlier ones (up to `EARLIER_S` before it), added up over
+a shorter run, counted from its first request-step: a server's loading and warm-up time
+before it served are no window) against the earlier ones (up to `EARLIER_S` before it), added up over
 the processes that count request-steps once."""
 from __future__ import annotations
 
@@ -48,13 +49,24 @@ class History:
         return out
 
 
+def _serving_since(h: History) -> float:
+    """The time of the last snapshot before the first request-step (the first snapshot
+    when it already counted some)."""
+    since = h.points[0][0]
+    for t, totals in h.points:
+        if totals.drafts > 0:
+            break
+        since = t
+    return since
+
+
 def windows(histories: list[History]) -> tuple[drift.Totals, drift.Totals, float] | None:
     """(earlier, recent, the recent window's length in seconds) over the processes'
     histories, or None where they hold under two snapshots."""
     hs = [h for h in histories if len(h.points) >= 2]
     if not hs:
         return None
-    start = min(h.points[0][0] for h in hs)
+    start = min(_serving_since(h) for h in hs)
     end = max(h.points[-1][0] for h in hs)
     window = min(drift.RECENT_S, (end - start) / 2)
     if window <= 0:

@@ -299,6 +299,8 @@ class ProcessSummary:
     request_sample: Any = field(default=None, compare=False)
     # its totals per snapshot by breakdown bucket (`drift_windows.History`), for drift
     drift_history: Any = field(default=None, compare=False)
+    # the acceptance its draft should reach (`rules.reference.Reference`), if known
+    reference: Any = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"process": self.process, "pid": self.pid, "role": self.role,
