@@ -16,8 +16,8 @@ from spectrace.rules import drift
 def totals(context: dict[str, tuple[int, float]]) -> drift.Totals:
     """Window totals from context bucket -> (request-steps, accepted tokens a request-step)."""
     ctx = {b: (n, n * g) for b, (n, g) in context.items()}
-    return drift.Totals(sum(v[0] for v in ctx.values()), sum(v[1] for v in ctx.values()),
-                        {"context": ctx})
+    steps = sum(v[0] for v in ctx.values())
+    return drift.Totals(steps, sum(v[1] for v in ctx.values()), {"context": ctx}, steps / 2)
 
 
 # -- the rule --------------------------------------------------------------------------
@@ -27,6 +27,13 @@ def test_steady_is_quiet_and_floor_holds():
     # a fall from 1.5 to 0.5 tokens, but the recent window under the floor
     assert drift.judge(same, totals({"<512": (drift.FLOOR - 1, 0.5)})) is None
     assert drift.judge(same, totals({"<512": (drift.FLOOR, 0.5)})) is not None
+
+
+def test_finished_requests_floor_holds():
+    before = totals({"<512": (1000, 1.5)})
+    few = drift.Totals(1000, 500, {}, drift.MIN_REQUESTS - 1)  # a few long requests
+    assert drift.judge(before, few) is None
+    assert drift.judge(before, drift.Totals(1000, 500, {}, drift.MIN_REQUESTS)) is not None
 
 
 def test_ratio_and_drop_both_needed():
@@ -83,6 +90,7 @@ def test_unknown_bucket_never_explains():
 
 # -- the report over a process's snapshots -------------------------------------------------
 def _snapshot(t: float, ctx: dict[tuple[str, int], int]) -> dict:
+    """Cumulative counts; a request finishes every 3 request-steps."""
     drafts = sum(ctx.values())
     acc = sum((length - 1) * n for (_, length), n in ctx.items())
     pts = [{"attributes": {signals.ATTR_CONTEXT: b, signals.ATTR_LENGTH: length},
@@ -91,6 +99,7 @@ def _snapshot(t: float, ctx: dict[tuple[str, int], int]) -> dict:
         signals.SPEC_DRAFTS.name: [{"attributes": {}, "value": drafts}],
         signals.SPEC_ACCEPTED_TOKENS.name: [{"attributes": {}, "value": acc}],
         signals.SPEC_DRAFT_TOKENS.name: [{"attributes": {}, "value": 3 * drafts}],
+        signals.SPEC_REQUESTS.name: [{"attributes": {}, "value": drafts // 3}],
         CONTEXT.accept_length.name: pts}}
 
 

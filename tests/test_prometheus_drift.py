@@ -35,15 +35,20 @@ def _counter(spec, labels: dict, per_minute, t0: int) -> list[str]:
 
 def _deployments(t0: int) -> str:
     """OpenMetrics text: instance a drifts (1.0 accepted per request-step, none from minute
-    80), b is steady, c drifts under the floor (10 request-steps a minute), and a's
-    tensor-parallel copy (`counted="copy"`) repeats a's figures."""
+    80), b is steady, c drifts under the floor of request-steps (10 a minute), d under
+    the floor of finished requests (5 a minute: 75 in 15 minutes), and a's tensor-parallel
+    copy (`counted="copy"`) repeats a's figures; 10 requests finish a minute elsewhere."""
     def labels(instance, counted="once"):
         return {"job": "sglang", "instance": instance, S.ATTR_COUNTED: counted}
     fall = lambda n: (lambda m: n if m < 80 else 0)  # noqa: E731
-    rows = {S.SPEC_DRAFTS.prometheus_name: [], S.SPEC_ACCEPTED_TOKENS.prometheus_name: []}
-    for inst, counted, steps, accepted in (
-            ("a:9464", "once", 30, fall(30)), ("a:9465", "copy", 30, fall(30)),
-            ("b:9464", "once", 30, lambda m: 30), ("c:9464", "once", 10, fall(10))):
+    rows = {S.SPEC_DRAFTS.prometheus_name: [], S.SPEC_ACCEPTED_TOKENS.prometheus_name: [],
+            S.SPEC_REQUESTS.prometheus_name: []}
+    for inst, counted, steps, accepted, requests in (
+            ("a:9464", "once", 30, fall(30), 10), ("a:9465", "copy", 30, fall(30), 10),
+            ("b:9464", "once", 30, lambda m: 30, 10), ("c:9464", "once", 10, fall(10), 10),
+            ("d:9464", "once", 30, fall(30), 5)):
+        rows[S.SPEC_REQUESTS.prometheus_name] += _counter(
+            S.SPEC_REQUESTS, labels(inst, counted), lambda m, n=requests: n, t0)
         rows[S.SPEC_DRAFTS.prometheus_name] += _counter(
             S.SPEC_DRAFTS, labels(inst, counted), lambda m, n=steps: n, t0)
         rows[S.SPEC_ACCEPTED_TOKENS.prometheus_name] += _counter(
@@ -83,10 +88,10 @@ def test_drift_rule_fires_on_the_drifting_deployment_only(prometheus):
     expr = _rule()["expr"]
     # minute 70: steady everywhere
     assert prom.query(expr, t0 + 70 * 60) == []
-    # minute 110: a's last 15 minutes accepted nothing; b steady; c under the floor
+    # minute 110: a's last 15 minutes accepted nothing; b steady; c and d under the floors
     fired = prom.query(expr, t0 + 110 * 60)
     assert [(r["metric"]["instance"], float(r["value"][1])) for r in fired] == [("a:9464", 0.0)]
-    # the query alone (without the threshold): a's ratio, and nothing for b, c or the copy
+    # the query alone (without the threshold): a's ratio, and nothing for b, c, d or the copy
     query = expr.rsplit(") <=", 1)[0][1:]
     assert {r["metric"]["instance"] for r in prom.query(query, t0 + 110 * 60)} == {"a:9464"}
     # minute 85: a's window of 15 holds 9 minutes that accepted (71-79): 9 x 30 / (15 x 30)

@@ -104,8 +104,8 @@ def rules(flt: str = "") -> dict:
         "Draft acceptance drifted down on {{ $labels.instance }}",
         "Accepted draft tokens per request-step over the last 15 minutes are "
         "{{ $value | printf \"%.2f\" }} of the 6 hours before them (at most "
-        f"{DRIFT.RATIO:g}x and {DRIFT.DROP:g} fewer, at least {DRIFT.FLOOR} request-steps in "
-        "each window). The traffic may have moved (longer prompts, sampled requests, "
+        f"{DRIFT.RATIO:g}x and {DRIFT.DROP:g} fewer, at least {DRIFT.FLOOR} request-steps and "
+        f"{DRIFT.MIN_REQUESTS} finished requests in each window). The traffic may have moved (longer prompts, sampled requests, "
         "another domain) or the system (a restart with other settings, a cache filling "
         "up, a new draft): `spectrace report` on the process's files says which "
         "breakdown's mix moved, or that acceptance fell within its buckets (finding "
@@ -298,13 +298,18 @@ def _slower_tests(rule: dict) -> list[dict]:
 
 
 def _drift_test(rule: dict) -> dict:
-    """The drift rule: 30 request-steps a minute at 1.0 accepted each, then none from
-    minute 80 (fires, at 0.00: none accepted in the last 15 minutes); steady at 1.0
-    (quiet); the same fall at 10 a minute (150 in 15 minutes, under the floor of 200:
-    quiet); a fall from 1.0 to 0.8 (0.8 of it, but 0.2 fewer: quiet)."""
+    """The drift rule: 30 request-steps and 10 finished requests a minute at 1.0 accepted
+    each, then none from minute 80 (fires, at 0.00: none accepted in the last 15
+    minutes); steady at 1.0 (quiet); the same fall at 10 request-steps a minute (150 in 15
+    minutes, under the floor of 200: quiet); a fall from 1.0 to 0.8 (0.8 of it, but 0.2
+    fewer: quiet); the fall with 5 requests a minute (75 in 15 minutes, under the floor
+    of 100: quiet)."""
     def at(n: int) -> dict:
         return {"instance": f"10.0.2.{n}:9464"}
-    series = [
+    series = [*(_series(S.SPEC_REQUESTS, "0+10x120", **at(n)) for n in (1, 2, 3, 4)),
+        _series(S.SPEC_REQUESTS, "0+5x120", **at(5)),
+        _series(S.SPEC_DRAFTS, "0+30x120", **at(5)),
+        _series(S.SPEC_ACCEPTED_TOKENS, "0+30x79 2400x40", **at(5)),
         _series(S.SPEC_DRAFTS, "0+30x120", **at(1)),
         _series(S.SPEC_ACCEPTED_TOKENS, "0+30x79 2400x40", **at(1)),
         _series(S.SPEC_DRAFTS, "0+30x120", **at(2)),

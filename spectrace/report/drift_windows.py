@@ -21,7 +21,7 @@ def totals_of(metrics: dict) -> drift.Totals:
         total(metrics, signals.SPEC_DRAFTS), total(metrics, signals.SPEC_ACCEPTED_TOKENS),
         {b.name: drift.by_bucket(by_attr(metrics, b.accept_length,
                                          (b.attribute, signals.ATTR_LENGTH)))
-         for b in BREAKDOWNS})
+         for b in BREAKDOWNS}, total(metrics, signals.SPEC_REQUESTS))
 
 
 class History:

@@ -2,9 +2,12 @@
 windows, and whether the traffic moved (the mix of a breakdown's buckets: context
 length, sampling, request label) or the system did (acceptance fell within the buckets).
 
-The rule, with a floor so that a few request-steps never raise it: both windows hold at
-least FLOOR request-steps, and the recent window's accepted draft tokens per request-step
-are at most RATIO of the earlier windows' and at least DROP fewer. The alert rule
+The rule, with a floor so that a few requests never raise it: both windows hold at least
+FLOOR request-steps and MIN_REQUESTS finished requests (requests differ far more from
+each other than steps of one request do, so a window of a few long requests is noisy
+however many steps it holds: benchmarks/drift_false_alarms.py), and the recent window's
+accepted draft tokens per request-step are at most RATIO of the earlier windows' and at
+least DROP fewer. The alert rule
 restates this part in PromQL (`grafana.promql.acceptance_drift`); the explanation by
 breakdown is the report's:
 
@@ -27,6 +30,7 @@ from .. import messages, names
 from ..findings import INFO, WARNING, Finding
 
 FLOOR = 200         # request-steps in each window before acceptance is compared at all
+MIN_REQUESTS = 100  # ... and finished requests in each window
 RATIO = 0.8         # the recent gain at most this share of the earlier one ...
 DROP = 0.3          # ... and at least this many accepted tokens per request-step fewer
 BUCKET_FLOOR = 50   # earlier request-steps in a bucket before its acceptance is compared
@@ -39,11 +43,12 @@ TRAFFIC = "traffic"
 
 @dataclass(frozen=True)
 class Totals:
-    """Cumulative request-steps and accepted draft tokens, overall and per breakdown:
-    breakdown name -> bucket -> (request-steps, accepted draft tokens)."""
+    """Cumulative request-steps, accepted draft tokens and finished requests, overall, and
+    per breakdown: breakdown name -> bucket -> (request-steps, accepted draft tokens)."""
     drafts: float = 0.0
     accepted: float = 0.0
     breakdowns: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
+    requests: float = 0.0
 
     def __sub__(self, other: "Totals") -> "Totals":
         out: dict = {}
@@ -51,7 +56,8 @@ class Totals:
             was = other.breakdowns.get(name, {})
             out[name] = {b: (d - was.get(b, (0, 0))[0], a - was.get(b, (0, 0))[1])
                          for b, (d, a) in buckets.items()}
-        return Totals(self.drafts - other.drafts, self.accepted - other.accepted, out)
+        return Totals(self.drafts - other.drafts, self.accepted - other.accepted, out,
+                      self.requests - other.requests)
 
     def __add__(self, other: "Totals") -> "Totals":
         out: dict = {n: dict(b) for n, b in self.breakdowns.items()}
@@ -60,7 +66,8 @@ class Totals:
             for b, (d, a) in buckets.items():
                 d0, a0 = acc.get(b, (0, 0))
                 acc[b] = (d0 + d, a0 + a)
-        return Totals(self.drafts + other.drafts, self.accepted + other.accepted, out)
+        return Totals(self.drafts + other.drafts, self.accepted + other.accepted, out,
+                      self.requests + other.requests)
 
     @property
     def gain(self) -> float:
@@ -143,7 +150,8 @@ class Drift:
 
 def judge(earlier: Totals, recent: Totals, order: tuple[str, ...] = ()) -> Drift | None:
     """The drift, or None (also whenever a window is under the floor)."""
-    if earlier.drafts < FLOOR or recent.drafts < FLOOR:
+    if min(earlier.drafts, recent.drafts) < FLOOR or \
+            min(earlier.requests, recent.requests) < MIN_REQUESTS:
         return None
     if not falls(earlier.gain, recent.gain):
         return None
@@ -165,7 +173,9 @@ def finding(d: Drift, window_s: float, titles: Mapping[str, str] | None = None) 
                  window=_duration(window_s))
     details = {**facts, "recent_length": round(1 + d.recent.gain, 4),
                "earlier_length": round(1 + d.earlier.gain, 4), "window_s": round(window_s, 1),
-               "cause": d.cause, "floor": FLOOR,
+               "cause": d.cause, "floor": FLOOR, "min_requests": MIN_REQUESTS,
+               "recent_requests": int(d.recent.requests),
+               "earlier_requests": int(d.earlier.requests),
                "breakdowns": {x.breakdown: _explanation_json(x) for x in d.held}}
     if d.moved is not None:
         m = d.moved
