@@ -164,3 +164,26 @@ def test_report_windows_start_at_the_first_request_step(tmp_path):
     run = _write(tmp_path, [(60, {}), (4, {("<512", 3): 100}), (4, {("<512", 1): 100})])
     f = _drift(build_report(run))[0]
     assert f["details"]["window_s"] == 240 and f["details"]["earlier_length"] == 3.0
+
+
+def test_every_view_carries_the_finding(tmp_path):
+    """The text report, the HTML page and the watch screen name it; the verdict of a
+    system drift (a warning) is underperforming."""
+    import subprocess
+    import sys
+    from spectrace.report.text import render_text
+    from rich.console import Console
+    from spectrace.report.watch import render
+    run = _write(tmp_path, [(40, {("<512", 3): 30}), (20, {("<512", 1): 20, ("<512", 2): 10})])
+    report = build_report(run)
+    assert report.verdict.state == "underperforming"
+    text = render_text(report)
+    assert "acceptance.drift (warning" in text and "the system changed" in text
+    console = Console(record=True, width=200)
+    console.print(render(report, 1.0))
+    assert "acceptance.drift" in console.export_text()
+    html = tmp_path / "r.html"
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", run, "--html",
+                          str(html)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "acceptance drifted down" in html.read_text()

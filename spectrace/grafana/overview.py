@@ -79,6 +79,8 @@ def _bars(title, desc, targets, size, **kw) -> dict:
     return _panel("bargauge", title, desc, targets, size, options=opts, **kw)
 
 
+NEEDS_HISTORY = ("No data until a process has served 15 minutes past the floors (a new "
+                 "or quiet deployment shows none).")
 ONCE = ("Each request-step counted once: tensor-parallel copies (counted=\"copy\") "
         "are left out, data-parallel groups add up.")
 PER_RANK = ("Per rank: one line per process, tensor-parallel copies included (they repeat "
@@ -140,7 +142,7 @@ def rows(flt: str = F) -> list[list[dict]]:
                     f"SpectraceAcceptanceDrift fires at {DRIFT.RATIO:g} or below with "
                     f"{DRIFT.DROP:g} tokens fewer. A fall is the traffic or the system: "
                     "`spectrace report` says which breakdown's mix moved (finding "
-                    f"{S.ACCEPTANCE_DRIFT}). " + ONCE,
+                    f"{S.ACCEPTANCE_DRIFT}). " + NEEDS_HISTORY + " " + ONCE,
                     [_target(Q.drift_ratio("15m", "6h", BY, flt), "{{instance}}")],
                     (24, 6), steps=[{"color": "red", "value": None},
                                     {"color": "green", "value": DRIFT.RATIO}], decimals=2),
