@@ -105,8 +105,8 @@ def rules(flt: str = "") -> dict:
         "Accepted draft tokens per request-step over the last 15 minutes are "
         "{{ $value | printf \"%.2f\" }} of the 6 hours before them (at most "
         f"{DRIFT.RATIO:g}x and {DRIFT.DROP:g} fewer, at least {DRIFT.FLOOR} request-steps and "
-        f"{DRIFT.MIN_REQUESTS} finished requests in each window). The traffic may have moved (longer prompts, sampled requests, "
-        "another domain) or the system (a restart with other settings, a cache filling "
+        f"{DRIFT.MIN_REQUESTS} finished requests in each window). The traffic may have "
+        "moved (longer prompts, sampled requests, another domain) or the system (a restart with other settings, a cache filling "
         "up, a new draft): `spectrace report` on the process's files says which "
         "breakdown's mix moved, or that acceptance fell within its buckets (finding "
         f"{S.ACCEPTANCE_DRIFT}).")

@@ -2,8 +2,8 @@
 per metrics snapshot (overall and by breakdown bucket), thinned as a long run grows like
 its timeline, and from them the recent window (the last `RECENT_S`, or the later half of
 a shorter run, counted from its first request-step: a server's loading and warm-up time
-before it served are no window) against the earlier ones (up to `EARLIER_S` before it), added up over
-the processes that count request-steps once."""
+before it served are no window) against the earlier ones (up to `EARLIER_S` before it),
+added up over the processes that count request-steps once."""
 from __future__ import annotations
 
 from .. import signals
