@@ -20,6 +20,8 @@ RESOURCE = (
     (S.RES_MODEL, "spectrace_model", "the served model name; the dashboards' Model "
      "variable"),
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
+    (S.RES_EXPECTED_ACCEPT_LENGTH, "spectrace_expected_accept_length", "the operator's "
+     "reference, `SPECTRACE_EXPECTED_ACCEPT_LENGTH`, when set (`acceptance.below_reference`)"),
     (S.RES_SPEC_ALGORITHM, "spectrace_spec_algorithm", "SGLang: the speculative algorithm "
      "(`--speculative-algorithm`: EAGLE3, NGRAM, STANDALONE, a plugin's name, ...); "
      "vLLM: the method as `speculative_config.method` spells it (eagle3, ngram, mtp, "
