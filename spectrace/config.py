@@ -257,6 +257,11 @@ class Config:
                                          "it off, N checks every Nth draft pass)"), 64,
         "check the draft's hidden states (vLLM: and logits) for inf/nan on the device every "
         "Nth draft pass; 0 = off")
+    expected_accept_length: float | None = _setting(
+        "SPECTRACE_EXPECTED_ACCEPT_LENGTH", Number(False, 1.0, 64.0, "a mean accept length "
+                                                   "from 1 to 64 (bonus token included)"),
+        None, "the mean accept length this draft should reach (e.g. its evaluation's); "
+        "`spectrace report` raises acceptance.below_reference well below it; unset: none")
     metric_interval_s: float = _setting(
         "SPECTRACE_METRIC_INTERVAL", Number(False, 0.1, 2.0, "seconds between 0.1 and 2 (a "
                                             "SIGKILLed scheduler loses at most one interval)"),

@@ -646,6 +646,36 @@ LONG_CONTEXT = Message(
     "the longer the context. {trained}",
     "train or fine-tune the draft on sequences as long as the ones served (SpecForge: a "
     "longer max_length), or serve long requests without speculation, or with fewer steps.")
+# -- drift over time (rules.drift) --------------------------------------------------------
+ACCEPTANCE_DRIFT_SYSTEM = Message(
+    names.ACCEPTANCE_DRIFT,
+    "acceptance drifted down: mean accept length {recent_length} in the last {window} "
+    "({recent_drafts} request-steps) against {earlier_length} before it ({earlier_drafts} "
+    "request-steps), and {within}: the system changed, not the traffic mix.",
+    "look at what changed when it fell (a restart with other settings, a cache filling up "
+    "such as hierarchical KV caching, a new draft or target revision) and compare a run "
+    "before and after it with `spectrace report --baseline`.")
+ACCEPTANCE_DRIFT_TRAFFIC = Message(
+    names.ACCEPTANCE_DRIFT,
+    "acceptance drifted down with the traffic: mean accept length {recent_length} in the "
+    "last {window} ({recent_drafts} request-steps) against {earlier_length} before it "
+    "({earlier_drafts} request-steps), and the traffic moved by {breakdown}: {bucket} "
+    "went from {share_before} to {share_now} of the request-steps; {within}. The mix "
+    "explains the fall, not the system.")
+DRIFT_WITHIN_HELD = ("within the buckets both windows share acceptance held ({within} "
+                     "against {expected} at the same mix)")
+DRIFT_WITHIN_UNKNOWN = ("most recent request-steps are in buckets the earlier windows had "
+                        "too few of to compare")
+DRIFT_FELL_WITHIN = "it fell within the buckets of {breakdowns} too"
+DRIFT_NO_BREAKDOWN = "no breakdown's mix moved enough to explain it"
+BELOW_REFERENCE = Message(
+    names.BELOW_REFERENCE,
+    "acceptance below the draft's reference: mean accept length {length} over {drafts} "
+    "request-steps, {share} of the {reference} expected from {source}.",
+    "if the reference is right for this traffic, look for what the serving changed: run "
+    "`spectrace doctor` on the draft (dropped weights, aux layer ids, d2t), compare the "
+    "server's settings with the evaluation's (draft steps, sampling, chat template), and "
+    "check the traffic's context lengths and sampling in the report's breakdowns.")
 LARGE_BATCH = Message(
     names.LARGE_BATCH,
     "acceptance falls at large batches: mean accept length {worse_length} at batch size "

@@ -197,7 +197,15 @@ LABEL_GAP = "acceptance.label_gap"           # one request label's requests well
 # requests far outside the deployment's acceptance, named by id (rules.outliers)
 REQUEST_LOW = "requests.low_acceptance"              # far below: garbled output, unseen traffic
 REQUEST_IMPLAUSIBLE = "requests.implausible_acceptance"  # > 0.96: a loop, or a KV race
-REPORT_FINDINGS = {LONG_CONTEXT: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
+# acceptance in a recent window well below the process's earlier windows (rules.drift):
+# a warning where it fell within the breakdowns' buckets (the system), info where a
+# breakdown's mix moved and explains it (the traffic)
+ACCEPTANCE_DRIFT = "acceptance.drift"
+# the run's mean accept length well below the draft's reference (rules.reference)
+BELOW_REFERENCE = "acceptance.below_reference"
+RES_EXPECTED_ACCEPT_LENGTH = "spectrace.expected_accept_length"  # SPECTRACE_EXPECTED_ACCEPT_LENGTH
+REPORT_FINDINGS = {LONG_CONTEXT: "warning", ACCEPTANCE_DRIFT: "warning",
+                   BELOW_REFERENCE: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
                    SAMPLING_GAP: "info", LABEL_GAP: "warning",
                    SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
                    REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}

@@ -37,6 +37,8 @@ GARBAGE = {
     "agreement_every": (["", "x", "-1", "1.5", "every"], "whole number >= 0"),
     "step_cost_every": (["", "x", "-1", "2.5", "often"], "whole number >= 0"),
     "finite_every": (["", "x", "-1", "2.5", "often"], "whole number >= 0"),
+    "expected_accept_length": (["", "x", "0.5", "65", "nan", "fast"],
+                               "mean accept length from 1 to 64"),
     "metric_interval_s": (["", "x", "0", "0.05", "5", "nan", "-inf"], "between 0.1 and 2"),
     "service_name": (["bad\x00name", "tab\tname", "\x1b[31mred"], "non-empty name"),
     "token_detail": (["detail", "2"], "expected 1 or 0"),

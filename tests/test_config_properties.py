@@ -70,6 +70,7 @@ valid = st.fixed_dictionaries({
     "token_detail": st.booleans(),
     "request_label": st.sampled_from(REQUEST_LABELS),  # unset (the default) leaves it out
     "request_label_cap": st.integers(1, 1000),
+    "expected_accept_length": st.floats(1.0, 64.0),  # unset (the default) leaves it out
 })
 
 

@@ -32,7 +32,7 @@ from harness.server import free_port, start_server
 from spectrace import signals as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from spectrace.grafana import alerts, metrics_doc
+from spectrace.grafana import alerts, metrics_doc, overview
 from spectrace.grafana import promql as Q
 from spectrace.families.breakdowns import BREAKDOWNS, SGLANG_ONLY, VLLM_PER_REQUEST
 
@@ -189,6 +189,7 @@ def rule_queries() -> list[tuple[str, str]]:
 # the breakdowns' gap rules (long context, large batches, request label): alert -> breakdown
 GAP_RULES = {b.alert: b for b in BREAKDOWNS if b.alert and b.rule}
 SPEEDUP_PART = (alerts.SLOWER, "estimated speed-up")
+DRIFT_PART = (alerts.DRIFT_ALERT, "recent accepted per request-step")
 
 
 def rule_part_queries() -> list[tuple[tuple[str, str], str]]:
@@ -202,7 +203,8 @@ def rule_part_queries() -> list[tuple[tuple[str, str], str]]:
     return [p for alert, b in GAP_RULES.items() for p in (
         ((alert, "request-steps"), Q.bucket_request_steps(b, w, by)),
         ((alert, "accepted per request-step"), Q.accepted_per_request_step_by(b, w, by)))] + [
-        (SPEEDUP_PART, Q.estimated_speedup(alerts.SPEEDUP_WINDOW))]
+        (SPEEDUP_PART, Q.estimated_speedup(alerts.SPEEDUP_WINDOW)),
+        (DRIFT_PART, Q.window_gain(alerts.DRIFT_RECENT, by)[0])]
 
 
 # -- one real run per model variant -------------------------------------------------------
@@ -395,9 +397,13 @@ def test_every_panel_query_returns_data(runs, runtime):
     empty_on_vllm = {n for n, d in panel_descriptions().items()
                    if SGLANG_ONLY in d or VLLM_PER_REQUEST in d}
     assert empty_on_vllm, "no panel is marked SGLang only"
+    # the drift panel needs 15 minutes and its floors: empty in these runs, as it says
+    history = {n for n, d in panel_descriptions().items() if overview.NEEDS_HISTORY in d}
+    assert history, "no panel is marked as needing history"
     for run in (runs(runtime, "partial"), runs(runtime, "bypass")):
         empty = {n for n, r in run.panels.items() if not r}
-        assert empty == (empty_on_vllm if runtime == "vllm" else set()), (
+        assert history <= empty, (history, run.logs)
+        assert empty - history == (empty_on_vllm if runtime == "vllm" else set()) - history, (
             f"panels without data: {sorted(empty)} ({run.logs})")
 
 
@@ -454,6 +460,14 @@ def test_every_rule_query_evaluates(runs, runtime):
                 fired = run.rules[name]
                 assert fired == [] or (len(fired) == 1 and float(fired[0]["value"][1]) < 1.0), \
                     (name, run.mode, fired)
+            continue
+        if name == alerts.DRIFT_ALERT:  # under its floors here: never fires; its parts arrive
+            assert dict(rule_part_queries())[DRIFT_PART] in query
+            for run in (partial, bypass):
+                assert run.rules[name] == [], (name, run.mode, run.rules[name])
+            [healthy] = _by(partial.rule_parts[DRIFT_PART], "").values()
+            [broken] = _by(bypass.rule_parts[DRIFT_PART], "").values()
+            assert healthy == 1.0 and broken < 0.2, (healthy, broken, partial.logs)
             continue
         if name in GAP_RULES:
             b = GAP_RULES[name]

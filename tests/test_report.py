@@ -393,7 +393,8 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
     figures[at:at + 1] = [f"by_{b.name}" for b in BREAKDOWNS]
     proc, combined = out["processes"][0], out["combined"]
     assert list(proc) == names(ProcessSummary, ("figures", "raw", "points",
-                                                "request_sample")) + figures
+                                                "request_sample", "drift_history",
+                                                "reference")) + figures
     assert list(combined) == names(CombinedSummary, ("figures",)) + figures
     for view in (proc, combined):
         assert list(view["timeline"]) == names(TimelineFigures)

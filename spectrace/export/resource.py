@@ -48,6 +48,8 @@ def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
                       ("spec_worker", signals.RES_SPEC_WORKER)):
         if identity.get(key):
             attrs[attr] = str(identity[key])
+    if cfg.expected_accept_length is not None:  # the operator's reference (rules.reference)
+        attrs[signals.RES_EXPECTED_ACCEPT_LENGTH] = float(cfg.expected_accept_length)
     # the server settings that change acceptance (spectrace.server_settings)
     attrs.update(server_settings.resource_attributes(identity.get("settings") or {}))
     # OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME are merged by Resource.create.

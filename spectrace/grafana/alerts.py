@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import signals as S
 from ..families.breakdowns import BATCH_SIZE, BREAKDOWNS, REQUEST_LABEL, Breakdown
 from ..rules import context as CTX
+from ..rules import drift as DRIFT
 
 from . import promql as Q
 
@@ -18,6 +19,8 @@ BY = Q.SCRAPE_LABELS
 GAP_WINDOW = "1h"  # the breakdowns' rules count an hour (their floor of request-steps a bucket)
 SPEEDUP_WINDOW = "30m"  # the speed-up rule's window (and how long it must hold)
 SLOWER = "SpectraceSpeculationSlower"
+DRIFT_ALERT = "SpectraceAcceptanceDrift"
+DRIFT_RECENT, DRIFT_EARLIER = "15m", "6h"  # rules.drift.RECENT_S, EARLIER_S
 
 
 def _rule(name, query, op, threshold, for_, severity, summary, description) -> dict:
@@ -95,6 +98,18 @@ def rules(flt: str = "") -> dict:
         "and the setting that serves each batch size its best number of draft tokens "
         "(finding speculation.slower). One figure for every series the rules match: narrow "
         "them to one deployment (`spectrace grafana --matchers`).")
+    drifted = _rule(
+        DRIFT_ALERT, Q.acceptance_drift(DRIFT_RECENT, DRIFT_EARLIER, BY, flt), "<=",
+        DRIFT.RATIO, "5m", "warning",
+        "Draft acceptance drifted down on {{ $labels.instance }}",
+        "Accepted draft tokens per request-step over the last 15 minutes are "
+        "{{ $value | printf \"%.2f\" }} of the 6 hours before them (at most "
+        f"{DRIFT.RATIO:g}x and {DRIFT.DROP:g} fewer, at least {DRIFT.FLOOR} request-steps and "
+        f"{DRIFT.MIN_REQUESTS} finished requests in each window). The traffic may have "
+        "moved (longer prompts, sampled requests, another domain) or the system (a restart with other settings, a cache filling "
+        "up, a new draft): `spectrace report` on the process's files says which "
+        "breakdown's mix moved, or that acceptance fell within its buckets (finding "
+        f"{S.ACCEPTANCE_DRIFT}).")
     internal = _rule(
         "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY, flt),
         ">", 0, "0m", "warning", "spectrace hooks raised errors on {{ $labels.instance }}",
@@ -104,7 +119,7 @@ def rules(flt: str = "") -> dict:
     return {"groups": [{"name": "spectrace", "interval": "30s",
                         "rules": [collapse, position0, *gap_rules(flt), bypass, width,
                                   weights, vocab, synthetic, non_finite, slower,
-                                  internal]}]}
+                                  drifted, internal]}]}
 
 
 def gap_rules(flt: str = "") -> list[dict]:
@@ -317,6 +332,33 @@ def _slower_tests(rule: dict) -> list[dict]:
     ]
 
 
+def _drift_test(rule: dict) -> dict:
+    """The drift rule: 30 request-steps and 10 finished requests a minute at 1.0 accepted
+    each, then none from minute 80 (fires, at 0.00: none accepted in the last 15
+    minutes); steady at 1.0 (quiet); the same fall at 10 request-steps a minute (150 in 15
+    minutes, under the floor of 200: quiet); a fall from 1.0 to 0.8 (0.8 of it, but 0.2
+    fewer: quiet); the fall with 5 requests a minute (75 in 15 minutes, under the floor
+    of 100: quiet)."""
+    def at(n: int) -> dict:
+        return {"instance": f"10.0.2.{n}:9464"}
+    series = [*(_series(S.SPEC_REQUESTS, "0+10x120", **at(n)) for n in (1, 2, 3, 4)),
+        _series(S.SPEC_REQUESTS, "0+5x120", **at(5)),
+        _series(S.SPEC_DRAFTS, "0+30x120", **at(5)),
+        _series(S.SPEC_ACCEPTED_TOKENS, "0+30x79 2400x40", **at(5)),
+        _series(S.SPEC_DRAFTS, "0+30x120", **at(1)),
+        _series(S.SPEC_ACCEPTED_TOKENS, "0+30x79 2400x40", **at(1)),
+        _series(S.SPEC_DRAFTS, "0+30x120", **at(2)),
+        _series(S.SPEC_ACCEPTED_TOKENS, "0+30x120", **at(2)),
+        _series(S.SPEC_DRAFTS, "0+10x120", **at(3)),
+        _series(S.SPEC_ACCEPTED_TOKENS, "0+10x79 800x40", **at(3)),
+        _series(S.SPEC_DRAFTS, "0+30x120", **at(4)),
+        _series(S.SPEC_ACCEPTED_TOKENS, "0+30x79 2400+24x40", **at(4))]
+    return {"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"eval_time": "70m", "alertname": rule["alert"], "exp_alerts": []},
+        {"eval_time": "110m", "alertname": rule["alert"], "exp_alerts": [
+            _expect(rule, 0.0, instance=at(1)["instance"])]}]}
+
+
 def rule_tests() -> dict:
     """A broken deployment fires fc bypass, dropped weights and vocabulary-map alerts and
     acceptance collapse, once for a rank 0 and its tensor-parallel copy; a healthy one
@@ -373,4 +415,4 @@ def rule_tests() -> dict:
                       _long_context_test(by_name["SpectraceLongContextAcceptance"]),
                       _large_batch_test(by_name[BATCH_SIZE.alert]),
                       _label_test(by_name[REQUEST_LABEL.alert]),
-                      *_slower_tests(by_name[SLOWER])]}
+                      *_slower_tests(by_name[SLOWER]), _drift_test(by_name[DRIFT_ALERT])]}

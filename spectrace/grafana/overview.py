@@ -8,6 +8,7 @@ from __future__ import annotations
 from .. import signals as S
 from ..families.breakdowns import BREAKDOWNS, VLLM_PER_REQUEST
 
+from ..rules import drift as DRIFT
 from . import promql as Q
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -78,6 +79,8 @@ def _bars(title, desc, targets, size, **kw) -> dict:
     return _panel("bargauge", title, desc, targets, size, options=opts, **kw)
 
 
+NEEDS_HISTORY = ("No data until a process has served 15 minutes past the floors (a new "
+                 "or quiet deployment shows none).")
 ONCE = ("Each request-step counted once: tensor-parallel copies (counted=\"copy\") "
         "are left out, data-parallel groups add up.")
 PER_RANK = ("Per rank: one line per process, tensor-parallel copies included (they repeat "
@@ -130,6 +133,19 @@ def rows(flt: str = F) -> list[list[dict]]:
                     [_target(Q.per_position_acceptance(RATE, BY, flt, copies=True),
                              "{{instance}} pos {{position}}")], (12, 8),
                     unit="percentunit"),
+        ],
+        [
+            _series("Acceptance drift: last 15 minutes against the 6 hours before",
+                    "Accepted draft tokens per request-step over the last 15 minutes divided "
+                    "by those over the 6 hours before them, per endpoint, where both windows "
+                    f"hold at least {DRIFT.FLOOR} request-steps; the alert "
+                    f"SpectraceAcceptanceDrift fires at {DRIFT.RATIO:g} or below with "
+                    f"{DRIFT.DROP:g} tokens fewer. A fall is the traffic or the system: "
+                    "`spectrace report` says which breakdown's mix moved (finding "
+                    f"{S.ACCEPTANCE_DRIFT}). " + NEEDS_HISTORY + " " + ONCE,
+                    [_target(Q.drift_ratio("15m", "6h", BY, flt), "{{instance}}")],
+                    (24, 6), steps=[{"color": "red", "value": None},
+                                    {"color": "green", "value": DRIFT.RATIO}], decimals=2),
         ],
         [
             _bars("Accept-length distribution", "Share of request-steps by accept length over "

@@ -297,6 +297,44 @@ def _best_worst_gap(b: Breakdown, gain: str, window: str, by, flt) -> str:
             f" and on({group}) ({best} - max by ({group}) ({worst}) >= {rule.drop})")
 
 
+def window_gain(window: str, by=(), flt="", offset: str = "") -> tuple[str, str, str]:
+    """(accepted draft tokens per request-step, request-steps, finished requests) over
+    `window`, ending `offset` ago."""
+    off = f" offset {offset}" if offset else ""
+    drafts, tokens, requests = (_sum(tuple(by), f"increase({sel(spec, flt)}[{window}]{off})")
+                                for spec in (S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS,
+                                             S.SPEC_REQUESTS))
+    return f"({tokens} / {drafts})", drafts, requests
+
+
+def drift_ratio(recent: str, earlier: str, by=(), flt="") -> str:
+    """Accepted tokens per request-step over the last `recent` divided by those over the
+    `earlier` before it, where both windows hold at least the drift rule's floor of
+    request-steps and finished requests (`rules.drift.FLOOR`, `MIN_REQUESTS`); the
+    dashboard's drift panel."""
+    from ..rules import drift
+    group = ", ".join(by)
+    now, now_drafts, now_requests = window_gain(recent, by, flt)
+    before, before_drafts, before_requests = window_gain(earlier, by, flt, offset=recent)
+    return (f"{now} / {before}"
+            f" and on({group}) ({now_drafts} >= {drift.FLOOR})"
+            f" and on({group}) ({before_drafts} >= {drift.FLOOR})"
+            f" and on({group}) ({now_requests} >= {drift.MIN_REQUESTS})"
+            f" and on({group}) ({before_requests} >= {drift.MIN_REQUESTS})")
+
+
+def acceptance_drift(recent: str, earlier: str, by=(), flt="") -> str:
+    """The drift rule of `spectrace report` (`rules.drift`, without its explanation by
+    breakdown): `drift_ratio`, kept only where the recent window's accepted tokens per
+    request-step are at least the rule's drop fewer (compare it with `<= ratio`)."""
+    from ..rules import drift
+    group = ", ".join(by)
+    now = window_gain(recent, by, flt)[0]
+    before = window_gain(earlier, by, flt, offset=recent)[0]
+    return (f"{drift_ratio(recent, earlier, by, flt)}"
+            f" and on({group}) ({before} - {now} >= {drift.DROP})")
+
+
 def context_request_steps(window: str, by=(), flt="", copies=False) -> str:
     """Request-steps in each context-length bucket (`context`) over `window` (increase)."""
     return bucket_request_steps(CONTEXT, window, by, flt, copies)

@@ -9,6 +9,8 @@ from ..rules import outliers
 from ..rules import requests as req_rule
 from ..rules.widths import ExpectedWidths, check_width, expected_width
 from .breakdown_figures import breakdown_figures, breakdown_findings
+from ..rules.reference import judge as below_reference
+from .drift_windows import drift_findings
 from .records import (
     Figures, FindingSummary, HiddenStatePass, LabelFigures, PassCount, RawTotals,
     RequestFigures, RequestRecord, TimelinePoint,
@@ -137,9 +139,11 @@ def _label_figures(by_label: dict) -> tuple[LabelFigures, ...]:
 
 
 def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint],
-               requests=None) -> Figures:
-    """The figures every view shows, from raw totals (one process's, or their sum), and
-    the recorded requests kept (`snapshot.RequestSample`)."""
+               requests=None, histories=(), reference=None) -> Figures:
+    """The figures every view shows, from raw totals (one process's, or their sum), the
+    recorded requests kept (`snapshot.RequestSample`) and the totals over time the drift
+    rule compares (`drift_windows.History`, one per counting process), and the
+    acceptance the draft should reach (`rules.reference.Reference`, or None)."""
     records = requests.records() if requests is not None else []
     breakdowns = breakdown_figures(raw.breakdowns, len(raw.per_position))
     drafts, accepted = raw.drafts, raw.accepted_tokens
@@ -172,7 +176,8 @@ def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelineP
             FindingSummary(code=f.code, severity=f.severity, message=f.message,
                            details=f.details, events=0, times=(), count=1, first_time=None)
             for f in breakdown_findings(breakdowns, raw.draft_context)
-            + outlier_findings(raw, requests)),
+            + outlier_findings(raw, requests) + drift_findings(list(histories))
+            + [f for f in (below_reference(reference, raw.lengths),) if f]),
         timeline=timeline_figures(points),
         breakdowns=tuple(breakdowns.values()),
         draft_context=dict(raw.draft_context or {}),

@@ -297,6 +297,10 @@ class ProcessSummary:
     settings: dict = field(default_factory=dict)
     # the recorded requests kept (`snapshot.RequestSample`), for the combined view
     request_sample: Any = field(default=None, compare=False)
+    # its totals per snapshot by breakdown bucket (`drift_windows.History`), for drift
+    drift_history: Any = field(default=None, compare=False)
+    # the acceptance its draft should reach (`rules.reference.Reference`), if known
+    reference: Any = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"process": self.process, "pid": self.pid, "role": self.role,

@@ -18,7 +18,9 @@ from .. import server_settings, signals
 from ..counting import counts_once
 from ..families.breakdowns import BREAKDOWNS
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
+from .drift_windows import History
 from .figures import figures_of
+from .reference_source import from_environment, reference_of
 from .reader import iter_jsonl
 from .records import (
     CombinedSummary, PassCount, ProcessSummary, RawTotals, Report, UnreadableProcess,
@@ -44,11 +46,13 @@ def summarize_process(path: str) -> ProcessSummary:
     metrics: dict = {}
     n_snapshots = 0
     timeline = Timeline()
+    history = History()
     for snap in iter_jsonl(os.path.join(path, METRICS_FILE), stats):
         if isinstance(snap.get("metrics"), dict):
             metrics = snap["metrics"]
             n_snapshots += 1
             timeline.add(snap.get("time"), metrics)
+            history.add(snap.get("time"), metrics)
         else:
             stats["skipped"] += 1
     findings = read_events(os.path.join(path, EVENTS_FILE), stats)
@@ -62,6 +66,7 @@ def summarize_process(path: str) -> ProcessSummary:
     runtime = resource.get(signals.RES_RUNTIME) or (
         signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None)
     raw = replace(raw_totals(metrics), runtime=runtime)
+    reference = reference_of(resource, len(raw.per_position))
     counted = resource.get(signals.RES_COUNTED)
     return ProcessSummary(
         process=os.path.basename(os.path.normpath(path)),
@@ -85,11 +90,13 @@ def summarize_process(path: str) -> ProcessSummary:
         metric_snapshots=n_snapshots,
         skipped_lines=stats.get("skipped", 0) + stats.get("torn", 0),
         spans=n_spans,
-        figures=figures_of(raw, findings, timeline.points, kept),
+        figures=figures_of(raw, findings, timeline.points, kept, [history], reference),
         raw=raw,
         points=tuple(timeline.points),
         settings=server_settings.from_resource(resource),
         request_sample=kept,
+        drift_history=history,
+        reference=reference,
     )
 
 
@@ -166,7 +173,8 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         counted_once=tuple(p.process for p in once),
         copies=tuple(p.process for p in procs if not counts_once(p.counted)),
         figures=figures_of(raw, findings, merge_points([list(p.points) for p in once]),
-                           kept))
+                           kept, [p.drift_history for p in once if p.drift_history],
+                           next((p.reference for p in once if p.reference), None)))
 
 
 def read_process(path: str) -> ProcessSummary | UnreadableProcess:
@@ -203,6 +211,10 @@ def build_report(directory: str, read=read_process) -> Report:
     if not os.path.isdir(directory):
         raise ReportError(f"{directory}: is a file, not a folder; give the folder spectrace "
                           f"writes to (SPECTRACE_OUTPUT_DIR, default ./spectrace-data)")
+    try:
+        from_environment()
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
     if is_process_dir(directory):
         paths = [directory]
     else:
