@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from spectrace import names, signals
 from spectrace.families.breakdowns import CONTEXT
 from spectrace.file_layout import METRICS_FILE
 from spectrace.report import build_report
+from spectrace.report.drift_windows import WINDOW_SETTING
+from spectrace.report.summary import ReportError
 from spectrace.rules import drift
 
 
@@ -187,3 +191,24 @@ def test_every_view_carries_the_finding(tmp_path):
                           str(html)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "acceptance drifted down" in html.read_text()
+
+
+def test_the_operators_window_replaces_the_default(tmp_path, monkeypatch):
+    """SPECTRACE_DRIFT_WINDOW: 6 minutes of a fall after 2 steady ones; the default window
+    (half the run: 4 minutes) would leave 2 minutes of the fall in the earlier window;
+    the asked one holds only the fall."""
+    run = _write(tmp_path, [(2, {("<512", 3): 300}), (6, {("<512", 1): 100})])
+    monkeypatch.setenv(WINDOW_SETTING, "360")
+    f = _drift(build_report(run))[0]
+    assert f["details"]["window_s"] == 360 and f["details"]["recent_length"] == 1.0
+    assert f["details"]["earlier_length"] == 3.0
+    monkeypatch.setenv(WINDOW_SETTING, "480")  # the whole run: nothing before it
+    assert _drift(build_report(run)) == []
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "soon", "inf"])
+def test_a_bad_window_setting_is_a_clear_error(tmp_path, monkeypatch, bad):
+    run = _write(tmp_path, [(4, {("<512", 3): 100})])
+    monkeypatch.setenv(WINDOW_SETTING, bad)
+    with pytest.raises(ReportError, match=f"{WINDOW_SETTING}=.*seconds"):
+        build_report(run)

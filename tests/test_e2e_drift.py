@@ -4,9 +4,10 @@ exactly one draft token per verify (2.0), requests walking past id 1024 with ~11
 prompts none (1.0). Steady short traffic gets no `acceptance.drift` (with both windows
 past the floor, so the quiet is the rule's, not the floor's); the same server, its
 traffic then moved to the long prompts, gets it, named as the traffic (the context-length
-mix moved; within the buckets both windows share, nothing to compare). The report's
-windows are the later half of the run's serving time against the earlier half, so the
-test waits between the phases for the boundary to fall between them. The server is
+mix moved; within the buckets both windows share, nothing to compare). The steady run
+is judged on the default windows (the later half of a short run's serving time against
+the earlier half); the moved run with the recent window set to the long phase
+(SPECTRACE_DRIFT_WINDOW), as an operator asks about the time since a change. The server is
 given SPECTRACE_EXPECTED_ACCEPT_LENGTH=3.0: its steady run at 2.0 gets
 `acceptance.below_reference` naming that setting, and the same files read with a
 reference the run meets (2.1, set for `spectrace report`) get none. One server."""
@@ -25,7 +26,7 @@ import pytest
 from harness.tiny_models import walk
 from spectrace import names
 from spectrace.report import summarize_process
-from spectrace.report.drift_windows import windows
+from spectrace.report.drift_windows import WINDOW_SETTING, windows
 from spectrace.rules import drift, reference
 from tests.e2e import codes, settle, sglang_totals
 
@@ -71,16 +72,17 @@ def _report_with(run, env: dict) -> dict:
 def drift_run(tiny_models, sglang_server):
     run = sglang_server(tiny_models("context"), env=FAST, timeout=600,
                         extra_args=["--max-total-tokens", "16384"])
-    first = time.time()
     short = _generate(run, [walk(SHORT)] * N_SHORT)
     steady = settle(run, sglang_totals(short)[0])
     steady_windows = windows([summarize_process(_scheduler_dir(run)).drift_history])
     met = _report_with(run, {reference.SETTING: "2.1"})
-    # the boundary is the middle of the serving time: wait as long as the short phase took
-    # (plus margin) so that it falls after the short phase and before the long one
-    time.sleep(time.time() - first + 5)
+    # the report is asked for a recent window that starts just before the long phase
+    # (SPECTRACE_DRIFT_WINDOW), so the short phase is all in the earlier window
+    time.sleep(3)
+    long_start = time.time()
     long_ = _generate(run, [walk(LONG)] * N_LONG)
-    moved = settle(run, sglang_totals(short + long_)[0])
+    settle(run, sglang_totals(short + long_)[0])
+    moved = _report_with(run, {WINDOW_SETTING: f"{time.time() - long_start + 1:.1f}"})
     return short, steady, steady_windows, long_, moved, met
 
 

@@ -156,7 +156,9 @@ def _drift_and_reference() -> list[str]:
         "## Drift over time",
         "",
         f"`spectrace report` compares each process's last {D.RECENT_S // 60} minutes (the "
-        "later half of a shorter run, counted from its first request-step) with up to "
+        "later half of a shorter run, counted from its first request-step; "
+        "`SPECTRACE_DRIFT_WINDOW=SECONDS` set for the report asks for another length, e.g. "
+        "the time since a change) with up to "
         f"{D.EARLIER_S // 3600} hours before them (`spectrace/rules/drift.py`). "
         f"`{S.ACCEPTANCE_DRIFT}` is raised when both windows hold at least {D.FLOOR} "
         f"request-steps and {D.MIN_REQUESTS} finished requests (`spectrace.spec.requests`) "

@@ -18,7 +18,7 @@ from .. import server_settings, signals
 from ..counting import counts_once
 from ..families.breakdowns import BREAKDOWNS
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
-from .drift_windows import History
+from .drift_windows import History, recent_window_s
 from .figures import figures_of
 from .reference_source import from_environment, reference_of
 from .reader import iter_jsonl
@@ -213,6 +213,7 @@ def build_report(directory: str, read=read_process) -> Report:
                           f"writes to (SPECTRACE_OUTPUT_DIR, default ./spectrace-data)")
     try:
         from_environment()
+        recent_window_s()
     except ValueError as exc:
         raise ReportError(str(exc)) from None
     if is_process_dir(directory):
