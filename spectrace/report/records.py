@@ -297,11 +297,15 @@ class ProcessSummary:
     settings: dict = field(default_factory=dict)
     # the recorded requests kept (`snapshot.RequestSample`), for the combined view
     request_sample: Any = field(default=None, compare=False)
+    # the content hashes of the target and the draft (`model_hash`), where recorded
+    model_hash: Any = None
+    draft_hash: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {"process": self.process, "pid": self.pid, "role": self.role,
                 "tp_rank": self.tp_rank, "dp_rank": self.dp_rank, "pp_rank": self.pp_rank,
                 "counted": self.counted, "model": self.model, "draft_model": self.draft_model,
+                "model_hash": self.model_hash, "draft_hash": self.draft_hash,
                 "spec_algorithm": self.spec_algorithm, "spec_worker": self.spec_worker,
                 "runtime": self.runtime, "runtime_version": self.runtime_version,
                 "sglang_version": self.sglang_version,

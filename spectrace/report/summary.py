@@ -90,6 +90,8 @@ def summarize_process(path: str) -> ProcessSummary:
         points=tuple(timeline.points),
         settings=server_settings.from_resource(resource),
         request_sample=kept,
+        model_hash=resource.get(signals.RES_MODEL_HASH),
+        draft_hash=resource.get(signals.RES_DRAFT_HASH),
     )
 
 

@@ -1,0 +1,129 @@
+"""`spectrace report DIR --baseline BASEDIR` on folders the real SGLang 0.5.23 CPU server
+(EAGLE-3, v2 worker) wrote, with the tiny pairs of exactly known acceptance
+(harness/tiny_models.py): `full` accepts all three draft tokens (4.0), `partial` one
+(2.0), `context` one below 1024 tokens and none past it.
+
+- `full`, then `partial` (another draft and target): the comparison is the system's, names
+  the change of the draft's hash and the positions that fell ([1] and [2], each -1.0);
+- `full` twice with the same traffic: no change;
+- the `context` pair, the same server settings and draft, traffic moved from mostly short
+  prompts to mostly long ones: the fall is the traffic's (within each context bucket
+  nothing moved), not the system's.
+Five servers, one at a time (each a minute or so on two cores).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from harness.tiny_models import walk
+from tests.e2e import settle, sglang_totals
+
+pytestmark = pytest.mark.sglang
+
+FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5"}
+PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3], [2, 4, 6]]
+NEW_TOKENS = 96  # full: 24 request-steps a request, partial: 48
+SHORT, LONG, CONTEXT_NEW = 100, 1100, 60  # context pair: prompt lengths, new tokens
+
+
+def _generate(run, prompts, new_tokens):
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda p: run.server.generate(p, new_tokens, timeout=600), prompts))
+
+
+def _compare(current, baseline) -> dict:
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(current),
+                          "--baseline", str(baseline), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["comparison"]
+
+
+def _text(current, baseline) -> str:
+    out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(current),
+                          "--baseline", str(baseline)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _served(run, prompts, new_tokens) -> dict:
+    responses = _generate(run, prompts, new_tokens)
+    return settle(run, sglang_totals(responses)[0])
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_models, sglang_server):
+    """(full, full again, partial, context mostly short, context mostly long): each a
+    ServerRun whose folder holds that run's telemetry alone."""
+    out = {}
+    traffic = PROMPTS * 2  # 10 requests
+    for name, mode in (("full", "full"), ("full2", "full"), ("partial", "partial")):
+        run = sglang_server(tiny_models(mode), env=FAST)
+        out[name] = (run, _served(run, traffic, NEW_TOKENS))
+    for name, n_short, n_long in (("short", 8, 2), ("long", 4, 8)):
+        run = sglang_server(tiny_models("context"), env=FAST, timeout=600,
+                            extra_args=["--max-total-tokens", "8192"])
+        responses = _generate(run, [walk(SHORT)] * n_short, CONTEXT_NEW) + _generate(
+            run, [walk(LONG)] * n_long, CONTEXT_NEW)
+        out[name] = (run, settle(run, sglang_totals(responses)[0]))
+    return out
+
+
+def test_a_degraded_draft_is_the_system_with_its_hash_and_positions(runs):
+    full, partial = runs["full"][0], runs["partial"][0]
+    c = _compare(partial.data_dir, full.data_dir)
+    assert c["kind"] == "system"
+    assert c["mean_acceptance_length_change"]["value"] == -2.0
+    assert c["positions_fell"] == [1, 2]
+    per_pos = c["acceptance_per_position_change"]
+    assert [round(p["value"], 6) for p in per_pos] == [0.0, -1.0, -1.0]
+    assert all(p["high"] < 0 for p in per_pos[1:])  # intervals exclude 0
+    config = {r["key"]: r for r in c["config"]}
+    draft = config["draft_hash"]
+    assert draft["differs"] and draft["baseline"].startswith("sha256:")
+    assert draft["current"].startswith("sha256:") and draft["current"] != draft["baseline"]
+    assert "draft_hash" in c["config_differs"]
+    assert not any(config[k]["differs"] for k in ("runtime", "runtime_version",
+                                                  "spec_algorithm"))
+    sentence = c["sentence"]
+    assert sentence.startswith("the system: acceptance fell 2.00")
+    assert f"draft hash {draft['baseline']} -> {draft['current']}" in sentence
+    assert "[1] -1.00" in sentence and "[2] -1.00" in sentence
+
+
+def test_two_identical_runs_report_no_change(runs):
+    a, b = runs["full"], runs["full2"]
+    assert a[1]["drafts"] == b[1]["drafts"] >= 200
+    c = _compare(b[0].data_dir, a[0].data_dir)
+    assert c["kind"] == "no_change", c["sentence"]
+    assert c["sentence"].startswith("no change in acceptance")
+    assert c["config_differs"] == []  # the same draft, target and settings: the same hashes
+    assert c["positions_fell"] == []
+
+
+def test_traffic_moved_to_long_prompts_is_the_traffic_not_the_system(runs):
+    short, long_ = runs["short"], runs["long"]
+    c = _compare(long_[0].data_dir, short[0].data_dir)
+    assert c["kind"] == "traffic", c["sentence"]
+    assert c["explained_by"] == "context"
+    assert c["mean_acceptance_length_change"]["value"] < -0.3
+    assert c["system"]["value"] == 0.0
+    assert c["traffic"]["value"] == pytest.approx(c["mean_acceptance_length_change"]["value"])
+    split = next(s for s in c["splits"] if s["breakdown"] == "context")
+    buckets = {b["bucket"]: b for b in split["buckets"]}
+    assert set(buckets) == {"<512", "1k-2k"}
+    assert buckets["1k-2k"]["current_share"] > buckets["1k-2k"]["baseline_share"]
+    assert not any(b["fell"] for b in buckets.values())
+    assert c["config_differs"] == ["context"]  # the mix moved, nothing else
+    assert c["sentence"].startswith("the traffic: acceptance fell")
+    assert "more 1k-2k in context length" in c["sentence"]
+    assert "the system, within noise" in c["sentence"]
+    text = _text(long_[0].data_dir, short[0].data_dir)
+    assert text.splitlines()[0] == c["sentence"]
+    assert "by context (explains the change)" in text
