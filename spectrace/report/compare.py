@@ -180,8 +180,8 @@ def compare_reports(current: Report, baseline: Report) -> RunComparison:
     result = cmp.compare(whole(cf), whole(bf), {
         b.name: (_buckets(cf, b.name), _buckets(bf, b.name)) for b in BREAKDOWNS}, effects)
     config = config_rows(current, baseline)
-    return RunComparison(run_figures(current, effects[0]), run_figures(baseline, effects[1]),
-                         config, result, sentence(result, config))
+    cur, base = run_figures(current, effects[0]), run_figures(baseline, effects[1])
+    return RunComparison(cur, base, config, result, sentence(result, config, cur, base))
 
 
 def _signed(v: float) -> str:
@@ -224,7 +224,8 @@ def _system_words(result: cmp.Comparison) -> str:
     return "; ".join(parts)
 
 
-def sentence(result: cmp.Comparison, config: tuple[ConfigRow, ...]) -> str:
+def sentence(result: cmp.Comparison, config: tuple[ConfigRow, ...], current: RunFigures,
+             baseline: RunFigures) -> str:
     """The comparison in one sentence (the first line of every view)."""
     if result.kind == cmp.TOO_FEW:
         return (f"too few request-steps to compare: current {result.current_drafts:.0f}, "
@@ -232,7 +233,11 @@ def sentence(result: cmp.Comparison, config: tuple[ConfigRow, ...]) -> str:
                 f"{cmp.MIN_RUN_STEPS})")
     total = result.total
     direction = "fell" if total.value < 0 else "rose"
-    head = f"acceptance {direction} {abs(total.value):.2f} ({_interval(total)})"
+    means = ""
+    if current.mean_acceptance_length and baseline.mean_acceptance_length:
+        means = (f"mean accept length {baseline.mean_acceptance_length.value:.2f} -> "
+                 f"{current.mean_acceptance_length.value:.2f}, ")
+    head = f"acceptance {direction} {abs(total.value):.2f} ({means}{_interval(total)})"
     system, traffic = result.system, result.traffic
     changed = [r for r in config if r.differs and r.kind != MIX]
     after = ("; after the change of " + ", ".join(

@@ -30,7 +30,8 @@ The statistics:
 - a change (of the whole, of the system part, of the traffic part, of a bucket, of a
   position) is reported only when both runs hold `MIN_RUN_STEPS` request-steps, it is at
   least its floor (`MIN_LENGTH_CHANGE` tokens of mean accept length, `MIN_POSITION_CHANGE`
-  of acceptance at a position) and its interval excludes 0.
+  of acceptance at a position) and its interval excludes 0; the traffic part is named
+  only when the whole change is reported too.
 """
 from __future__ import annotations
 
@@ -323,7 +324,10 @@ def compare(current: BucketFigures, baseline: BucketFigures,
     system = explained.system if explained else total
     traffic = explained.traffic if explained else None
     moved_sys = system.clears(MIN_LENGTH_CHANGE)
-    moved_mix = traffic is not None and traffic.clears(MIN_LENGTH_CHANGE)
+    # the traffic is named only when acceptance as a whole moved: a mix that differs by
+    # chance between requests is within the whole's interval (its design effect)
+    moved_mix = (traffic is not None and traffic.clears(MIN_LENGTH_CHANGE)
+                 and total.clears(MIN_LENGTH_CHANGE))
     kind = BOTH if moved_sys and moved_mix else SYSTEM if moved_sys else \
         TRAFFIC if moved_mix else NO_CHANGE
     return Comparison(current.drafts, baseline.drafts, total,
