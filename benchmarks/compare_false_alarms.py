@@ -109,7 +109,8 @@ def measure(pairs: int, seed: int = 1) -> list[dict]:
                              "detect_system_drop_0.05": sys_hit / n_detect,
                              "detect_traffic_move": mix_hit / n_detect})
                 print(f"level {level:.1f} c {c:>4} R {r:>4}: false alarm "
-                      f"{alarms / pairs:6.1%}, traffic {traffic / pairs:5.1%} (positions {positions / pairs:5.1%}, buckets "
+                      f"{alarms / pairs:6.1%}, traffic {traffic / pairs:5.1%} (positions "
+                      f"{positions / pairs:5.1%}, buckets "
                       f"{buckets / pairs:5.1%}, too few {too_few / pairs:4.0%}); detects a "
                       f"system drop of 0.05 {sys_hit / n_detect:5.0%}, the traffic move "
                       f"{mix_hit / n_detect:5.0%}", flush=True)

@@ -7,8 +7,8 @@
   the change of the draft's hash and the positions that fell ([1] and [2], each -1.0);
 - `full` twice with the same traffic: no change;
 - the `context` pair, the same server settings and draft, traffic moved from mostly short
-  prompts to mostly long ones: the fall is the traffic's (within each context bucket
-  nothing moved), not the system's.
+  prompts (18 short, 4 long) to mostly long ones (8 short, 16 long): the fall is the
+  traffic's (within each context bucket nothing moved), not the system's.
 Five servers, one at a time (each a minute or so on two cores).
 """
 from __future__ import annotations
@@ -28,7 +28,9 @@ pytestmark = pytest.mark.sglang
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5"}
 PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3], [2, 4, 6]]
 NEW_TOKENS = 96  # full: 24 request-steps a request, partial: 48
-SHORT, LONG, CONTEXT_NEW = 100, 1100, 60  # context pair: prompt lengths, new tokens
+SHORT, LONG, CONTEXT_NEW = 100, 1100, 30  # context pair: prompt lengths, new tokens
+# every request recorded (its span), so each run's design effect is measured
+CONTEXT_ENV = {**FAST, "SPECTRACE_REQUEST_SAMPLE_RATIO": "1"}
 
 
 def _generate(run, prompts, new_tokens):
@@ -64,7 +66,7 @@ def runs(tiny_models, sglang_server):
     mostly short prompts, then mostly long ones)."""
     out: dict = {}
     plan = {"full": ("full", None), "full2": ("full", None), "partial": ("partial", None),
-            "short": ("context", (8, 2)), "long": ("context", (4, 8))}
+            "short": ("context", (18, 4)), "long": ("context", (8, 16))}
 
     def get(name: str):
         if name not in out:
@@ -73,11 +75,11 @@ def runs(tiny_models, sglang_server):
                 run = sglang_server(tiny_models(mode), env=FAST)
                 settle(run, sglang_totals(_generate(run, PROMPTS * 2, NEW_TOKENS))[0])
             else:
-                run = sglang_server(tiny_models(mode), env=FAST, timeout=600,
+                run = sglang_server(tiny_models(mode), env=CONTEXT_ENV, timeout=600,
                                     extra_args=["--max-total-tokens", "8192"])
                 responses = _generate(run, [walk(SHORT)] * mix[0], CONTEXT_NEW) + _generate(
                     run, [walk(LONG)] * mix[1], CONTEXT_NEW)
-                settle(run, sglang_totals(responses)[0])
+                settle(run, sglang_totals(responses)[0], requests=len(responses))
             out[name] = run
         return out[name]
     return get
@@ -120,7 +122,11 @@ def test_traffic_moved_to_long_prompts_is_the_traffic_not_the_system(runs):
     c = _compare(long_.data_dir, short.data_dir)
     assert c["kind"] == "traffic", c["sentence"]
     assert c["explained_by"] == "context"
-    assert c["mean_acceptance_length_change"]["value"] < -0.3
+    total = c["mean_acceptance_length_change"]
+    assert total["value"] < -0.3 and total["high"] < 0
+    # each request is all short or all long: its request-steps are alike, the whole's
+    # interval is widened by the measured design effect (22 and 24 requests recorded)
+    assert min(c["design_effects"].values()) > 5
     assert c["system"]["value"] == 0.0
     assert c["traffic"]["value"] == pytest.approx(c["mean_acceptance_length_change"]["value"])
     split = next(s for s in c["splits"] if s["breakdown"] == "context")

@@ -1,6 +1,6 @@
 """Two runs compared: how acceptance changed from a baseline run to the current one, and how
-much of the change is the traffic mix and how much the system (docs/report.md, "Comparing
-two runs").
+much of the change is the traffic mix and how much the system (docs/report.md,
+"--baseline BASEDIR").
 
 Pure functions over `rules.buckets.BucketFigures` (request-steps, accepted tokens and the
 request-steps that accepted each position, in a bucket of a breakdown or over a whole run).
@@ -14,10 +14,11 @@ The statistics:
   (the request spans' uniform sample: each request's accepted tokens less its steps
   times the run's mean, squared, summed, over the steps) over the variance between
   request-steps, at least 1, taken at the upper end of its own uncertainty (times
-  1 + Z sqrt(2 / (R - 1)) for R recorded requests); a run with fewer than `MIN_REQUESTS` recorded requests
-  takes its mean request-steps per request, the largest the design effect can be (every
-  step of a request alike), or `DEFAULT_DESIGN_EFFECT` where that is not known either
-  (benchmarks/compare_false_alarms.py measures the false alarms);
+  1 + Z sqrt(2 / (R - 1)) for R recorded requests); a run with fewer than
+  `MIN_REQUESTS` recorded requests takes its mean request-steps per request, the largest
+  the design effect can be (every step of a request alike), or `DEFAULT_DESIGN_EFFECT`
+  where that is not known either (benchmarks/compare_false_alarms.py measures the false
+  alarms);
 - within a breakdown (context length, sampling, ...), the buckets that hold at least
   `MIN_BUCKET_STEPS` request-steps in both runs are compared; the baseline is standardised
   to the current run's mix (direct standardisation): L_std = sum_b w_b * L_base(b), with
