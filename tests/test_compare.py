@@ -169,7 +169,8 @@ def test_cross_runtime_diff_names_each_setting_that_differs(tmp_path, capsys):
         "auto", "fp8")
     assert rows["async_scheduling"]["baseline"] is None  # not recorded in the baseline
     assert c["kind"] == "no_change"
-    assert "after the change of runtime sglang -> vllm" in c["sentence"]
+    assert "; the runs differ in runtime sglang -> vllm, runtime version 0.5.23 -> 0.32.0, " \
+        "KV cache auto -> fp8" in c["sentence"]
 
 
 def test_the_command_says_what_is_wrong_with_a_missing_baseline(tmp_path, capsys):

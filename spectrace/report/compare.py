@@ -37,8 +37,11 @@ class ConfigRow:
 
     @property
     def differs(self) -> bool:
-        if self.kind == MIX:
-            return _mix_moved(self.baseline or {}, self.current or {})
+        if self.kind == MIX:  # a breakdown one run does not count is no change of mix
+            return bool(self.baseline and self.current) and _mix_moved(self.baseline,
+                                                                       self.current)
+        if isinstance(self.baseline, str) and isinstance(self.current, str):
+            return self.baseline.lower() != self.current.lower()  # EAGLE3 / eagle3
         return self.baseline != self.current
 
     def to_json(self) -> dict:
@@ -239,8 +242,11 @@ def sentence(result: cmp.Comparison, config: tuple[ConfigRow, ...], current: Run
                  f"{current.mean_acceptance_length.value:.2f}, ")
     head = f"acceptance {direction} {abs(total.value):.2f} ({means}{_interval(total)})"
     system, traffic = result.system, result.traffic
-    changed = [r for r in config if r.differs and r.kind != MIX]
-    after = ("; after the change of " + ", ".join(
+    # named in the sentence: what both runs recorded and differs (the table has the rest)
+    changed = [r for r in config if r.differs and r.kind != MIX
+               and r.baseline is not None and r.current is not None]
+    lead = "the runs differ in" if result.kind == cmp.NO_CHANGE else "after the change of"
+    after = (f"; {lead} " + ", ".join(
         f"{r.label} {r.baseline} -> {r.current}" for r in changed)) if changed else ""
     if result.kind == cmp.NO_CHANGE:
         noise = f"mean accept length {_signed(total.value)} ({_interval(total)})"
