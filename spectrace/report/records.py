@@ -305,14 +305,14 @@ class ProcessSummary:
         return {"process": self.process, "pid": self.pid, "role": self.role,
                 "tp_rank": self.tp_rank, "dp_rank": self.dp_rank, "pp_rank": self.pp_rank,
                 "counted": self.counted, "model": self.model, "draft_model": self.draft_model,
-                "model_hash": self.model_hash, "draft_hash": self.draft_hash,
                 "spec_algorithm": self.spec_algorithm, "spec_worker": self.spec_worker,
                 "runtime": self.runtime, "runtime_version": self.runtime_version,
                 "sglang_version": self.sglang_version,
                 "spectrace_version": self.spectrace_version, "started": self.started,
                 "metric_snapshots": self.metric_snapshots,
                 "skipped_lines": self.skipped_lines, "spans": self.spans,
-                "settings": dict(self.settings), **self.figures.to_json()}
+                "settings": dict(self.settings), "model_hash": self.model_hash,
+                "draft_hash": self.draft_hash, **self.figures.to_json()}
 
 
 @dataclass(frozen=True, slots=True)
