@@ -19,9 +19,12 @@ def _report(args) -> int:
         return watch(args.directory, args.interval)
     try:
         rep = build_report(args.directory)
+        base = build_report(args.baseline) if args.baseline else None
     except ReportError as exc:
         print(f"spectrace report: {exc}", file=sys.stderr)
         return 2
+    if base is not None:
+        return _comparison(args, rep, base)
     if args.html:
         from .report.html import write_html
         try:
@@ -34,6 +37,30 @@ def _report(args) -> int:
     if args.html:
         print(f"\nwrote {args.html} ({size / 1024:.0f} KiB, self-contained: open it in any "
               f"browser, offline)", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _comparison(args, rep, base) -> int:
+    """`--baseline`: the current run against the baseline run (`report.compare`)."""
+    from .report.compare import compare_reports
+    from .report.compare_text import render_comparison_text
+    c = compare_reports(rep, base)
+    if args.html:
+        from .report.html_compare import write_comparison_html
+        try:
+            size = write_comparison_html(c, rep, base, args.html)
+        except OSError as exc:
+            print(f"spectrace report: --html {args.html}: cannot write it "
+                  f"({exc.strerror or exc})", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps({"comparison": c.to_json(), "current": rep.to_json(),
+                          "baseline": base.to_json()}, indent=2))
+    else:
+        print(render_comparison_text(c))
+    if args.html:
+        print(f"\nwrote {args.html} ({size / 1024:.0f} KiB)",
+              file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -61,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--json", action="store_true", help="machine-readable output")
     r.add_argument("--html", metavar="FILE",
                    help="also write the report with charts as one self-contained HTML file")
+    r.add_argument("--baseline", metavar="BASEDIR",
+                   help="compare with the run spectrace wrote in BASEDIR (or draft A's "
+                        "folder against draft B's, served side by side): what changed in "
+                        "the run configuration, acceptance side by side with intervals, and "
+                        "how much of a change is the traffic mix and how much the system")
     r.add_argument("--watch", action="store_true",
                    help="a live view of a running server in the terminal (Ctrl-C ends it); "
                         "needs the 'cli' extra")
@@ -89,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.directory is None:
             import os
             args.directory = os.environ.get("SPECTRACE_OUTPUT_DIR") or "./spectrace-data"
-        if args.watch and (args.json or args.html):
-            p.error("--watch shows a live view; it cannot be combined with --json or --html")
+        if args.watch and (args.json or args.html or args.baseline):
+            p.error("--watch shows a live view; it cannot be combined with --json, --html "
+                    "or --baseline")
         if args.interval is not None and not args.watch:
             p.error("--interval sets how often --watch refreshes; give it with --watch")
     return args.func(args)

@@ -4,6 +4,7 @@ constructor's arguments by name (or SGLang's own parallel state). They become re
 attributes of the process."""
 from __future__ import annotations
 
+from .. import model_hash
 from ..counting import Placement
 
 
@@ -48,13 +49,16 @@ def server_args(named: dict):
 
 
 def models(named: dict) -> dict:
-    """The served model name and draft path, from the `server_args` a worker receives."""
+    """The served model name and draft path, from the `server_args` a worker receives, and
+    the content hashes of both folders (`model_hash`, read once, at start-up)."""
     args = server_args(named)
     if args is None:
         return {}
     return {"model": getattr(args, "served_model_name", None)
             or getattr(args, "model_path", None),
-            "draft_model": args.speculative_draft_model_path}
+            "draft_model": args.speculative_draft_model_path,
+            **model_hash.hashes(getattr(args, "model_path", None),
+                                args.speculative_draft_model_path)}
 
 
 def algorithm(named: dict, worker) -> dict:

@@ -13,7 +13,7 @@ rank r (tp + pp * tp_size) the `1 + r`-th.
 """
 from __future__ import annotations
 
-from .. import counting, signals
+from .. import counting, model_hash, signals
 from . import vllm_settings
 from ..process import STATE, note_identity, recorder
 
@@ -27,12 +27,16 @@ def _served_model(model_config) -> str | None:
 
 def _models(vllm_config) -> dict:
     """The served model, the draft and the speculative method as vLLM spells it
-    (`speculative_config.method`: eagle3, ngram, mtp, dflash, ...)."""
+    (`speculative_config.method`: eagle3, ngram, mtp, dflash, ...), and the content hashes
+    of the target's and the draft's folders (`model_hash`, read once, at start-up)."""
     spec = getattr(vllm_config, "speculative_config", None)
     method = getattr(spec, "method", None)
-    return {"model": _served_model(getattr(vllm_config, "model_config", None)),
+    model_config = getattr(vllm_config, "model_config", None)
+    return {"model": _served_model(model_config),
             "draft_model": getattr(spec, "model", None),
-            "spec_algorithm": method if isinstance(method, str) else None}
+            "spec_algorithm": method if isinstance(method, str) else None,
+            **model_hash.hashes(getattr(model_config, "model", None),
+                                getattr(spec, "model", None))}
 
 
 def _sizes(vllm_config) -> tuple[int, int, int]:

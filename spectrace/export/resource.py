@@ -44,6 +44,8 @@ def build_resource(cfg: Config, identity: dict, role: str) -> Resource:
         if identity.get(key) is not None:
             attrs[attr] = int(identity[key])
     for key, attr in (("model", signals.RES_MODEL), ("draft_model", signals.RES_DRAFT_MODEL),
+                      ("model_hash", signals.RES_MODEL_HASH),
+                      ("draft_hash", signals.RES_DRAFT_HASH),
                       ("spec_algorithm", signals.RES_SPEC_ALGORITHM),
                       ("spec_worker", signals.RES_SPEC_WORKER)):
         if identity.get(key):

@@ -22,6 +22,11 @@ RESOURCE = (
     (S.RES_DRAFT_MODEL, "spectrace_draft_model", "the draft checkpoint path"),
     (S.RES_EXPECTED_ACCEPT_LENGTH, "spectrace_expected_accept_length", "the operator's "
      "reference, `SPECTRACE_EXPECTED_ACCEPT_LENGTH`, when set (`acceptance.below_reference`)"),
+    (S.RES_DRAFT_HASH, "spectrace_draft_hash", "the draft folder's content hash, read once "
+     "at start-up (`sha256:` + 16 hex: config.json, safetensors headers, sampled weight "
+     "bytes; docs/report.md, \"--baseline\"); none for a folder that is not local"),
+    (S.RES_MODEL_HASH, "spectrace_model_hash", "the target folder's content hash, the same "
+     "way"),
     (S.RES_SPEC_ALGORITHM, "spectrace_spec_algorithm", "SGLang: the speculative algorithm "
      "(`--speculative-algorithm`: EAGLE3, NGRAM, STANDALONE, a plugin's name, ...); "
      "vLLM: the method as `speculative_config.method` spells it (eagle3, ngram, mtp, "

@@ -344,37 +344,50 @@ def render_html(report: Report) -> str:
         body, d = _view(f"p{i}", f"Process {p.process}", p.figures, ident)
         views.append(body)
         data.append({"id": f"p{i}", **d})
-    page_data = {"views": data, "bands": {
-        "red_below": signals.ACCEPT_LENGTH_RED_BELOW,
-        "amber_below": signals.ACCEPT_LENGTH_AMBER_BELOW}}
-    lib, script = _asset("uPlot.iife.min.js"), _asset("report.js")
-    csp = (f"default-src 'none'; script-src {_csp_hash(lib)} {_csp_hash(script)}; "
-           "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'")
     bands = ('<p class="legend-bands meta">Mean acceptance length bands, as on the '
              "dashboards: " + "".join(
                  f"<span class={cls}>{_e(band)}: {_e(verdict)}</span>"
                  for cls, (band, verdict) in zip(("b-red", "b-amber", "b-green"), HEALTH_BANDS))
              + ". Times in UTC; findings are marked on the time axis.</p>")
     empty = ("" if readable else "<p>No instrumented process has written here yet.</p>")
+    return page(report.directory,
+                f"<header><h1>spectrace report</h1>{_verdict_line(report)}"
+                f"<p class=meta>{_e(report.directory)}, generated {_e(_utc(time.time()))}</p>"
+                f"{_settings_line(report)}{bands}</header>",
+                f"{_identity_table(report)}{empty}{''.join(views)}", data)
+
+
+def page(title: str, header: str, body: str, views: list[dict]) -> str:
+    """The self-contained page around `header` and `body` (markup already escaped), with
+    the charts' data of `views` as inert JSON and the CSP that lets only the inline
+    scripts run."""
+    page_data = {"views": views, "bands": {
+        "red_below": signals.ACCEPT_LENGTH_RED_BELOW,
+        "amber_below": signals.ACCEPT_LENGTH_AMBER_BELOW}}
+    lib, script = _asset("uPlot.iife.min.js"), _asset("report.js")
+    csp = (f"default-src 'none'; script-src {_csp_hash(lib)} {_csp_hash(script)}; "
+           "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'")
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        f"<title>spectrace report: {_e(report.directory)}</title>"
+        f"<title>spectrace report: {_e(title)}</title>"
         f"<style>{_asset('uPlot.min.css')}{STYLE}</style></head><body>"
-        f"<header><h1>spectrace report</h1>{_verdict_line(report)}"
-        f"<p class=meta>{_e(report.directory)}, generated {_e(_utc(time.time()))}</p>"
-        f"{_settings_line(report)}"
-        f"{bands}</header>"
-        f"{_identity_table(report)}{empty}{''.join(views)}"
+        f"{header}{body}"
         f'<script type="application/json" id="{DATA_ID}">{inert_json(page_data)}</script>'
         f"<script>{lib}</script><script>{script}</script></body></html>\n")
 
 
-def write_html(report: Report, path: str) -> int:
-    """Write the page to `path` (0600 when created); returns its size in bytes."""
-    page = render_html(report).encode("utf-8")
+def write_page(text: str, path: str) -> int:
+    """Write a page to `path` (0600 when created); returns its size in bytes."""
+    data = text.encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
-        fh.write(page)
-    return len(page)
+        fh.write(data)
+    return len(data)
+
+
+def write_html(report: Report, path: str) -> int:
+    """Write the page to `path` (0600 when created); returns its size in bytes."""
+    return write_page(render_html(report), path)
+

@@ -301,6 +301,9 @@ class ProcessSummary:
     drift_history: Any = field(default=None, compare=False)
     # the acceptance its draft should reach (`rules.reference.Reference`), if known
     reference: Any = field(default=None, compare=False)
+    # the content hashes of the target and the draft (`model_hash`), where recorded
+    model_hash: Any = None
+    draft_hash: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {"process": self.process, "pid": self.pid, "role": self.role,
@@ -312,7 +315,8 @@ class ProcessSummary:
                 "spectrace_version": self.spectrace_version, "started": self.started,
                 "metric_snapshots": self.metric_snapshots,
                 "skipped_lines": self.skipped_lines, "spans": self.spans,
-                "settings": dict(self.settings), **self.figures.to_json()}
+                "settings": dict(self.settings), "model_hash": self.model_hash,
+                "draft_hash": self.draft_hash, **self.figures.to_json()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,8 @@ def summarize_process(path: str) -> ProcessSummary:
         request_sample=kept,
         drift_history=history,
         reference=reference,
+        model_hash=resource.get(signals.RES_MODEL_HASH),
+        draft_hash=resource.get(signals.RES_DRAFT_HASH),
     )
 
 

@@ -233,6 +233,43 @@
         }
       };
     },
+    /* --baseline: the baseline run and the current one overlaid, a pair of bars per
+       category (a position, a bucket of a breakdown). */
+    pair: function (view) {
+      var d = view.pair, xs = d.labels.map(function (_, i) { return i; });
+      return {
+        data: [xs, d.base, d.cur],
+        opts: {
+          scales: {x: {time: false, range: [-0.6, xs.length - 0.4]},
+                   y: {range: function (u, a, b) { return [0, Math.max(d.top || 0, (b || 1) * 1.1)]; }}},
+          axes: [axis(categories(d.labels)), axis({label: d.ylabel, size: 50})],
+          series: [{label: d.xlabel},
+                   {label: "baseline", stroke: C.agree, fill: C.agree, paths: bars(-1, 0.38),
+                    points: {show: false}},
+                   {label: "current", stroke: C.accept, fill: C.accept, paths: bars(1, 0.38),
+                    points: {show: false}}]
+        }
+      };
+    },
+    /* --baseline: mean acceptance length over each run's own time (seconds from its
+       first snapshot), overlaid. */
+    pair_time: function (view) {
+      var d = view.pair_time;
+      return {
+        data: [d.x, d.base, d.cur],
+        opts: {
+          scales: {x: {time: false}, y: {range: function (u, a, b) {
+            return [Math.min(a === null ? 1 : a, 1) - 0.1, (b === null ? 1 : b) * 1.1]; }}},
+          axes: [axis({label: "seconds from the run's first snapshot"}),
+                 axis({label: "tokens per verify step", size: 50})],
+          series: [{label: "seconds"},
+                   {label: "baseline", stroke: C.agree, width: 2, spanGaps: true,
+                    points: {show: true, size: 5, fill: C.agree}},
+                   {label: "current", stroke: C.accept, width: 2, spanGaps: true,
+                    points: {show: true, size: 5, fill: C.accept}}]
+        }
+      };
+    },
     widths: function (view) {
       var xs = [], labels = [], ok = [], bad = [];
       view.widths.forEach(function (w, i) {
