@@ -75,11 +75,18 @@ class Prometheus:
              "--log.level=warn"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()  # the child holds its own copy
         try:
-            self._wait(lambda: self._get("/-/ready", raw=True), 120,
-                       "Prometheus did not get ready")
+            self._wait(self._ready, 120, "Prometheus did not get ready")
         except BaseException:
             self.stop()  # the caller gets no object to stop: end it here
             raise
+
+    def _ready(self) -> bool:
+        """Ready only on a 200: while it loads its storage (a backfilled one takes a while
+        on a loaded machine) `/-/ready` answers 503 with a body, which is not ready (an
+        HTTPError, an OSError: `_wait` tries again)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready",
+                                    timeout=10) as resp:
+            return resp.status == 200
 
     def _get(self, path: str, raw: bool = False, **params):
         url = f"http://127.0.0.1:{self.port}{path}"
