@@ -198,7 +198,18 @@ def test_cuda_graph_buckets_each_step_by_what_the_runtime_said():
     assert sum(got.lengths.values()) == acc.drafts == 3 + 1 + 1 + 2
     assert sum(got.accepted.values()) == acc.accepted
     assert acc.by["context"].lengths == {("<512", 4): 1}  # lengths still travel alone
-    assert GRAPH.rule is None and GRAPH.buckets == ("graph", "eager")
+    assert GRAPH.rule is None and GRAPH.buckets == ("graph", "piecewise", "eager")
+
+
+def test_cuda_graph_reads_vllm_runtime_mode_names():
+    """vLLM's `CUDAGraphStat.runtime_mode` (`str(CUDAGraphMode)`): FULL, PIECEWISE, NONE;
+    a name it did not have when this was written is `unknown`, not guessed."""
+    acc = AcceptanceTotals()
+    for mode in ("FULL", "PIECEWISE", "NONE", "FULL_AND_PIECEWISE"):
+        acc.add_positions(PositionCounts(1, 3, [1, 0, 0]), None, mode)
+    acc.fold()
+    assert acc.by["cuda_graph"].lengths == {("graph", 2): 1, ("piecewise", 2): 1,
+                                            ("eager", 2): 1, ("unknown", 2): 1}
 
 
 @pytest.mark.sglang

@@ -219,9 +219,12 @@ class AcceptanceTotals:
 
 def graph_bucket(graph) -> str:
     """The `cuda_graph` bucket of a step the runtime said ran (True), did not run (False)
-    its verify as a CUDA-graph replay, or said nothing of (None)."""
+    its verify as a CUDA-graph replay, or said nothing of (None); vLLM's step's
+    `runtime_mode` (a str) by `breakdowns.VLLM_GRAPH_MODES`."""
     if graph is None:
         return UNKNOWN
+    if isinstance(graph, str):
+        return breakdowns.VLLM_GRAPH_MODES.get(graph, UNKNOWN)
     return breakdowns.GRAPH if graph else breakdowns.EAGER
 
 
