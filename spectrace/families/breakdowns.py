@@ -142,8 +142,8 @@ CUDA_GRAPH = Breakdown(
     reading="a draft proposes the same tokens either way: `graph` accepting less than "
             "`eager` points at the runtime's graph path (padding, a graph captured for "
             "another number of draft tokens), not the draft",
-    where="SGLang 0.5.23's v2 worker; vLLM only when started with --cudagraph-metrics "
-          "(otherwise `unknown`).",
+    where="SGLang 0.5.23's v2 worker; vLLM only when started with --cudagraph-metrics, "
+          "otherwise `unknown`.",
     reads=GRAPHED)
 
 SAMPLING = Breakdown(
