@@ -77,6 +77,7 @@ ATTR_REQUEST_LABEL_KEY = "request_label_key"  # which request field SPECTRACE_RE
 ATTR_KIND = "kind"                  # expected width: fc_in | draft_hidden | target_hidden | num_aux
 ATTR_PHASE = "phase"                # step-cost phase: PHASES
 ATTR_BATCH_BUCKET = "batch_size_bucket"  # "1", "2-3", "4-7", ... (step_cost.BUCKETS)
+ATTR_CUDA_GRAPH = "cuda_graph"      # graph | eager | unknown: the step's verify a CUDA-graph replay
 ATTR_NUM_STEPS = "num_steps"        # the draft steps (K) of the measured step
 
 PASS_TARGET_FED = "target_fed"      # extend / draft-extend: input comes from the target

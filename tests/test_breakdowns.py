@@ -177,3 +177,60 @@ def test_the_sampling_gap_is_info_and_has_no_alert():
     names = {r["alert"] for r in alerts.rules()["groups"][0]["rules"]}
     assert LABEL.alert in names and not SAMPLING.alert
     assert {b.alert for b in breakdowns.BREAKDOWNS if b.alert} <= names
+
+
+# -- CUDA graph: the runtime's own word on the step's verify ---------------------------------
+GRAPH = breakdowns.CUDA_GRAPH
+
+
+def test_cuda_graph_buckets_each_step_by_what_the_runtime_said():
+    """True -> graph, False -> eager, None (the runtime said nothing, vLLM's own counts
+    included) -> unknown; the totals are the same request-steps."""
+    acc = AcceptanceTotals()
+    acc.add([0, 1, 2], 3, None, True)
+    acc.add([3], 3, [10], False)
+    acc.add([1], 3)
+    acc.add_positions(PositionCounts(2, 6, [2, 1, 0]))
+    acc.fold()
+    got = acc.by["cuda_graph"]
+    assert got.lengths == {("graph", 1): 1, ("graph", 2): 1, ("graph", 3): 1, ("eager", 4): 1,
+                           ("unknown", 2): 2, ("unknown", 3): 1}
+    assert sum(got.lengths.values()) == acc.drafts == 3 + 1 + 1 + 2
+    assert sum(got.accepted.values()) == acc.accepted
+    assert acc.by["context"].lengths == {("<512", 4): 1}  # lengths still travel alone
+    assert GRAPH.rule is None and GRAPH.buckets == ("graph", "piecewise", "eager")
+
+
+def test_cuda_graph_reads_vllm_runtime_mode_names():
+    """vLLM's `CUDAGraphStat.runtime_mode` (`str(CUDAGraphMode)`): FULL, PIECEWISE, NONE;
+    a name it did not have when this was written is `unknown`, not guessed."""
+    acc = AcceptanceTotals()
+    for mode in ("FULL", "PIECEWISE", "NONE", "FULL_AND_PIECEWISE"):
+        acc.add_positions(PositionCounts(1, 3, [1, 0, 0]), None, mode)
+    acc.fold()
+    assert acc.by["cuda_graph"].lengths == {("graph", 2): 1, ("piecewise", 2): 1,
+                                            ("eager", 2): 1, ("unknown", 2): 1}
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize("graphed,bucket", [(True, "graph"), (False, "eager")])
+def test_sglang_v2_verify_result_can_run_cuda_graph_reaches_its_bucket(
+        memory_telemetry, graphed, bucket):
+    """SGLang's real `GenerationBatchResult` built with `can_run_cuda_graph` as the target's
+    verify returns it: the resolve hook hands the flag to the accept-count hook the resolve
+    calls, and the batch's request-steps land in its bucket. The worker is a stand-in
+    holding the one attribute the hook reads (EAGLEWorkerV2 needs a loaded model)."""
+    from types import SimpleNamespace
+
+    import torch
+    from sglang.srt.managers.utils import GenerationBatchResult
+    from spectrace.adapters import sglang_v2
+    result = GenerationBatchResult(can_run_cuda_graph=graphed)
+    batch = SimpleNamespace(seq_lens_cpu=torch.tensor([20, 30]))
+    sglang_v2._before_resolve_v2(None, result, batch)
+    sglang_v2._before_verify_complete_cpu(SimpleNamespace(speculative_num_steps=3), [2, 0])
+    t = memory_telemetry
+    got = {(a[GRAPH.attribute], a[signals.ATTR_LENGTH]): v
+           for a, v in t.collect()[GRAPH.accept_length.name] if v}
+    assert got == {(bucket, 3): 1, (bucket, 1): 1}
+    assert t.total(GRAPH.accepted_tokens.name) == t.total(signals.SPEC_ACCEPTED_TOKENS.name) == 2

@@ -5,11 +5,15 @@ SGLang: a wave of identical requests sent in one call, then one request alone, w
 `--decode-log-interval 1`, so the scheduler logs every decode batch it processed with its
 size ("Decode batch, #running-req: N"): the request-steps in each batch-size bucket must
 equal the sum of those N. (The wave is not admitted all at once: SGLang prefills it in
-parts, so its first and last steps run at smaller batches; the log says which.)
+parts, so its first and last steps run at smaller batches; the log says which.) The same
+run checks acceptance by CUDA graph: the CPU server runs without CUDA graphs, so every
+request-step is `eager`, as many as SGLang's own `spec_verify_ct`.
 
 vLLM: the same traffic; vLLM's own `spec_decode_num_drafts` counter read before and after
 each part, all of the lone request's request-steps at batch 1 and all of the wave's in
 buckets of at most its size; the `partial` pair accepts exactly one draft token a step.
+Started with `--cudagraph-metrics`, its CPU engine (no CUDA graphs) says each step ran
+`NONE`: every request-step `eager`.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import urllib.request
 import pytest
 
 from spectrace import signals
-from spectrace.families import step_cost
+from spectrace.families import breakdowns, step_cost
 from tests.e2e import settle
 
 WAVE, NEW_TOKENS = 6, 30
@@ -69,11 +73,15 @@ def test_sglang_batch_size_equals_its_own_per_step_batch_sizes(tiny_models, sgla
     assert {m for _, m in _by_batch(proc).values()} == {2.0}
     assert len(expected) >= 2 and "1" in expected  # at least two batch sizes, alone among them
     assert signals.LARGE_BATCH not in {f["code"] for f in proc["findings"]}
+    assert [(r["cuda_graph"], r["drafts"], r["mean_acceptance_length"])
+            for r in proc["by_cuda_graph"]] == [("eager", verify, 2.0)]
     text = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(run.data_dir)],
                           capture_output=True, text=True, timeout=60).stdout
     assert "acceptance by batch size (requests verified in the step):" in text
     for bucket in expected:
         assert f"{bucket:>9}: mean accept length 2.00" in text
+    assert f"acceptance by {breakdowns.CUDA_GRAPH.title}:" in text
+    assert f"{'eager':>9}: mean accept length 2.00" in text
 
 
 def _complete(server, prompts: list) -> dict:
@@ -97,7 +105,7 @@ def test_vllm_batch_size_equals_its_own_step_counters(tiny_models, vllm_server):
     own `spec_decode_num_drafts` counted while it ran, all at batch 1; the wave's are
     vLLM's count while it ran, each at a batch size of at most the wave's, most of them at
     the wave's own (its requests decode together once admitted)."""
-    run = vllm_server(tiny_models("partial"), env=FAST)
+    run = vllm_server(tiny_models("partial"), env=FAST, extra_args=["--cudagraph-metrics"])
     before = run.server.metrics().get(DRAFTS, 0)
     out = _complete(run.server, [PROMPT] * WAVE)
     assert len(out["choices"]) == WAVE
@@ -117,6 +125,8 @@ def test_vllm_batch_size_equals_its_own_step_counters(tiny_models, vllm_server):
     lone = {b: after[b][0] - during_wave.get(b, (0, 0))[0] for b in after}
     assert {b: d for b, d in lone.items() if d} == {"1": alone}  # vLLM's own count, at batch 1
     assert {m for _, m in after.values()} == {2.0} and engine["drafts"] == wave + alone
+    assert [(r["cuda_graph"], r["drafts"], r["mean_acceptance_length"])
+            for r in engine["by_cuda_graph"]] == [("eager", wave + alone, 2.0)]
     text = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", str(run.data_dir)],
                           capture_output=True, text=True, timeout=60).stdout
     assert "acceptance by batch size (requests verified in the step):" in text

@@ -166,6 +166,9 @@ ATTRS = [
     *[(SPEC_CFG, "SpeculativeConfig", a, ALL)
       for a in ("model", "draft_model_config", "target_model_config")],
     *[(OUTPUTS, "ModelRunnerOutput", a, ALL) for a in ("sampled_token_ids", "req_id_to_index")],
+    # the cuda_graph breakdown (under --cudagraph-metrics)
+    (OUTPUTS, "ModelRunnerOutput", "cudagraph_stats", ALL),
+    ("vllm/compilation/cuda_graph.py", "CUDAGraphStat", "runtime_mode", ALL),
     *[(SPEC_META, "SpecDecodeMetadata", a, ALL)
       for a in ("draft_token_ids", "num_draft_tokens", "target_logits_indices")],
     *[(RUNNER, "GPUModelRunner", a, ALL)

@@ -117,6 +117,8 @@ PARAMS = [
     *[(f, f"{c}.forward_batch_generation", 1, "batch", V23) for f, c in OWN_STEP],
     (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", 2, "batch",
      since("0.5.16")),
+    (BRP, "SchedulerBatchResultProcessor._resolve_spec_v2_tokens", 1, "result",
+     since("0.5.16")),
     (BRP, "SchedulerBatchResultProcessor._prepare_kv_cache_release", 1, "req",
      since("0.5.23")),
     (E3, "LlamaModel.forward", 3, "forward_batch", ALL),  # the adapter reads args[2]
@@ -136,6 +138,7 @@ ATTRS = [
       for a in ("topk", "speculative_num_steps", "speculative_num_draft_tokens")],
     (RESULT, "GenerationBatchResult", "next_token_ids", ALL),
     (RESULT, "GenerationBatchResult", "accept_lens", ALL),
+    (RESULT, "GenerationBatchResult", "can_run_cuda_graph", ALL),  # the cuda_graph breakdown
     *[(W1, "EAGLEWorker", a, V1) for a in ("target_worker", "topk", "speculative_num_steps",
                                             "speculative_num_draft_tokens")],
     (TP, "TpModelWorker", "model_runner", ALL),

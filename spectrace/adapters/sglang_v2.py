@@ -18,7 +18,9 @@ counts; its `seq_lens_cpu` (SGLang's host copy of the sequence lengths, rebound 
 tensor every step, absent where the attention backend opts out of it) is handed to that
 call's hook through the step in flight (`StepInFlight.keep_seq_lens`, taken once) and kept
 by reference beside the counts, bucketed at collection time. Batch size needs nothing
-more: it is the number of counts a step hands over.
+more: it is the number of counts a step hands over. CUDA graph: the result being resolved
+is the one verify returned (`GenerationBatchResult`), whose `can_run_cuda_graph` is a plain
+bool the target's model runner set on the CPU; it travels with the lengths.
 """
 from __future__ import annotations
 
@@ -78,12 +80,13 @@ class VerifyContext(NamedTuple):
     timed: bool                  # under a measured step: verify's end is a phase boundary
 
 
-def _before_resolve_v2(processor, batch) -> None:
-    """The sequence lengths of the batch being resolved, until its `on_verify_complete_cpu`
-    takes them (SGLang's scheduler resolves one batch at a time, in one thread; 0.5.16 and
-    0.5.23 call it from every `_resolve_spec_v2_tokens`, so the next resolve overwrites any
-    lengths a failed call left)."""
-    (STATE.recorder or recorder()).inflight.keep_seq_lens(getattr(batch, "seq_lens_cpu", None))
+def _before_resolve_v2(processor, result, batch) -> None:
+    """The sequence lengths of the batch being resolved, and whether its verify ran as a
+    CUDA-graph replay, until its `on_verify_complete_cpu` takes them (SGLang's scheduler
+    resolves one batch at a time, in one thread; 0.5.16 and 0.5.23 call it from every
+    `_resolve_spec_v2_tokens`, so the next resolve overwrites any a failed call left)."""
+    (STATE.recorder or recorder()).inflight.keep_seq_lens(
+        getattr(batch, "seq_lens_cpu", None), getattr(result, "can_run_cuda_graph", None))
 
 
 def verify_hook(kind: str, trees: bool = True):
@@ -158,10 +161,11 @@ def _before_finalize_tree(module, batch, predict, bs):
 def _before_verify_complete_cpu(instance, counts):
     rec = STATE.recorder or recorder()
     steps = instance.speculative_num_steps
-    lens = rec.inflight.take_seq_lens()
+    inflight = rec.inflight
+    lens, graphed = inflight.take_seq_lens(), inflight.take_graphed()
     if steps:  # 0: adaptive speculation switched drafting off for this batch size (its
         # `candidate_steps` [0]): a plain decode step, no request-step verified
-        rec.acceptance.add(counts, steps, lens)
+        rec.acceptance.add(counts, steps, lens, graphed)
 
 
 def _before_resolve_overlap(scheduler, res):
@@ -245,7 +249,7 @@ def _grammar_kind(params) -> str | None:
 
 RESULT_PROCESSOR = (
     WrapPoint("SchedulerBatchResultProcessor._resolve_spec_v2_tokens", "v2.resolve_v2_tokens",
-              before=_before_resolve_v2, reads=("batch",), required=False),
+              before=_before_resolve_v2, reads=("result", "batch"), required=False),
     WrapPoint("SchedulerBatchResultProcessor._prepare_kv_cache_release",
               "v2.request_finished", before=_before_release, reads=("req",), required=False),
 )

@@ -22,6 +22,11 @@ with the scheduler's bookkeeping: one span per sampled speculative step, coverin
 schedule, target forward, verification, drafting and bookkeeping as the engine sees them
 (the draft and target run in the worker process, which has no span of its own).
 
+CUDA graph: vLLM decides each step's CUDA-graph mode in the worker's model runner; the
+EngineCore sees it only when vLLM runs with `--cudagraph-metrics`, as the step's
+`ModelRunnerOutput.cudagraph_stats.runtime_mode` (`NONE`, `PIECEWISE`, `FULL`: a str on
+the CPU), kept beside the step's counts; without it the step's bucket is `unknown`.
+
 A finished request's own figures come from vLLM's per-request accumulator
 (`Request.spec_decode_metrics`, a `RequestSpecDecodeMetrics`: verify steps by accepted draft
 tokens, which vLLM fills each step when it is started with
@@ -187,13 +192,16 @@ def _before_update(scheduler, out, result):
         acceptance = rec.acceptance
         per_step = getattr(scheduler, "num_sampled_tokens_per_step", 1)
         cached = getattr(out, "scheduled_cached_reqs", None)
+        graph = getattr(getattr(result, "cudagraph_stats", None), "runtime_mode", None)
         if not scheduler.log_stats:
             counts = StepCounts(spec, result.req_id_to_index, list(map(len, sampled)),
                                 per_step, cached)
-            acceptance.add(counts, k, counts.context if acceptance.wants_lengths else None)
-        elif acceptance.wants_lengths:  # references only; make_stats's hook pairs them
-            rec.inflight.keep_seq_lens(StepCounts(spec, result.req_id_to_index, None,
-                                                  per_step, cached, sampled))
+            acceptance.add(counts, k, counts.context if acceptance.wants_lengths else None,
+                           graph)
+        else:  # references only; make_stats's hook pairs them
+            rec.inflight.keep_seq_lens(StepCounts(
+                spec, result.req_id_to_index, None, per_step, cached, sampled)
+                if acceptance.wants_lengths else None, graph)
     steps = rec.steps
     if steps.begin(WORKER):
         return steps.start_span({
@@ -218,12 +226,14 @@ def _before_make_stats(scheduler, stats):
     update_from_output's hook; make_stats runs inside every update_from_output, so they
     are taken, or dropped, in the same step)."""
     rec = STATE.recorder
-    step = rec.inflight.take_seq_lens() if rec is not None else None
+    step = graph = None
+    if rec is not None:
+        step, graph = rec.inflight.take_seq_lens(), rec.inflight.take_graphed()
     if stats is not None:
         (rec or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,
                            stats.num_accepted_tokens_per_pos),
-            None if step is None else step.context)
+            None if step is None else step.context, graph)
 
 
 # request id -> the computed tokens vLLM first scheduled it with (`NewRequestData`): its

@@ -1,6 +1,6 @@
 """Acceptance: request-steps verified, draft tokens, accepted tokens, per position and as a
 distribution of accept lengths, plus the breakdowns counted per step
-(`breakdowns.STEP`: context length, batch size).
+(`breakdowns.STEP`: context length, batch size, CUDA graph).
 
 The decode loop only keeps a reference to what the runtime hands over (`add`,
 `add_positions`: O(1)); the counting happens when the metric reader collects, in its own
@@ -87,25 +87,22 @@ class AcceptanceTotals:
         self.by: dict[str, BucketCounts] = {b.name: BucketCounts() for b in self.breakdowns}
         self._sized = tuple(b for b in self.breakdowns if b.reads == breakdowns.STEP_SIZE)
         self._lengths = tuple(b for b in self.breakdowns if b.reads == breakdowns.SEQ_LENS)
+        self._graphed = tuple(b for b in self.breakdowns if b.reads == breakdowns.GRAPHED)
         self._with_lengths: list = []  # (counts, steps, sequence lengths) of this fold
 
-    def add(self, correct_per_request, num_steps: int, seq_lens=None) -> None:
+    def add(self, correct_per_request, num_steps: int, seq_lens=None, graph=None) -> None:
         """`seq_lens`: the requests' sequence lengths as the runtime holds them on the CPU
         (a list, CPU tensor or array, kept by reference), or a function that returns
         (accept counts, lengths) aligned when called at fold time (vLLM: `StepCounts.
-        context`), or None when it holds none."""
-        if seq_lens is None:
-            self._pending.append((correct_per_request, num_steps))
-        else:
-            self._pending.append((correct_per_request, num_steps, seq_lens))
+        context`), or None when it holds none. `graph`: whether the step's verify ran as
+        a CUDA-graph replay, as the runtime says (a bool on the CPU), None when unknown."""
+        self._pending.append((correct_per_request, num_steps, seq_lens, graph))
 
-    def add_positions(self, counts: PositionCounts, context=None) -> None:
+    def add_positions(self, counts: PositionCounts, context=None, graph=None) -> None:
         """`context`: a function returning the step's (accept counts, lengths) at fold time
-        (as `add`'s), for the context breakdown; the totals are `counts`."""
-        if context is None:
-            self._pending.append((counts, None))
-        else:
-            self._pending.append((counts, None, context))
+        (as `add`'s), for the context breakdown; `graph` as `add`'s; the totals are
+        `counts`."""
+        self._pending.append((counts, None, context, graph))
 
     def prepare(self, num_steps: int) -> None:
         """Create the per-position and accept-length series at 0 before the first step,
@@ -124,7 +121,7 @@ class AcceptanceTotals:
         `Counter` per list. Anything that does not fit a byte is counted with a `Counter`.
         Same totals either way."""
         with self._lock:
-            groups: dict[tuple[int, int], tuple[bytearray, list]] = {}
+            groups: dict[tuple[int, int, str], tuple[bytearray, list]] = {}
             pending = self._pending
             with_lengths = self._with_lengths if self._lengths else None
             bad = None  # the first item that is not a list of counts: dropped alone
@@ -132,8 +129,8 @@ class AcceptanceTotals:
                 item = pending.popleft()
                 counts, steps = item[0], item[1]
                 if isinstance(counts, PositionCounts):
-                    self._fold_positions(counts)
-                    if with_lengths is not None and len(item) == 3:
+                    self._fold_positions(counts, graph_bucket(item[3]))
+                    if with_lengths is not None and item[2] is not None:
                         with_lengths.append(item)
                     continue
                 step, other = bytearray(), ()
@@ -145,16 +142,16 @@ class AcceptanceTotals:
                     except (TypeError, ValueError):
                         bad = bad or repr(counts)[:80]
                         continue
-                key = (steps, step_cost.bucket_of(len(step) + len(other)))
+                key = (steps, step_cost.bucket_of(len(step) + len(other)), graph_bucket(item[3]))
                 group = groups.get(key)
                 if group is None:
                     group = groups[key] = (bytearray(), [])
                 group[0].extend(step)
                 group[1].extend(other)
-                if with_lengths is not None and len(item) == 3:
+                if with_lengths is not None and item[2] is not None:
                     with_lengths.append(item)
-            for (steps, bucket), (packed, other) in groups.items():
-                self._fold_group(steps, bucket, packed, other)
+            for (steps, bucket, graph), (packed, other) in groups.items():
+                self._fold_group(steps, bucket, graph, packed, other)
             if with_lengths:
                 for b in self._lengths:
                     _fold_lengths(self.by[b.name], with_lengths)
@@ -163,7 +160,8 @@ class AcceptanceTotals:
             raise ValueError(f"accept counts handed over by the runtime are not a list of "
                              f"counts: {bad} (that step dropped, the others counted)")
 
-    def _fold_group(self, steps: int, bucket: int, packed: bytearray, other: list) -> None:
+    def _fold_group(self, steps: int, bucket: int, graph: str, packed: bytearray,
+                    other: list) -> None:
         n = len(packed) + len(other)
         if not n:
             return
@@ -176,6 +174,7 @@ class AcceptanceTotals:
         for c, k in _byte_counts(packed):
             tally[c] += k
         sized = [self.by[b.name] for b in self._sized]
+        graphed = [self.by[b.name] for b in self._graphed]
         label = step_cost.BUCKETS[bucket]
         for c, k in tally.items():
             c = int(c)
@@ -185,6 +184,8 @@ class AcceptanceTotals:
                 self.per_position[p] += k
             for counts in sized:
                 counts.add(label, c + 1, k)
+            for counts in graphed:
+                counts.add(graph, c + 1, k)
 
     def _offer(self, steps: int, n: int) -> None:
         """`n` request-steps drafted positions 0 .. steps-1."""
@@ -194,7 +195,7 @@ class AcceptanceTotals:
         for p in range(steps):
             offered[p] += n
 
-    def _fold_positions(self, counts: PositionCounts) -> None:
+    def _fold_positions(self, counts: PositionCounts, graph: str) -> None:
         per_pos = list(counts.per_position)
         if counts.drafts and counts.draft_tokens == counts.drafts * len(per_pos):
             self._offer(len(per_pos), counts.drafts)
@@ -206,11 +207,25 @@ class AcceptanceTotals:
         for c, n in enumerate(per_pos):
             self.per_position[c] += n
         sized = [self.by[b.name] for b in self._sized]
+        graphed = [self.by[b.name] for b in self._graphed]
         label = step_cost.BUCKETS[step_cost.bucket_of(counts.drafts)]
         for length, n in counts.lengths():
             self.length_counts[length] = self.length_counts.get(length, 0) + n
             for by in sized:
                 by.add(label, length, n)
+            for by in graphed:
+                by.add(graph, length, n)
+
+
+def graph_bucket(graph) -> str:
+    """The `cuda_graph` bucket of a step the runtime said ran (True), did not run (False)
+    its verify as a CUDA-graph replay, or said nothing of (None); vLLM's step's
+    `runtime_mode` (a str) by `breakdowns.VLLM_GRAPH_MODES`."""
+    if graph is None:
+        return UNKNOWN
+    if isinstance(graph, str):
+        return breakdowns.VLLM_GRAPH_MODES.get(graph, UNKNOWN)
+    return breakdowns.GRAPH if graph else breakdowns.EAGER
 
 
 def _fold_lengths(by: BucketCounts, items: list) -> None:
@@ -226,7 +241,7 @@ def _fold_lengths(by: BucketCounts, items: list) -> None:
     from ..rules.context import BUCKETS, bucket_index
     nb = len(BUCKETS) + 1  # the last index: unknown
     groups: dict[int, tuple[list, list, list]] = {}  # counts, their lengths; unknown
-    for counts, steps, lengths in items:
+    for counts, steps, lengths, _ in items:
         own = counts if isinstance(counts, PositionCounts) else None
         try:
             if callable(lengths):

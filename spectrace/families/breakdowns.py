@@ -7,7 +7,9 @@ table in every view (`by_<name>` in `--json`), the dashboard panel, and the find
 Sources:
 - `STEP`: each request-step as its step is counted (the acceptance family's fold): the
   value is the step's batch size (`STEP_SIZE`: requests verified in the step) or each
-  request's sequence length (`SEQ_LENS`: what the runtime holds on the CPU for the step).
+  request's sequence length (`SEQ_LENS`: what the runtime holds on the CPU for the step)
+  or whether the step's verify ran as a CUDA-graph replay (`GRAPHED`: the runtime's own
+  bool, or vLLM's mode name, on the CPU; None where it says nothing).
 - `REQUEST`: a finished request's own per-step histogram, by a value of the request
   (`FinishedRequest`: its sampling settings, its label).
 
@@ -30,6 +32,10 @@ STEP = "step"
 REQUEST = "request"
 STEP_SIZE = "step_size"  # STEP: the number of request-steps in the step
 SEQ_LENS = "seq_lens"    # STEP: each request's sequence length
+GRAPHED = "graphed"      # STEP: whether the step's verify was a CUDA-graph replay
+GRAPH, PIECEWISE, EAGER = "graph", "piecewise", "eager"  # GRAPHED's buckets (and `unknown`)
+# vLLM's `CUDAGraphStat.runtime_mode` (`str(CUDAGraphMode)`) -> bucket
+VLLM_GRAPH_MODES = {"FULL": GRAPH, "PIECEWISE": PIECEWISE, "NONE": EAGER}
 
 # which runtimes count a breakdown (`where`), in the words the dashboards' panels use
 SGLANG_ONLY = ("SGLang only: vLLM exports no such figure (docs/metrics.md, \"What vLLM does "
@@ -118,6 +124,28 @@ BATCH_SIZE = Breakdown(
     finding=names.LARGE_BATCH, message=messages.LARGE_BATCH,
     alert="SpectraceLargeBatchAcceptance")
 
+# No rule (no finding, no alert): on a CPU there are no CUDA graphs, so no run here can
+# measure how far a healthy draft's `graph` and `eager` buckets spread; no floor can be
+# stated.
+CUDA_GRAPH = Breakdown(
+    "cuda_graph", names.ATTR_CUDA_GRAPH,
+    "CUDA graph (whether the step's verify ran as a CUDA-graph replay)", STEP,
+    (GRAPH, PIECEWISE, EAGER),
+    "each step, whether the target's verify forward ran as a CUDA-graph replay, as the "
+    "runtime says on the CPU (SGLang v2: the verify result's `can_run_cuda_graph`, read as "
+    "the scheduler resolves the batch; vLLM with `--cudagraph-metrics`: the step's "
+    "`cudagraph_stats.runtime_mode`, FULL graph, PIECEWISE piecewise, NONE eager); "
+    "`unknown` where it says nothing",
+    "Accept-length distribution by CUDA graph: request-steps whose step's verify ran as a "
+    "CUDA-graph replay (`cuda_graph`: graph, piecewise (vLLM), eager; `unknown` where the "
+    "runtime did not say) and whose accept length equals `length`.",
+    reading="a draft proposes the same tokens either way: `graph` accepting less than "
+            "`eager` points at the runtime's graph path (padding, a graph captured for "
+            "another number of draft tokens), not the draft",
+    where="SGLang 0.5.23's v2 worker; vLLM only when started with --cudagraph-metrics, "
+          "otherwise `unknown`.",
+    reads=GRAPHED)
+
 SAMPLING = Breakdown(
     "sampling", names.ATTR_SAMPLING, "sampling (finished requests)", REQUEST,
     req.SAMPLING_BUCKETS,
@@ -184,7 +212,7 @@ GRAMMAR = Breakdown(
     where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
     of_request=lambda r: req.grammar_bucket(r.grammar))
 
-BREAKDOWNS: tuple[Breakdown, ...] = (CONTEXT, SAMPLING, BATCH_SIZE, REQUEST_LABEL,
+BREAKDOWNS: tuple[Breakdown, ...] = (CONTEXT, SAMPLING, BATCH_SIZE, CUDA_GRAPH, REQUEST_LABEL,
                                      PREFIX_CACHE, GRAMMAR)
 BY_NAME = {b.name: b for b in BREAKDOWNS}
 METRICS = tuple(m for b in BREAKDOWNS for m in (b.accept_length, b.accepted_tokens))

@@ -48,25 +48,31 @@ class StepInFlight:
     - `last_end`: (host time, row) when the last measured step ended on a CPU clock, for
       the time between steps; cleared by a step that is not speculative (prefill).
     - `seq_lens`: the sequence lengths of the batch SGLang's scheduler is resolving, kept
-      by its resolve hook and taken by the accept-count hook that the resolve calls.
+      by its resolve hook and taken by the accept-count hook that the resolve calls;
+      `graphed`, beside them, whether that batch's verify ran as a CUDA-graph replay.
     - `tree_due`: a tree agreement due in this verify call (set by verify's `before`,
       taken by the tree-compaction hook inside it, cleared by verify's cleanup).
     - `started_ns`: when vLLM's engine step began (its `step` hook), for the step span
       the scheduler's bookkeeping starts.
     """
 
-    __slots__ = ("span", "tail", "cost", "last_end", "seq_lens", "tree_due", "started_ns")
+    __slots__ = ("span", "tail", "cost", "last_end", "seq_lens", "graphed", "tree_due",
+                 "started_ns")
 
     def __init__(self) -> None:
         self.span = self.tail = self.cost = self.last_end = None
-        self.seq_lens = self.tree_due = self.started_ns = None
+        self.seq_lens = self.graphed = self.tree_due = self.started_ns = None
 
-    def keep_seq_lens(self, lens) -> None:
-        self.seq_lens = lens
+    def keep_seq_lens(self, lens, graphed=None) -> None:
+        self.seq_lens, self.graphed = lens, graphed
 
     def take_seq_lens(self):
         lens, self.seq_lens = self.seq_lens, None
         return lens
+
+    def take_graphed(self):
+        graphed, self.graphed = self.graphed, None
+        return graphed
 
     def due_tree(self, due) -> None:
         self.tree_due = due

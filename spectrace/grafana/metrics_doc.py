@@ -294,6 +294,15 @@ def render() -> str:
         "step's batch size | the same (v1: verify's counts; v2 0.5.5 - 0.5.8: the "
         "scheduler's) | each step: the requests with drafts (`SpecDecodingStats.num_drafts`, "
         "or the requests scheduled with drafts when vLLM logs no stats) |",
+        "| `accept_length_by_cuda_graph` | each step: the verify result's "
+        "`can_run_cuda_graph` (`GenerationBatchResult`, a bool the target's model runner sets "
+        "on the CPU), read as the scheduler resolves the batch (`_resolve_spec_v2_tokens`) "
+        "| `unknown` (no hook on the scheduler's resolve step there) | each step: vLLM "
+        "decides its CUDA-graph mode in the worker's model runner (its dispatcher's "
+        "`cudagraph_mode` and `BatchDescriptor`); it reaches the EngineCore, where the "
+        "accept counts are counted, only as `ModelRunnerOutput.cudagraph_stats.runtime_mode` "
+        "(`FULL` graph, `PIECEWISE` piecewise, `NONE` eager; either model runner), when vLLM "
+        "runs with `--cudagraph-metrics` (off by default); without it `unknown` |",
         "| `accept_length_by_sampling` | each finished request's own histogram "
         "(`spec_correct_drafts_histogram`), by its temperature / top_k | not recorded | "
         "each finished request's own histogram (`Request.spec_decode_metrics`), by its "
