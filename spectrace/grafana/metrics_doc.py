@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import server_settings, signals as S
-from ..families.breakdowns import BREAKDOWNS, REQUEST_LABEL as LABEL
+from ..families.breakdowns import BREAKDOWNS, PREFIX_CACHE as PREFIX, REQUEST_LABEL as LABEL
 
 from . import promql as Q
 from . import overview
@@ -317,6 +317,19 @@ def render() -> str:
         "far more than a step's, so their floors are higher and their gaps wider than the "
         "step breakdowns'.",
         "",
+        f"Prefix cache: `acceptance.prefix_cache_gap` (warning) and `{PREFIX.alert}` compare "
+        f"requests with no hit (`none`) with the last hit bucket with at least "
+        f"{PREFIX.rule.floor} request-steps, at the label rule's gap: a hit reuses the KV the "
+        "request would have computed, so on a correct runtime acceptance does not depend on "
+        "it, and a fall in the hits is the stale-KV signature (vllm#41838, vllm#43559); "
+        "hits accepting more never fire. Repeated prompts are often traffic of another "
+        "kind, so the gap is wide enough for a domain shift, and the message says to rerun "
+        "with prefix caching off to tell the two apart. Structured output: "
+        "`acceptance.grammar_gap` is info, with no alert (the best and the worst kind): the "
+        "draft proposes without the grammar, so constrained requests accept differently by "
+        "construction (less where its tokens break the grammar, more where the grammar "
+        "forces them); like sampling's it only explains a weak mean.",
+        "",
         "Floors and false alarms (`python benchmarks/breakdown_rules.py --runs 100`, "
         "simulated identical runs, every bucket filled with whole requests of 16-256 "
         "steps up to the floor or 4x it, K 3 or 5, per-position acceptance 0.3-0.85, "
@@ -324,7 +337,10 @@ def render() -> str:
         "code, chat and other languages; `benchmarks/results/breakdown-rules.json`): "
         "request label, 2 or 8 labels: no false alarm in 4,800 runs each; 32 labels: 5 in "
         "1,200, all 5 among the 400 with the most mixed requests, at the floor; "
-        "sampling: none in 4,800. With the step breakdowns' 2000, 0.7 and 0.3 the label "
+        "sampling: none in 4,800; prefix cache: none in 4,800, and with the cached "
+        "requests another kind of traffic accepting 0.8x as well (code against chat, say) "
+        "19 in 4,800, 17 of them among the 800 most mixed at the floor, where a stale KV on "
+        "top (0.48x) is found in 75 %; grammar, all six kinds at once: none in 4,800. With the step breakdowns' 2000, 0.7 and 0.3 the label "
         "rule raised 86 % of 32-label runs of the most mixed requests. A planted fall "
         "(one bucket's requests at 0.6x their acceptance) is found in 65-72 % of runs, "
         "missed where 0.6x is under 0.5 tokens a step. Context and batch size measured "
