@@ -16,10 +16,17 @@ bucket; the step breakdowns (context, batch size) spread a request's steps over 
 so their real false-alarm rate is at most this.
 
 Buckets compared: context `<512` and `2k-4k`, batch size `1` and `64-127` (the ordered
-rules' first and last, far enough apart); sampling `greedy` and `t>=1`; request labels 2,
-8 and 32 (the default cap) at once, the rule taking the best and the worst of them.
+rules' first and last, far enough apart); sampling `greedy` and `t>=1`; prefix cache `none`
+and `>=50%`; request labels 2, 8 and 32 (the default cap) at once, and all six grammar
+kinds at once, the rule taking the best and the worst of them.
 A false alarm: a finding on such a run. Detection: the same runs with the last bucket's
 (for labels: one label's) requests accepting at `PLANT` times their q.
+`prefix_cache confounded`: the requests that hit the cache are traffic of another kind
+(repeated prompts), accepting `CONFOUND` times as well on a healthy runtime, in the false
+alarm runs too; detection then plants the stale KV on top (CONFOUND x PLANT).
+
+    python benchmarks/breakdown_rules.py --cases prefix_cache grammar --json OUT
+measures only the cases named (by prefix) and merges their summary into OUT if it exists.
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ CONCENTRATIONS = (5, 30, math.inf)     # Beta concentration: spread between requ
 KS = (3, 5)
 SCALES = (1, 4)                        # request-steps a bucket, in floors
 PLANT = 0.6                            # the planted condition: q x 0.6 in one bucket
+CONFOUND = 0.8  # hit requests of another kind: q x 0.8 (code against chat, say)
 Q_MIN, Q_MAX = 0.05, 0.95              # as benchmarks/request_outliers.py
 CASES = (  # (name, breakdown, buckets compared)
     ("context", B.CONTEXT, ("<512", "2k-4k")),
@@ -50,6 +58,9 @@ CASES = (  # (name, breakdown, buckets compared)
     ("request_label x2", B.REQUEST_LABEL, tuple(f"l{i}" for i in range(2))),
     ("request_label x8", B.REQUEST_LABEL, tuple(f"l{i}" for i in range(8))),
     ("request_label x32", B.REQUEST_LABEL, tuple(f"l{i}" for i in range(32))),
+    ("prefix_cache", B.PREFIX_CACHE, ("none", ">=50%")),
+    ("prefix_cache confounded", B.PREFIX_CACHE, ("none", ">=50%")),
+    ("grammar x6", B.GRAMMAR, B.GRAMMAR.buckets),
 )
 
 
@@ -67,25 +78,26 @@ def bucket(rng, name: str, floor: int, m: float, c: float, k: int, factor: float
     return BucketFigures(name, drafts, accepted, ())
 
 
-def one_run(rng, b, names, m, c, k, scale, plant: bool) -> bool:
+def one_run(rng, b, names, m, c, k, scale, plant: bool, confound: float = 1.0) -> bool:
     floor = b.rule.floor * scale
-    figs = tuple(bucket(rng, x, floor, m, c, k, PLANT if plant and x == names[-1] else 1.0)
-                 for x in names)
+    figs = tuple(bucket(rng, x, floor, m, c, k, (confound * (PLANT if plant else 1.0))
+                        if x == names[-1] else 1.0) for x in names)
     return gap(figs, b.rule, b.buckets or names) is not None
 
 
-def measure(runs: int, seed: int = 0) -> list[dict]:
+def measure(runs: int, seed: int = 0, cases=CASES) -> list[dict]:
     rng = numpy.random.default_rng(seed)
     rows = []
-    for case, b, names in CASES:
+    for case, b, names in cases:
         n_runs = runs if len(names) <= 8 else max(runs // 4, 20)
+        shift = CONFOUND if case.endswith("confounded") else 1.0
         for scale in SCALES:
             for k in KS:
                 for m in MEANS:
                     for c in CONCENTRATIONS:
-                        false = sum(one_run(rng, b, names, m, c, k, scale, False)
+                        false = sum(one_run(rng, b, names, m, c, k, scale, False, shift)
                                     for _ in range(n_runs))
-                        det = sum(one_run(rng, b, names, m, c, k, scale, True)
+                        det = sum(one_run(rng, b, names, m, c, k, scale, True, shift)
                                   for _ in range(n_runs))
                         rows.append({"case": case, "floor": b.rule.floor, "scale": scale,
                                      "k": k, "mean_q": m, "runs": n_runs,
@@ -97,15 +109,15 @@ def measure(runs: int, seed: int = 0) -> list[dict]:
                 sel = [x for x in mine if x["scale"] == scale
                        and x["concentration"] == (None if math.isinf(c) else c)]
                 n = sum(x["runs"] for x in sel)
-                print(f"{case:18s} floor {b.rule.floor} x{scale} c={c:>4}: false alarms "
+                print(f"{case:24s} floor {b.rule.floor} x{scale} c={c:>4}: false alarms "
                       f"{sum(x['false_alarms'] for x in sel)}/{n}, detected "
                       f"{sum(x['detected'] for x in sel)}/{n}", file=sys.stderr)
     return rows
 
 
-def summary(rows: list[dict]) -> dict:
+def summary(rows: list[dict], cases=CASES) -> dict:
     out = {}
-    for case, b, _ in CASES:
+    for case, b, _ in cases:
         sel = [x for x in rows if x["case"] == case]
         r = b.rule
         out[case] = {"rule": {"floor": r.floor, "ratio": r.ratio, "drop": r.drop,
@@ -124,13 +136,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--cases", nargs="*", default=None,
+                    help="only the cases whose name starts with one of these")
     a = ap.parse_args()
+    cases = tuple(x for x in CASES if a.cases is None
+                  or any(x[0].startswith(p) for p in a.cases))
     t0 = time.time()
-    rows = measure(a.runs)
-    out = {"runs_per_row": a.runs, "plant": PLANT, "seconds": round(time.time() - t0, 1),
-           "summary": summary(rows)}
+    rows = measure(a.runs, cases=cases)
+    out = {"runs_per_row": a.runs, "plant": PLANT, "confound": CONFOUND,
+           "seconds": round(time.time() - t0, 1), "summary": summary(rows, cases)}
     print(json.dumps(out, indent=1))
     if a.json:
+        if a.cases is not None and os.path.exists(a.json):  # merge into the full results
+            with open(a.json) as fh:
+                old = json.load(fh)
+            names = {x[0] for x in cases}
+            out = {**old, "confound": CONFOUND,
+                   "summary": {**old["summary"], **out["summary"]},
+                   "runs_per_row_of": {**old.get("runs_per_row_of", {}),
+                                       **{x: a.runs for x in sorted(names)}}}
+            rows = [r for r in old.get("rows", []) if r["case"] not in names] + rows
         with open(a.json, "w") as fh:
             json.dump({**out, "rows": rows}, fh, indent=1)
 

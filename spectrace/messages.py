@@ -705,6 +705,28 @@ LABEL_GAP = Message(
     "train or fine-tune the draft on that label's traffic (or a draft per adapter), or "
     "serve it without speculation; read a few of its requests (their ids are in the "
     "request spans).")
+PREFIX_CACHE_GAP = Message(
+    names.PREFIX_CACHE_GAP,
+    "requests served from the prefix cache accept less than uncached ones: mean accept "
+    "length {worse_length} with {worse} of the prompt cached ({worse_drafts} request-steps) "
+    "against {better_length} with {better} ({better_drafts} request-steps). A prefix hit "
+    "reuses the KV the request would have computed, so on a correct runtime acceptance does "
+    "not depend on it: the draft likely reads stale or missing KV for cached prefixes "
+    "(vllm#41838, vllm#43559). Repeated prompts can also be traffic of another kind.",
+    "rerun the same traffic with prefix caching off (SGLang --disable-radix-cache, vLLM "
+    "--no-enable-prefix-caching): if the cached requests' acceptance recovers, it is the "
+    "runtime's prefix caching with speculation (check the known issues, report it with "
+    "these figures); if not, compare the cached requests' content with the others'.")
+GRAMMAR_GAP = Message(
+    names.GRAMMAR_GAP,
+    "acceptance differs by structured output: mean accept length {worse_length} for "
+    "{worse} requests ({worse_drafts} request-steps) against {better_length} for {better} "
+    "({better_drafts} request-steps). Expected to a degree: the draft proposes without the "
+    "grammar, so tokens it breaks are rejected and tokens it forces are easy; a mean over "
+    "both mixes the two.",
+    "judge the draft on its unconstrained requests' acceptance; if constrained traffic "
+    "matters, train the draft on such outputs or serve it with fewer steps; acceptance "
+    "near zero under a grammar is a runtime bug (sglang#9187, vllm#51660).")
 TRAINED_KNOWN = "The draft's config says: {settings}."
 TRAINED_UNKNOWN = "The draft's config names no trained length."
 

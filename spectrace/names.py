@@ -197,6 +197,8 @@ SPEC_FEWER_STEPS = "speculation.fewer_steps_faster"  # another number of draft t
 LARGE_BATCH = "acceptance.large_batch"       # acceptance at large batch sizes well below small
 SAMPLING_GAP = "acceptance.sampling_gap"     # sampled requests well below greedy (info: expected)
 LABEL_GAP = "acceptance.label_gap"           # one request label's requests well below another's
+PREFIX_CACHE_GAP = "acceptance.prefix_cache_gap"  # prefix-cache hits well below uncached requests
+GRAMMAR_GAP = "acceptance.grammar_gap"       # one structured-output kind well below another (info)
 # requests far outside the deployment's acceptance, named by id (rules.outliers)
 REQUEST_LOW = "requests.low_acceptance"              # far below: garbled output, unseen traffic
 REQUEST_IMPLAUSIBLE = "requests.implausible_acceptance"  # > 0.96: a loop, or a KV race
@@ -210,6 +212,7 @@ RES_EXPECTED_ACCEPT_LENGTH = "spectrace.expected_accept_length"  # SPECTRACE_EXP
 REPORT_FINDINGS = {LONG_CONTEXT: "warning", ACCEPTANCE_DRIFT: "warning",
                    BELOW_REFERENCE: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
                    SAMPLING_GAP: "info", LABEL_GAP: "warning",
+                   PREFIX_CACHE_GAP: "warning", GRAMMAR_GAP: "info",
                    SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
                    REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:

@@ -234,3 +234,59 @@ def test_sglang_v2_verify_result_can_run_cuda_graph_reaches_its_bucket(
            for a, v in t.collect()[GRAPH.accept_length.name] if v}
     assert got == {(bucket, 3): 1, (bucket, 1): 1}
     assert t.total(GRAPH.accepted_tokens.name) == t.total(signals.SPEC_ACCEPTED_TOKENS.name) == 2
+# -- prefix cache and grammar: their rules and findings -------------------------------------
+PREFIX, GRAMMAR = breakdowns.PREFIX_CACHE, breakdowns.GRAMMAR
+
+
+@pytest.mark.parametrize("buckets,worse", [
+    ({"none": (2.0, 5000), ">=50%": (1.0, 5000)}, ">=50%"),   # stale KV on long hits
+    ({"none": (2.0, 5000), "<50%": (1.0, 5000), ">=50%": (1.0, 4999)}, "<50%"),  # last past it
+    ({"none": (2.0, 5000), ">=50%": (1.0, 4999)}, None),      # under the floor
+    ({"none": (1.999, 4999), ">=50%": (1.0, 9000)}, None),    # the baseline under the floor
+    ({"none": (2.0, 5000), ">=50%": (1.55, 5000)}, None),     # 0.55 of it: not at most half
+    ({"none": (1.8, 5000), ">=50%": (1.35, 5000)}, None),     # under half, but 0.45 fewer
+    ({"none": (1.0, 9000), ">=50%": (2.0, 9000)}, None),      # hits accepting more: no fault
+    ({"none": (2.0, 9000), "<50%": (2.0, 9000), ">=50%": (2.0, 9000)}, None),  # healthy
+    ({"none": (2.0, 9000), "unknown": (1.0, 9000)}, None),    # no prompt length: never counts
+])
+def test_the_prefix_cache_rule_compares_uncached_with_the_hits(buckets, worse):
+    """`none` against the last hit bucket past the floor: a fall in the hits is the stale-KV
+    signature (vllm#41838), a warning with an alert; never under the floor, never on hits
+    that accept as well or better."""
+    from spectrace.report.breakdown_figures import breakdown_gap, gap_finding
+    assert PREFIX.rule.ordered and PREFIX.rule.floor == 5000
+    found = breakdown_gap(PREFIX, _named(PREFIX, **buckets))
+    assert (found and found.worse.bucket) == worse
+    if worse:
+        assert found.better.bucket == "none"
+        f = gap_finding(PREFIX, found)
+        assert (f.code, f.severity) == (signals.PREFIX_CACHE_GAP, "warning")
+        assert f.message.startswith(
+            "requests served from the prefix cache accept less than uncached ones: mean "
+            f"accept length {found.worse.mean_acceptance_length:.2f} with {worse} of the "
+            "prompt cached"), f.message
+        assert "prefix caching off" in f.message and f.details["floor"] == 5000
+
+
+def test_the_grammar_gap_is_info_and_has_no_alert():
+    """Constrained requests accept differently by construction: the best and the worst
+    kind past the floor, an info finding, no alert; either way round (forced tokens make a
+    grammar's requests accept more), never under the floor, quiet on equal kinds."""
+    from spectrace.grafana import alerts
+    from spectrace.report.breakdown_figures import breakdown_gap, gap_finding
+    assert not GRAMMAR.rule.ordered and not GRAMMAR.alert
+    found = breakdown_gap(GRAMMAR, _named(GRAMMAR, none=(2.0, 5000), json=(1.0, 5000),
+                                          regex=(1.8, 5000)))
+    f = gap_finding(GRAMMAR, found)
+    assert (f.code, f.severity, found.worse.bucket) == (signals.GRAMMAR_GAP, "info", "json")
+    assert f.message.startswith("acceptance differs by structured output: mean accept "
+                                "length 1.00 for json requests"), f.message
+    found = breakdown_gap(GRAMMAR, _named(GRAMMAR, none=(1.4, 5000), choice=(3.0, 5000)))
+    assert (found.better.bucket, found.worse.bucket) == ("choice", "none")
+    assert breakdown_gap(GRAMMAR, _named(GRAMMAR, none=(2.0, 5000), json=(1.0, 4999))) is None
+    assert breakdown_gap(GRAMMAR, _named(GRAMMAR, none=(2.0, 9000), json=(2.0, 9000))) is None
+    rules = {r["alert"]: r for r in alerts.rules()["groups"][0]["rules"]}
+    assert PREFIX.alert in rules and signals.PREFIX_CACHE_GAP in \
+        rules[PREFIX.alert]["annotations"]["description"]
+    assert not any(signals.GRAMMAR_GAP in r["annotations"]["description"]
+                   for r in rules.values())

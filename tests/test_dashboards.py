@@ -218,6 +218,37 @@ def test_long_context_rule_tests_agree_with_the_detector():
         assert f" are {ratio:.2f} of the first bucket" in a["exp_annotations"]["description"]
 
 
+def test_prefix_cache_rule_tests_agree_with_the_report():
+    """The promtool cases of the prefix-cache alert fire exactly where `spectrace report`'s
+    rule (`breakdown_gap` of the prefix-cache breakdown) finds a gap on the same hour's
+    counts, on the same bucket, with the same ratio."""
+    from spectrace.families.breakdowns import PREFIX_CACHE as B
+    from spectrace.report.breakdown_figures import breakdown_gap
+    from spectrace.rules.buckets import bucket_figures
+    with open(os.path.join(GRAFANA, "alerts", "spectrace-rules.test.yml")) as fh:
+        tests = yaml.safe_load(fh)["tests"]
+    [case] = [t for t in tests if any(a["alertname"] == B.alert and a["exp_alerts"]
+                                      for a in t["alert_rule_test"])]
+    by: dict[str, dict] = {}  # instance -> (bucket, accept length) -> request-steps an hour
+    for x in case["input_series"]:
+        name, body = x["series"].split("{", 1)
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', body))
+        if name == B.accept_length.prometheus_name:
+            per_minute = float(x["values"].split("+", 1)[1].split("x", 1)[0])
+            key = (labels[B.attribute], int(labels[S.ATTR_LENGTH]))
+            by.setdefault(labels["instance"], {})[key] = 60 * per_minute
+    found = {i: breakdown_gap(B, bucket_figures(c, 0, B.order)) for i, c in by.items()}
+    raised = {i: g for i, g in found.items() if g is not None}
+    [last] = [a for a in case["alert_rule_test"] if a["eval_time"] == "70m"]
+    fired = {a["exp_labels"]["instance"]: a for a in last["exp_alerts"]}
+    assert {i: a["exp_labels"][B.attribute] for i, a in fired.items()} == {
+        i: g.worse.bucket for i, g in raised.items()}
+    assert len(fired) == 2 and len(by) == 5  # under the floor, hits accepting more, 0.6x
+    for i, a in fired.items():
+        ratio = raised[i].worse.gain / raised[i].better.gain
+        assert f" are {ratio:.2f} of the first bucket" in a["exp_annotations"]["description"]
+
+
 def test_generated_files_are_current():
     assert build_dashboards.stale() == [], "run: python grafana/build_dashboards.py"
 

@@ -44,8 +44,10 @@ def test_every_bucket_is_declared():
     assert PREFIX_CACHE.buckets == ("none", "<50%", ">=50%")
     assert set(GRAMMAR.buckets) == {grammar_bucket(k) for k in (
         None, "json", "regex", "grammar", "choice", "structural_tag")}
-    # no floor measured yet: no rule, no finding (see the breakdowns' docstring)
-    assert PREFIX_CACHE.rule is GRAMMAR.rule is None
+    # their rules (tests/test_breakdowns.py): the prefix cache a warning with an alert,
+    # structured output info without one
+    assert PREFIX_CACHE.rule.ordered and PREFIX_CACHE.alert
+    assert not GRAMMAR.rule.ordered and not GRAMMAR.alert
 
 
 # -- the Recorder and the report ------------------------------------------------------------

@@ -193,7 +193,8 @@ def rule_queries() -> list[tuple[str, str]]:
     return out
 
 
-# the breakdowns' gap rules (long context, large batches, request label): alert -> breakdown
+# the breakdowns' gap rules (long context, large batches, request label, prefix cache):
+# alert -> breakdown
 GAP_RULES = {b.alert: b for b in BREAKDOWNS if b.alert and b.rule}
 SPEEDUP_PART = (alerts.SLOWER, "estimated speed-up")
 DRIFT_PART = (alerts.DRIFT_ALERT, "recent accepted per request-step")

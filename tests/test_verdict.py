@@ -18,6 +18,7 @@ from spectrace.file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE
 from spectrace.families.breakdowns import BATCH_SIZE as BATCH
 from spectrace.families.breakdowns import REQUEST_LABEL as LABEL
 from spectrace.families.breakdowns import SAMPLING
+from spectrace.families.breakdowns import GRAMMAR, PREFIX_CACHE as PREFIX
 
 STEPS = 3
 
@@ -253,21 +254,51 @@ def test_sampling_only_explains_a_weak_mean(tmp_path):
     assert f.severity == "info"
 
 
+def test_underperforming_names_the_prefix_cache_when_it_costs_the_most(tmp_path):
+    """Cached requests accepting half as much (stale KV on prefix hits) over most of the
+    request-steps lead the verdict, ahead of a label gap on fewer of them, with the fix
+    (prefix caching off); the grammar gap, info, only follows as what explains."""
+    rep = write_run(tmp_path, WEAK, by={
+        PREFIX: {"none": {2: 5000}, "<50%": {2: 1000}, ">=50%": {1: 6000}},
+        LABEL: {"chat": {2: 6000}, "math": {1: 1000, 2: 5000}},
+        GRAMMAR: {"none": {2: 6000}, "json": {1: 6000}}})
+    v = rep.verdict
+    assert v.state == UNDERPERFORMING
+    assert [c.source for c in v.clues][:1] == [signals.PREFIX_CACHE_GAP], v.clues
+    assert ("most associated with prefix-cache hits: mean accept length 1.00 at >=50% "
+            "(6000 request-steps) against 2.00 at none (5000), 0.50 accepted tokens per "
+            "request-step lost to it (acceptance.prefix_cache_gap)") in v.sentence, v.sentence
+    assert "Fix: rerun the same traffic with prefix caching off" in v.sentence
+    [g] = [c for c in v.clues if c.source == signals.GRAMMAR_GAP]
+    assert g.kind == EXPLAINS
+    codes = {f.code: f.severity for f in rep.combined.figures.findings}
+    assert codes[signals.PREFIX_CACHE_GAP] == "warning" and codes[signals.GRAMMAR_GAP] == "info"
+
+
+def test_equal_prefix_cache_buckets_are_quiet(tmp_path):
+    """Hits accepting as well as uncached requests (a correct runtime): no finding, and a
+    fine mean is healthy."""
+    rep = write_run(tmp_path, {3: 6000, 2: 6000}, by={
+        PREFIX: {"none": {3: 3000, 2: 3000}, ">=50%": {3: 3000, 2: 3000}}})
+    assert rep.verdict.state == HEALTHY, rep.verdict.sentence
+    assert signals.PREFIX_CACHE_GAP not in {f.code for f in rep.combined.figures.findings}
+
+
 def test_a_breakdown_declared_later_joins_without_code_changes(tmp_path, monkeypatch):
-    """The verdict reads every declared breakdown's rule: one more (a prefix-cache
-    breakdown, as another part of #35 declares) is named by its own declaration."""
+    """The verdict reads every declared breakdown's rule: one more (a KV-cache tier
+    breakdown, say, declared only here) is named by its own declaration."""
     import dataclasses
 
     from spectrace.families import breakdowns as B
     from spectrace.report import breakdown_figures as BF
-    prefix = B.Breakdown(
-        "prefix_cache", "prefix_hit", "prefix-cache hits (share of the prompt cached)",
-        B.REQUEST, ("none", "partial", "full"), "test", "test",
+    tier = B.Breakdown(
+        "kv_tier", "kv_tier", "KV-cache tier (where the request's KV was read from)",
+        B.REQUEST, ("gpu", "host", "remote"), "test", "test",
         rule=B.GapRule(1000, 0.7, 0.3, ordered=True, min_apart=1), finding=signals.LABEL_GAP,
         message=B.messages.LABEL_GAP)
-    monkeypatch.setattr(BF, "BREAKDOWNS", B.BREAKDOWNS + (prefix,))
+    monkeypatch.setattr(BF, "BREAKDOWNS", B.BREAKDOWNS + (tier,))
     fig = write_run(tmp_path, WEAK).combined.figures
-    rows = BF.breakdown_figures({"prefix_cache": {("none", 2): 3000, ("full", 1): 3000}}, 3)
-    v = judge(dataclasses.replace(fig, breakdowns=fig.breakdowns + (rows["prefix_cache"],)))
-    assert "most associated with prefix-cache hits: mean accept length 1.00 at full" \
+    rows = BF.breakdown_figures({"kv_tier": {("gpu", 2): 3000, ("remote", 1): 3000}}, 3)
+    v = judge(dataclasses.replace(fig, breakdowns=fig.breakdowns + (rows["kv_tier"],)))
+    assert "most associated with KV-cache tier: mean accept length 1.00 at remote" \
         in v.sentence, v.sentence

@@ -177,8 +177,6 @@ REQUEST_LABEL = Breakdown(
     rule=req.LABEL_RULE, finding=names.LABEL_GAP, message=messages.LABEL_GAP,
     alert="SpectraceRequestLabelAcceptance")
 
-# No rule for the two below yet (no finding, no alert): how far their buckets' means spread
-# on a healthy draft has not been measured, so no floor can be stated.
 PREFIX_CACHE = Breakdown(
     "prefix_cache", names.ATTR_PREFIX_CACHE,
     "prefix-cache hits (share of the prompt served from the cache, finished requests)",
@@ -195,7 +193,9 @@ PREFIX_CACHE = Breakdown(
             "draft's KV of cached prefixes (stale or not written for the draft); the server "
             "settings say whether prefix caching is on",
     where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
-    of_request=lambda r: req.prefix_cache_bucket(r.cached_tokens, r.prompt_tokens))
+    of_request=lambda r: req.prefix_cache_bucket(r.cached_tokens, r.prompt_tokens),
+    rule=req.PREFIX_CACHE_RULE, finding=names.PREFIX_CACHE_GAP,
+    message=messages.PREFIX_CACHE_GAP, alert="SpectracePrefixCacheAcceptance")
 
 GRAMMAR = Breakdown(
     "grammar", names.ATTR_GRAMMAR, "structured output (the request's grammar, finished requests)",
@@ -210,7 +210,8 @@ GRAMMAR = Breakdown(
             "its tokens break it (SGLang rejects them at verify, vLLM cuts them before); the "
             "server settings name the grammar backend",
     where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
-    of_request=lambda r: req.grammar_bucket(r.grammar))
+    of_request=lambda r: req.grammar_bucket(r.grammar),
+    rule=req.GRAMMAR_RULE, finding=names.GRAMMAR_GAP, message=messages.GRAMMAR_GAP)
 
 BREAKDOWNS: tuple[Breakdown, ...] = (CONTEXT, SAMPLING, BATCH_SIZE, CUDA_GRAPH, REQUEST_LABEL,
                                      PREFIX_CACHE, GRAMMAR)

@@ -9,7 +9,8 @@ map, internal errors) fire per process that has the problem."""
 from __future__ import annotations
 
 from .. import signals as S
-from ..families.breakdowns import BATCH_SIZE, BREAKDOWNS, REQUEST_LABEL, Breakdown
+from ..families.breakdowns import (BATCH_SIZE, BREAKDOWNS, PREFIX_CACHE, REQUEST_LABEL,
+                                   Breakdown)
 from ..rules import context as CTX
 from ..rules import drift as DRIFT
 
@@ -255,6 +256,34 @@ def _label_test(rule: dict) -> dict:
                                            instance=at(1)["instance"]))
 
 
+def _prefix_cache_test(rule: dict) -> dict:
+    """The prefix-cache rule (floor 5000 request-steps an hour: 100 a minute are 6000;
+    `none` against the last hit bucket past the floor): fires on a fall at >=50%, on one
+    at <50% when >=50% is under the floor, not on a fall under the floor, nor on hits
+    accepting more, nor on one of 0.6x."""
+    b = PREFIX_CACHE
+    def at(n: int) -> dict:
+        return _at(3, n)
+    series = [
+        # 1.5 accepted a request-step uncached, 1.2 at <50%, 0.5 at >=50%
+        *_bucket(b, "none", {2: 50, 3: 50}, **at(1)), *_bucket(b, "<50%", {2: 80, 3: 20}, **at(1)),
+        *_bucket(b, ">=50%", {1: 50, 2: 50}, **at(1)),
+        # the same fall, >=50% under the floor (4800 an hour)
+        *_bucket(b, "none", {2: 50, 3: 50}, **at(2)), *_bucket(b, ">=50%", {1: 40, 2: 40}, **at(2)),
+        # hits accepting more (0.5 uncached, 1.5 cached): no fault
+        *_bucket(b, "none", {1: 50, 2: 50}, **at(3)), *_bucket(b, ">=50%", {2: 50, 3: 50}, **at(3)),
+        # 1.5 against 0.9: 0.6 of it
+        *_bucket(b, "none", {2: 50, 3: 50}, **at(4)), *_bucket(b, "<50%", {1: 10, 2: 90}, **at(4)),
+        # <50% at a third, >=50% under the floor: the last bucket past it is <50%
+        *_bucket(b, "none", {2: 50, 3: 50}, **at(5)), *_bucket(b, "<50%", {1: 50, 2: 50}, **at(5)),
+        *_bucket(b, ">=50%", {1: 10}, **at(5))]
+    test = _gap_test(rule, series, _expect(rule, 0.5 / 1.5, **{b.attribute: ">=50%"},
+                                           instance=at(1)["instance"]))
+    test["alert_rule_test"][1]["exp_alerts"].append(
+        _expect(rule, 0.5 / 1.5, **{b.attribute: "<50%"}, instance=at(5)["instance"]))
+    return test
+
+
 def _long_context_test(rule: dict) -> dict:
     """Each deployment its own instance, request-steps per minute by bucket (the rule
     counts an hour: 5 a minute are 300, 2.5 a minute 150, under the floor of 200)."""
@@ -415,4 +444,5 @@ def rule_tests() -> dict:
                       _long_context_test(by_name["SpectraceLongContextAcceptance"]),
                       _large_batch_test(by_name[BATCH_SIZE.alert]),
                       _label_test(by_name[REQUEST_LABEL.alert]),
+                      _prefix_cache_test(by_name[PREFIX_CACHE.alert]),
                       *_slower_tests(by_name[SLOWER]), _drift_test(by_name[DRIFT_ALERT])]}

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from .. import server_settings, signals as S
-from ..families.breakdowns import BREAKDOWNS, REQUEST_LABEL as LABEL
-from ..rules import drift as D
-from ..rules import reference as R
+from ..families.breakdowns import BREAKDOWNS
 
 from . import promql as Q
+from . import rules_doc
 from . import overview
 from .overview import HEALTHY_ACCEPT_LENGTH
 
@@ -155,69 +154,6 @@ def _row(cells) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
-def _drift_and_reference() -> list[str]:
-    """The drift rule and the reference: their floors and the measured false alarms."""
-    return [
-        "## Drift over time",
-        "",
-        f"`spectrace report` compares each process's last {D.RECENT_S // 60} minutes (the "
-        "later half of a shorter run, counted from its first request-step; "
-        "`SPECTRACE_DRIFT_WINDOW=SECONDS` set for the report asks for another length, e.g. "
-        "the time since a change) with up to "
-        f"{D.EARLIER_S // 3600} hours before them (`spectrace/rules/drift.py`). "
-        f"`{S.ACCEPTANCE_DRIFT}` is raised when both windows hold at least {D.FLOOR} "
-        f"request-steps and {D.MIN_REQUESTS} finished requests (`spectrace.spec.requests`) "
-        "and the recent window's accepted draft tokens per request-step are at most "
-        f"{D.RATIO:g}x the earlier ones' and {D.DROP:g} fewer. It then compares within "
-        "each breakdown's buckets: a breakdown whose mix moved (at least "
-        f"{D.MIN_SHIFT:.0%} of the request-steps changed bucket) while acceptance within "
-        f"the buckets both windows share (at least {D.BUCKET_FLOOR} earlier request-steps) "
-        "held at the recent mix, or whose recent traffic sits in buckets the earlier "
-        "windows lacked, explains the fall: the finding is `info` and names the breakdown, "
-        "the bucket that grew and its shares (the traffic moved). Otherwise acceptance "
-        "fell within the buckets: a `warning` (the system moved). The alert "
-        "`SpectraceAcceptanceDrift` (warning, for 5 minutes) applies the same floors, "
-        "ratio and drop to each counting process's last 15 minutes against the 6 hours "
-        "before them (`offset 15m`); it cannot tell the traffic from the system, its "
-        "description says to run the report. The overview's drift panel plots the same "
-        "ratio where both windows pass the floors. vLLM counts finished requests only "
-        "with `--per-request-spec-decode-metrics`, so without it the rule never fires there.",
-        "",
-        "False alarms, measured on steady runs (`python benchmarks/drift_false_alarms.py`, "
-        "results in benchmarks/results/drift-false-alarms.json: two windows of the same "
-        "simulated workload, requests of 16-256 steps, K 3 or 5, per-position acceptance "
-        "0.3-0.85 with requests alike or spread as a Beta of concentration 30 or 5, 200 "
-        "runs each): at the floors, at most 1.0 % of runs (K 5, mean 0.5, concentration "
-        "5: code, chat and other languages mixed), 0.06 % averaged over the 24 workloads, "
-        "none where requests are alike. The floor of finished requests is what keeps it "
-        "there: with 20 requests a window the same runs alarm up to 18.5 % (a window of a "
-        "few long requests is noisy however many request-steps it holds). A fall of "
-        "per-position acceptance to 0.6x is found in every run from mean 0.5 up; at 0.3 "
-        "the fall is under 0.3 tokens and not called drift.",
-        "",
-        "## A reference",
-        "",
-        f"`{S.BELOW_REFERENCE}` (warning) is raised when a run's mean accept length over at "
-        f"least {R.FLOOR} request-steps is at most {1 - R.MARGIN:.0%} of the draft's "
-        f"reference and {R.SIGMAS:g} standard errors below it "
-        "(`spectrace/rules/reference.py`); the finding names the reference's source. "
-        f"The reference, first found: `{R.SETTING}` set for `spectrace report`; the same "
-        "setting on the server (recorded in its resource as "
-        f"`{S.RES_EXPECTED_ACCEPT_LENGTH}`); the trainer's evaluation next to the draft. "
-        "Of the trainers, only speculators writes one there: `val_metrics.json` in the "
-        "epoch folder its `save_pretrained` writes the draft to "
-        "(`speculators.train.checkpointer.BaseCheckpointer.save_val_metrics`), whose "
-        "`full_acc_<i>_epoch` is the share of validation positions with draft steps 0..i "
-        "all right (`speculators.models.metrics.compute_accuracy_single_step`): the "
-        "reference is 1 + their sum over the served draft steps. SpecForge (0.2) keeps "
-        "`eval/simulated_acc_len` in the training folder's `<run_id>.best_meta.json` "
-        "(`specforge.training.checkpoint.CheckpointManager.update_best`), beside training "
-        "state, not in the draft `specforge.export.to_sglang` writes; NVIDIA Model "
-        "Optimizer (0.47) writes no acceptance figure. For those, set the figure.",
-        "",
-    ]
-
-
 def render() -> str:
     lines = [
         "# spectrace metrics",
@@ -360,62 +296,8 @@ def render() -> str:
         "finding). The series of `spectrace.spec.requests` grow to at most 17 x (cap + 1) "
         "per process.",
         "",
-        "The sampling and request figures count a request when it finishes (aborted "
-        "requests that never reach release are not counted). On the CPU SGLang verifies "
-        "every request greedily (`_verify_uses_greedy`), so sampled requests accept as "
-        "greedy ones there. `spectrace report` raises `acceptance.long_context` (warning) "
-        "when the longest and the shortest context bucket with at least 200 request-steps "
-        "each, two buckets apart or more, differ: the long one's accepted tokens per "
-        "request-step at most half the short one's and 0.3 fewer; it names what the "
-        "draft's config says (`spectrace.eagle3.draft_context`). The Prometheus alert "
-        "`SpectraceLongContextAcceptance` (warning) applies the same rule to the last "
-        "hour's counts of each counting process (docs/dashboards.md). Likewise "
-        "`acceptance.large_batch` and `SpectraceLargeBatchAcceptance` for batch size (the "
-        "table above).",
-        "",
-        "**Drafts cut by the grammar.** Not counted. SGLang 0.5.23 does not report it: "
-        "under a grammar its verify masks the target's logits over the draft tree "
-        "(`speculative/spec_utils.generate_token_bitmask`), so a draft token the grammar "
-        "forbids is simply rejected and counted as any rejection. vLLM reports it only "
-        "under async scheduling, per step (`SchedulerOutput.num_invalid_spec_tokens`: "
-        "request id -> drafts the grammar cut, left out of `SpecDecodingStats` and of the "
-        "per-request `num_draft_tokens`); with synchronous scheduling "
-        "`update_draft_token_ids` truncates the drafts without a count, and vLLM's CPU "
-        "platform forces async scheduling off (`platforms/cpu.py`), so no CPU server here "
-        "can show the count. spectrace does not read it yet. The `grammar` breakdown shows "
-        "the effect either way: constrained requests' acceptance beside unconstrained ones'.",
-        "",
-        f"Request labels: `acceptance.label_gap` (warning) and "
-        f"`SpectraceRequestLabelAcceptance` compare the best and the worst label with at "
-        f"least {LABEL.rule.floor} request-steps each (labels have no order); the worse at "
-        f"most {LABEL.rule.ratio:g}x the better's accepted tokens per request-step and "
-        f"{LABEL.rule.drop:g} fewer: traffic the draft was not trained for (a domain, a "
-        "LoRA adapter, a tenant). Sampling: `acceptance.sampling_gap` is info, with no "
-        "alert: a greedy draft's token is accepted with the target's probability of it, so "
-        "sampled requests accept less than greedy ones on a healthy deployment "
-        "(vllm#31483: 80 % at temperature 0, 30 % at 1); it only explains a weak mean in "
-        "the verdict (docs/report.md). Both split whole requests, whose acceptance varies "
-        "far more than a step's, so their floors are higher and their gaps wider than the "
-        "step breakdowns'.",
-        "",
-        "Floors and false alarms (`python benchmarks/breakdown_rules.py --runs 100`, "
-        "simulated identical runs, every bucket filled with whole requests of 16-256 "
-        "steps up to the floor or 4x it, K 3 or 5, per-position acceptance 0.3-0.85, "
-        "requests alike or spread as a Beta of concentration 30 or 5, the last as mixed as "
-        "code, chat and other languages; `benchmarks/results/breakdown-rules.json`): "
-        "request label, 2 or 8 labels: no false alarm in 4,800 runs each; 32 labels: 5 in "
-        "1,200, all among the 400 with the most mixed requests, at the floor (3 of 25 in "
-        "the worst setting: K 5, per-position acceptance 0.3); "
-        "sampling: none in 4,800. With the step breakdowns' 2000, 0.7 and 0.3 the label "
-        "rule raised 86 % of 32-label runs of the most mixed requests. A planted fall "
-        "(one bucket's requests at 0.6x their acceptance) is found in 65-72 % of runs, "
-        "missed where 0.6x is under 0.5 tokens a step. Context and batch size measured "
-        "the same way (whole requests in a bucket, the worst case: their buckets split a "
-        "request's steps): 0 false alarms with requests alike, 13 and 5 in 1,600 at "
-        "concentration 30, 142 and 83 in 1,600 with the most mixed requests (23 and 21 of "
-        "100 in their worst setting).",
-        "",
-        *_drift_and_reference(),
+        *rules_doc.breakdown_rules(),
+        *rules_doc.drift_and_reference(),
         "## Counting once across ranks",
         "",
         "Ranks that run the same requests at the same pipeline stage see the same "

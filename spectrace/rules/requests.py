@@ -131,6 +131,23 @@ def prefix_cache_bucket(cached_tokens, prompt_tokens) -> str:
     return PREFIX_CACHE_BUCKETS[1 if 2 * cached_tokens < prompt_tokens else 2]
 
 
+# The prefix-cache rule. On a correct runtime a prefix hit reuses the same KV the request
+# would have computed, so acceptance does not depend on it; requests served from the cache
+# accepting far less than uncached ones is the stale-KV signature (vllm#41838: acceptance
+# "regression over time" as the cache fills; vllm#43559: prefix caching with MTP): a
+# warning and an alert. Ordered: `none` against the last hit bucket with the floor (a
+# fall in the hit buckets only; hits accepting more is no fault). Confounded by traffic:
+# the requests that hit are often of another kind (repeated agent or template prompts,
+# multi-turn chat) than those that do not, and kinds accept differently on a healthy
+# runtime. So the floor and gap are the label rule's, wide enough for a domain shift:
+# 5000 request-steps a bucket, at most half the accepted tokens per request-step and 0.5
+# fewer (benchmarks/breakdown_rules.py: identical traffic in both buckets, no false alarm
+# in 4,800 runs; the hits another kind of traffic accepting 0.8x as well, 19 in 4,800, all
+# with requests as mixed as code and chat, 2 % of those at the floor; a planted stale KV
+# at 0.6x found in 66 % of runs, missed where 0.6x is under 0.5 tokens a step).
+PREFIX_CACHE_RULE = GapRule(5000, 0.5, 0.5, ordered=True, min_apart=1)
+
+
 # Structured output: the kind of constraint a request decoded under, in one vocabulary for
 # both runtimes (SGLang's json_schema/regex/ebnf/structural_tag; vLLM's json, json_object,
 # regex, grammar, choice, structural_tag: a JSON object counts as `json`, an EBNF or Lark
@@ -150,3 +167,17 @@ def grammar_bucket(kind) -> str:
     if kind is None or kind == "":
         return GRAMMAR_NONE
     return GRAMMAR_KINDS.get(str(kind).lower(), "grammar")
+
+
+# The grammar rule. Constrained requests accept differently by construction: the draft
+# proposes without the grammar and was rarely trained on JSON or a regex's output, so its
+# tokens break the grammar and are rejected (lower acceptance), while tokens the grammar
+# forces (keys, braces) are easy to agree on (higher). A gap between kinds is what a
+# healthy deployment with structured output shows, so, like sampling, an info finding
+# (`acceptance.grammar_gap`) that explains a weak mean and no alert: an operator would
+# switch off an alert that fires on every JSON workload. The runtime bugs of the field
+# (sglang#9187: EAGLE stuck under a JSON grammar; vllm#51660: xgrammar's bitmask out of
+# step with the drafts) show as acceptance near zero for the constrained bucket, which the
+# collapse alerts and the verdict's broken states catch. Kinds have no order: the best and
+# the worst with the floor, at the label rule's floor and gap (requests, not steps).
+GRAMMAR_RULE = GapRule(5000, 0.5, 0.5, ordered=False)

@@ -1,0 +1,129 @@
+"""Acceptance by prefix-cache hits, planted, on a real SGLang 0.5.23 CPU server (EAGLE-3,
+v2 worker, radix cache on). The `context` tiny pair (harness/tiny_models.py) proposes
+right only for token ids below CONTEXT_RIGHT_BELOW (1024): a request walking ids from
+below it accepts one draft token per verify (2.0), one walking ids from 2000 none (1.0).
+Uncached requests walk distinct low starts (no two share a first token, so none hits the
+cache); the cached ones repeat one prompt (after one request that fills the cache), so
+SGLang serves all of it but the last token from the radix cache.
+
+First a uniform run: uncached and cached requests on traffic the draft gets right alike,
+both past the rule's floor (5000 request-steps each): no finding. Then, on the same
+server, the repeated prompt walks the ids the draft gets wrong: `acceptance.
+prefix_cache_gap` fires, each bucket's figures equal SGLang's own meta_info of its
+requests (bucketed by its `cached_tokens` over `prompt_tokens`), and the verdict leads
+with the condition.
+
+What this plants is the confounding the rule's docstring warns of (repeated prompts of
+another kind), not a stale KV: no runtime here reads stale KV on a hit. It proves the
+path from SGLang's cache hits to the finding and the verdict; the rule cannot tell the two
+apart, which is why its message says to rerun with prefix caching off. One server.
+"""
+from __future__ import annotations
+
+import json
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from harness.tiny_models import CONTEXT_RIGHT_BELOW, walk
+from spectrace import signals
+from spectrace.families.breakdowns import PREFIX_CACHE
+from spectrace.rules.requests import prefix_cache_bucket
+from tests.e2e import codes, settle, sglang_totals
+
+pytestmark = pytest.mark.sglang
+
+FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_REQUEST_SAMPLE_RATIO": "1"}
+PROMPT, NEW_TOKENS = 100, 400  # sequences up to 500 tokens: all in the `<512` bucket
+WRONG_FROM = 2000              # ids the draft never gets right (>= CONTEXT_RIGHT_BELOW)
+# ~200 request-steps a request at 2.0, ~400 at 1.0; the floor is 5000 a bucket, and the
+# planted fall must show over the uniform run's cached requests (at 2.0) as well
+N_RIGHT, N_WRONG = 27, 28
+FIRST_UNCACHED = 1  # starts 1..27 in the uniform run, 31..57 in the planted one
+assert WRONG_FROM >= CONTEXT_RIGHT_BELOW and WRONG_FROM + PROMPT + NEW_TOKENS < 3000
+assert 31 + N_RIGHT + PROMPT + NEW_TOKENS < CONTEXT_RIGHT_BELOW
+
+
+def _post(run, input_ids):
+    body = {"input_ids": input_ids, "sampling_params": {
+        "max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}}
+    req = urllib.request.Request(run.server.url + "/generate", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=900) as resp:
+        return json.loads(resp.read())
+
+
+def _run(run, repeated, n_repeats, starts):
+    first = _post(run, repeated)
+    jobs = [walk(PROMPT, s) for s in starts] + [repeated] * n_repeats
+    jobs = jobs[::2] + jobs[1::2]  # interleaved: mixed batches
+    with ThreadPoolExecutor(8) as pool:
+        return [first] + list(pool.map(lambda ids: _post(run, ids), jobs))
+
+
+def _expected(responses) -> dict:
+    """bucket -> (request-steps, accepted tokens), from SGLang's own meta_info."""
+    out: dict = {}
+    for r in responses:
+        m = r["meta_info"]
+        b = prefix_cache_bucket(m["cached_tokens"], m["prompt_tokens"])
+        d, a = out.get(b, (0, 0))
+        out[b] = (d + m["spec_verify_ct"], a + m["spec_num_correct_drafts"])
+    return out
+
+
+def _rows(proc) -> dict:
+    return {r[PREFIX_CACHE.name]: (r["drafts"], r["accepted_tokens"])
+            for r in proc[f"by_{PREFIX_CACHE.name}"]}
+
+
+@pytest.fixture(scope="module")
+def cache_run(tiny_models, sglang_server):
+    run = sglang_server(tiny_models("context"), env=FAST, timeout=600,
+                        extra_args=["--max-total-tokens", "16384"])
+    uniform = _run(run, walk(PROMPT), N_RIGHT, range(FIRST_UNCACHED, FIRST_UNCACHED + N_RIGHT))
+    uniform_proc = settle(run, sglang_totals(uniform)[0], requests=len(uniform))
+    planted = _run(run, walk(PROMPT, WRONG_FROM), N_WRONG, range(31, 31 + N_RIGHT))
+    everything = uniform + planted
+    proc = settle(run, sglang_totals(everything)[0], requests=len(everything))
+    return uniform, uniform_proc, everything, proc, run
+
+
+def test_uniform_hits_past_the_floor_raise_nothing(cache_run):
+    uniform, uniform_proc, _, _, _ = cache_run
+    rows = _rows(uniform_proc)
+    assert rows == _expected(uniform)  # SGLang's own counts, by its own cached tokens
+    assert set(rows) == {"none", ">=50%"}, rows  # the repeats were served from the cache
+    for bucket in ("none", ">=50%"):
+        assert rows[bucket][0] >= PREFIX_CACHE.rule.floor, rows  # judged, not under it
+        assert rows[bucket][0] == rows[bucket][1], rows  # one accepted a verify: 2.0
+    assert uniform_proc["findings"] == []
+
+
+def test_planted_cache_hits_get_the_finding(cache_run):
+    _, _, everything, proc, _ = cache_run
+    rows = _rows(proc)
+    assert rows == _expected(everything), rows
+    print(rows)  # the figures, with -s
+    f = codes(proc)[signals.PREFIX_CACHE_GAP]
+    assert f["severity"] == "warning"
+    d = f["details"]
+    assert (d["better"], d["worse"]) == ("none", ">=50%"), d
+    assert d["worse_drafts"] == rows[">=50%"][0] and d["better_drafts"] == rows["none"][0]
+    assert "with >=50% of the prompt cached" in f["message"]
+    # no other breakdown's rule fires: one context bucket, mixed batches, all greedy
+    assert not {signals.LONG_CONTEXT, signals.LARGE_BATCH, signals.SAMPLING_GAP,
+                signals.GRAMMAR_GAP, signals.LABEL_GAP} & set(codes(proc))
+
+
+def test_the_verdict_leads_with_the_prefix_cache(cache_run):
+    from conftest import run_report
+    _, _, _, proc, run = cache_run
+    verdict = run_report(run.data_dir)["verdict"]
+    assert verdict["state"] == "underperforming"
+    assert verdict["clues"][0]["source"] == signals.PREFIX_CACHE_GAP
+    worse = _rows(proc)[">=50%"][0]
+    assert (f"most associated with prefix-cache hits: mean accept length "
+            f"{1 + _rows(proc)['>=50%'][1] / worse:.2f} at >=50% ({worse} request-steps)"
+            ) in verdict["sentence"], verdict["sentence"]
