@@ -346,8 +346,8 @@ def templating(matchers: str = "", datasource: tuple[str, str] | None = None) ->
     """Resource attributes live on `target_info`: deployment (service name), runtime
     (sglang, vllm), model (the served model name), draft (its path) and rank narrow the
     instance list, and every panel filters on job and instance. A process without a draft
-    (NGRAM) has no draft label: "All" drafts (`.*`) keeps it. A vLLM EngineCore has no TP rank: "All" ranks (`.*`) keeps it, a chosen rank
-    leaves only the workers. `matchers` narrow every list to a deployment; `datasource`
+    (NGRAM) has no draft label: "All" drafts (`.*`) keeps it. A vLLM EngineCore has no TP
+    rank: "All" ranks (`.*`) keeps it, a chosen rank leaves only the workers. `matchers` narrow every list to a deployment; `datasource`
     (name, uid) is the one selected at first (else Grafana's default datasource)."""
     info = "target_info{" + Q.matchers('spectrace_version!=""', matchers)
     runtime = f'{S.RES_RUNTIME.replace(".", "_")}=~"$runtime"'
