@@ -312,3 +312,31 @@ def test_promtool_rule_unit_tests():
     out = subprocess.run([PROMTOOL, "test", "rules", "spectrace-rules.test.yml"],
                          cwd=os.path.join(GRAFANA, "alerts"), capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_side_by_side_panels_group_by_deployment_and_draft_from_target_info():
+    """The A/B panels label each process's counts with its deployment and draft from
+    target_info (joined on job/instance, filtered as every panel), add them up by those
+    labels, and count each request-step once; the Deployment and Draft variables narrow
+    the instance list, so every panel follows the choice."""
+    d = _dashboards()["spectrace-overview.json"]
+    panels = {p["title"]: p for p in d["panels"]}
+    join = ('* on (job, instance) group_left (service_name, spectrace_draft_model, '
+            'spectrace_draft_hash) target_info{job=~"$job", instance=~"$instance"}')
+    for title, by in (("Mean acceptance length by deployment and draft", ""),
+                      ("Per-position acceptance by deployment and draft", ", position")):
+        [t] = panels[title]["targets"]
+        expr = t["expr"]
+        groups = f"sum by (service_name, spectrace_draft_model, spectrace_draft_hash{by}) ("
+        assert expr.count(join) == 2 and expr.count(groups) >= 1, expr
+        assert expr.count("sum by (service_name, spectrace_draft_model, "
+                          "spectrace_draft_hash) (") == (2 if not by else 1), expr
+        assert expr.count(f"sum by (job, instance{by}) (rate(") >= 1, expr
+        # every counted-once series without its copies
+        assert expr.count('counted!="copy"') == 2, expr
+        assert "{{spectrace_draft_model}}" in t["legendFormat"], t["legendFormat"]
+    queries = {v["name"]: v["query"]["query"] for v in d["templating"]["list"]
+               if v["type"] == "query"}
+    assert queries["deployment"].endswith(", service_name)")
+    assert queries["draft"].endswith(", spectrace_draft_model)")
+    assert 'service_name=~"$deployment", spectrace_draft_model=~"$draft"' in queries["instance"]

@@ -433,6 +433,16 @@ def test_partial_acceptance_values(runs, runtime):
     agree = _by(_panel(partial, "Draft/target agreement per position"), "position")
     assert agree == pytest.approx({"0": 1.0, "1": 0.0, "2": 0.0}), partial.logs
     assert _by(_panel(partial, "fc bypass passes"), "") == {"": 0.0}
+    # the A/B panels: one draft served here, so one bar, labelled from target_info
+    side = [r for r in _panel(partial, "Mean acceptance length by deployment and draft")
+            if not math.isnan(float(r["value"][1]))]
+    [labels] = [r["metric"] for r in side]
+    assert labels[Q.DEPLOYMENT] == runtime, labels  # OTEL_SERVICE_NAME unset: the runtime
+    assert labels[Q.DRAFT].endswith("partial-midlayer/draft"), labels
+    assert labels[Q.DRAFT_HASH].startswith("sha256:"), labels
+    assert float(side[0]["value"][1]) == pytest.approx(2.0)
+    pos = _by(_panel(partial, "Per-position acceptance by deployment and draft"), "position")
+    assert pos == pytest.approx({"0": 1.0, "1": 0.0, "2": 0.0}), partial.logs
 
 
 @pytest.mark.sglang
@@ -533,6 +543,9 @@ def test_template_variables_find_values(runs, runtime):
     # vLLM: the worker's; its EngineCore has no rank (a series without the label, which
     # Grafana does not list)
     assert v["tp_rank"] - {None} == {"0"}
+    assert v["deployment"] == {runtime}  # OTEL_SERVICE_NAME unset: the runtime's name
+    [draft] = v["draft"]
+    assert draft.endswith("partial-midlayer/draft")
     assert len(v["instance"]) == {"sglang": 1, "vllm": 2}[runtime]
     assert all(i.startswith("127.0.0.1:") for i in v["instance"])
 

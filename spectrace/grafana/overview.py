@@ -202,6 +202,7 @@ def rows(flt: str = F) -> list[list[dict]]:
                   [_target(Q.stotal(S.INTERNAL_ERRORS, BY + (S.ATTR_HOOK,), flt),
                            "{{instance}} {{hook}}")], (8, 8), steps=ZERO_IS_GOOD),
         ],
+        side_by_side_row(flt),
         *breakdown_rows(flt),
         [
             _stat("Estimated speed-up vs no speculation", "Mean accept length x a plain "
@@ -269,6 +270,30 @@ def rows(flt: str = F) -> list[list[dict]]:
     ]
 
 
+SIDE_BY_SIDE = ("One bar per deployment (service_name: OTEL_SERVICE_NAME) and draft (its "
+                "path and content hash, from target_info), for an A/B of two drafts or two "
+                "configurations served side by side (give each its own OTEL_SERVICE_NAME); "
+                "the Deployment and Draft variables choose which. Each process's counts are "
+                "labelled from its target_info, then added up (replicas of one deployment "
+                "add).")
+SIDE_BY_SIDE_LEGEND = "{{%s}} {{%s}} {{%s}}" % Q.SIDE_BY_SIDE
+
+
+def side_by_side_row(flt: str = F) -> list[dict]:
+    """The A/B comparison: deployments and drafts side by side over the selected range."""
+    return [
+        _bars("Mean acceptance length by deployment and draft", "1 + accepted/request-steps "
+              f"over the selected range. {SIDE_BY_SIDE} {HEALTHY_ACCEPT_LENGTH}. " + ONCE,
+              [_target(Q.mean_acceptance_length_side_by_side(RANGE, flt=flt),
+                       SIDE_BY_SIDE_LEGEND)], (12, 8), steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _bars("Per-position acceptance by deployment and draft", "rate(accepted per "
+              f"position)/rate(request-steps) over the selected range. {SIDE_BY_SIDE} " + ONCE,
+              [_target(Q.per_position_acceptance_side_by_side(RANGE, flt=flt),
+                       SIDE_BY_SIDE_LEGEND + " pos {{position}}")], (12, 8),
+              unit="percentunit", steps=[{"color": "blue", "value": None}]),
+    ]
+
+
 def breakdown_rows(flt: str = F) -> list[list[dict]]:
     """Mean acceptance length by each declared breakdown (`families.breakdowns`), two to a
     row."""
@@ -318,13 +343,15 @@ def _query_var(name: str, label: str, query: str, all_value: str | None = ".*") 
 
 
 def templating(matchers: str = "", datasource: tuple[str, str] | None = None) -> list[dict]:
-    """Resource attributes live on `target_info`: runtime (sglang, vllm), model (the served
-    model name) and rank narrow the instance list, and every panel filters on job and
-    instance. A vLLM EngineCore has no TP rank: "All" ranks (`.*`) keeps it, a chosen rank
-    leaves only the workers. `matchers` narrow every list to a deployment; `datasource`
+    """Resource attributes live on `target_info`: deployment (service name), runtime
+    (sglang, vllm), model (the served model name), draft (its path) and rank narrow the
+    instance list, and every panel filters on job and instance. A process without a draft
+    (NGRAM) has no draft label: "All" drafts (`.*`) keeps it. A vLLM EngineCore has no TP
+    rank: "All" ranks (`.*`) keeps it, a chosen rank leaves only the workers. `matchers` narrow every list to a deployment; `datasource`
     (name, uid) is the one selected at first (else Grafana's default datasource)."""
     info = "target_info{" + Q.matchers('spectrace_version!=""', matchers)
     runtime = f'{S.RES_RUNTIME.replace(".", "_")}=~"$runtime"'
+    chosen = f'{Q.DEPLOYMENT}=~"$deployment", {Q.DRAFT}=~"$draft"'
     ds = {"type": "datasource", "name": "datasource", "label": "Data source",
           "query": "prometheus", "hide": 0}
     if datasource:
@@ -332,17 +359,23 @@ def templating(matchers: str = "", datasource: tuple[str, str] | None = None) ->
     return [
         ds,
         _query_var("job", "Job", f"label_values({info}}}, job)"),
+        _query_var("deployment", "Deployment",
+                   f'label_values({info}, job=~"$job"}}, {Q.DEPLOYMENT})'),
         _query_var("runtime", "Runtime",
                    f'label_values({info}, job=~"$job"}}, {S.RES_RUNTIME.replace(".", "_")})'),
         _query_var("model", "Model",
                    f'label_values({info}, job=~"$job", {runtime}}}, spectrace_model)'),
+        _query_var("draft", "Draft",
+                   f'label_values({info}, job=~"$job", {Q.DEPLOYMENT}=~"$deployment", '
+                   f'{runtime}, spectrace_model=~"$model"}}, {Q.DRAFT})'),
         _query_var("tp_rank", "TP rank",
                    f'label_values({info}, job=~"$job", {runtime}, spectrace_model=~"$model"}}, '
                    "spectrace_tp_rank)"),
         # No allValue: "All" expands to the instances the other filters left.
         _query_var("instance", "Instance",
-                   f'label_values({info}, job=~"$job", {runtime}, spectrace_model=~"$model", '
-                   'spectrace_tp_rank=~"$tp_rank"}, instance)', all_value=None),
+                   f'label_values({info}, job=~"$job", {chosen}, {runtime}, '
+                   'spectrace_model=~"$model", spectrace_tp_rank=~"$tp_rank"}, instance)',
+                   all_value=None),
     ]
 
 

@@ -349,3 +349,44 @@ def long_context_acceptance(window: str, by=(), flt="") -> str:
     """The long-context rule of `spectrace report` (rules.context): `gap_acceptance` of
     the context-length breakdown."""
     return gap_acceptance(CONTEXT, window, by, flt)
+
+
+# -- A/B: deployments and drafts side by side (resource labels joined from target_info) ----
+def resource_label(attr: str) -> str:
+    """The label a resource attribute arrives under on `target_info` (dots -> `_`)."""
+    return attr.replace(".", "_")
+
+
+DEPLOYMENT = resource_label(S.RES_SERVICE_NAME)  # OTEL_SERVICE_NAME, one per deployment
+DRAFT = resource_label(S.RES_DRAFT_MODEL)        # the draft checkpoint path
+DRAFT_HASH = resource_label(S.RES_DRAFT_HASH)    # its content hash (same path, other weights)
+SIDE_BY_SIDE = (DEPLOYMENT, DRAFT, DRAFT_HASH)
+
+
+def with_resource(inner: str, labels=SIDE_BY_SIDE, flt="") -> str:
+    """`inner` (a vector by job and instance) with `labels` of its process's `target_info`
+    joined in (target_info is 1: the values stay)."""
+    info = f"target_info{{{flt}}}" if flt else "target_info"
+    return (f"({inner} * on ({', '.join(SCRAPE_LABELS)}) group_left ({', '.join(labels)})"
+            f" {info})")
+
+
+def _side_by_side(spec: S.MetricSpec, window: str, labels, flt, extra_by=()) -> str:
+    """rate(spec) summed per process, labelled from target_info, summed by `labels`."""
+    inner = srate(spec, window, SCRAPE_LABELS + tuple(extra_by), flt)
+    return _sum(tuple(labels) + tuple(extra_by), with_resource(inner, labels, flt))
+
+
+def mean_acceptance_length_side_by_side(window: str, labels=SIDE_BY_SIDE, flt="") -> str:
+    """1 + accepted / request-steps for each (deployment, draft, draft hash): each
+    process's counts labelled from its `target_info`, then added up."""
+    return (f"1 + {_side_by_side(S.SPEC_ACCEPTED_TOKENS, window, labels, flt)}"
+            f" / {_side_by_side(S.SPEC_DRAFTS, window, labels, flt)}")
+
+
+def per_position_acceptance_side_by_side(window: str, labels=SIDE_BY_SIDE, flt="") -> str:
+    """Per-position acceptance for each (deployment, draft, draft hash)."""
+    pos = (S.ATTR_POSITION,)
+    return (f"{_side_by_side(S.SPEC_ACCEPTED_PER_POSITION, window, labels, flt, pos)}"
+            f" / ignoring({S.ATTR_POSITION}) group_left"
+            f" {_side_by_side(S.SPEC_DRAFTS, window, labels, flt)}")
