@@ -5,9 +5,19 @@ The waits return as soon as their condition holds; their bound (120 s) is only h
 loaded 2-core machine may take before the test gives up, not a figure under test."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+import urllib.request
+
+
+def generate(url: str, body: dict, timeout: float = 600) -> dict:
+    """One request to SGLang's native `/generate` (`url`: the server's), its JSON reply."""
+    req = urllib.request.Request(url + "/generate", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
 
 
 def sglang_totals(responses) -> tuple[int, int, dict]:

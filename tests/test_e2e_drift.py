@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -28,7 +27,7 @@ from spectrace import names
 from spectrace.report import summarize_process
 from spectrace.report.drift_windows import WINDOW_SETTING, windows
 from spectrace.rules import drift, reference
-from tests.e2e import codes, settle, sglang_totals
+from tests.e2e import codes, generate, settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
 
@@ -40,12 +39,8 @@ N_SHORT, N_LONG, CONCURRENT = 260, 120, 8
 
 
 def _post(run, input_ids):
-    body = {"input_ids": input_ids, "sampling_params": {"max_new_tokens": NEW_TOKENS,
-                                                        "temperature": 0}}
-    req = urllib.request.Request(run.server.url + "/generate", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as resp:
-        return json.loads(resp.read())
+    return generate(run.server.url, {"input_ids": input_ids, "sampling_params": {
+        "max_new_tokens": NEW_TOKENS, "temperature": 0}})
 
 
 def _generate(run, prompts):

@@ -17,9 +17,7 @@ loaded 2-core machine a server at 0 made 10 tokens a second and the requests tim
 """
 from __future__ import annotations
 
-import json
 import os
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -27,7 +25,7 @@ import pytest
 from harness.tiny_models import CONTEXT_RIGHT_BELOW, walk
 from spectrace import signals
 from spectrace.families.breakdowns import REQUEST_LABEL
-from tests.e2e import codes, settle, sglang_totals
+from tests.e2e import codes, generate, settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
 
@@ -45,12 +43,10 @@ assert PROMPT + NEW_RIGHT < 512
 
 
 def _post(run, input_ids, routing_key, new_tokens):
-    body = {"input_ids": input_ids, "routing_key": routing_key, "sampling_params": {
-        "max_new_tokens": new_tokens, "temperature": 0, "ignore_eos": True}}
-    req = urllib.request.Request(run.server.url + "/generate", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=3000) as resp:
-        return json.loads(resp.read())
+    return generate(run.server.url, {
+        "input_ids": input_ids, "routing_key": routing_key, "sampling_params": {
+            "max_new_tokens": new_tokens, "temperature": 0, "ignore_eos": True}},
+        timeout=3000)
 
 
 def _generate(run, jobs):

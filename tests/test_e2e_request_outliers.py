@@ -13,15 +13,13 @@ per-request counts. One server at a time.
 """
 from __future__ import annotations
 
-import json
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from harness.tiny_models import loop, walk
 from spectrace import signals
-from tests.e2e import codes, settle, sglang_totals
+from tests.e2e import codes, generate, settle, sglang_totals
 
 # 1 token from the prefill, then accepted + 1 a step: 81 ends every request on a whole step
 # (a walk: 40 steps of 2, the garbled one 80 of 1, the loop 20 of 4), none cut short
@@ -51,12 +49,8 @@ def _assert_named(proc, garbled_id: str, loop_id: str, n: int) -> None:
 # -- SGLang ---------------------------------------------------------------------------------
 def _generate(run, prompts):
     def post(ids):
-        body = {"input_ids": ids, "sampling_params": {"max_new_tokens": NEW_TOKENS,
-                                                      "temperature": 0}}
-        req = urllib.request.Request(run.server.url + "/generate", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=600) as resp:
-            return json.loads(resp.read())
+        return generate(run.server.url, {"input_ids": ids, "sampling_params": {
+            "max_new_tokens": NEW_TOKENS, "temperature": 0}})
     with ThreadPoolExecutor(4) as pool:
         return list(pool.map(post, prompts))
 
