@@ -8,6 +8,7 @@ SGLang's own code.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -34,22 +36,55 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+# ports handed out by `free_port`, each held by an exclusive lock on a file of its own
+# here until `release_port` (or the process's end): two test workers starting servers at
+# once once drew the same port, the loser's /health wait reached the winner's server, and
+# its requests went there (CI rehearsal, 2026-12-04)
+CLAIMS_DIR = os.path.join(tempfile.gettempdir(), "spectrace-harness-ports")
+_claimed: dict[int, int] = {}  # port -> the open descriptor holding its lock
+
+
 def free_port(low: int = 30000, high: int = 65535) -> int:
     """A port free now, in [`low`, `high`] and below the kernel's ephemeral range where
-    there is room. A server binds its port only once its models are loaded, tens of
-    seconds later under load; meanwhile every `bind(0)` on the machine (gloo's and
-    vLLM's listeners, other tests' servers) draws from the ephemeral range, so a port
-    taken from there can be gone by then (CI, 2026-12-04: uvicorn's bind failed, exit 3).
-    30000 up: SGLang keeps its own later-bound ports in 22000-29999."""
+    there is room, claimed for this process (`release_port`) so that no other process of
+    the harness is handed it. A server binds its port only once its models are loaded,
+    tens of seconds later under load; meanwhile every `bind(0)` on the machine (gloo's
+    and vLLM's listeners) draws from the ephemeral range, so a port taken from there can
+    be gone by then (CI, 2026-12-04: uvicorn's bind failed, exit 3). 30000 up: SGLang
+    keeps its own later-bound ports in 22000-29999."""
     top = min(high, _ephemeral_low() - 1)
     if top - low < 256:  # no room below the ephemeral range: anywhere up to `high`
         top = high
     for port in random.sample(range(low, top + 1), min(64, top + 1 - low)):
-        if _bindable(port):
-            return port
+        if _claim(port):
+            if _bindable(port):
+                return port
+            release_port(port)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _claim(port: int) -> bool:
+    """Lock `port`'s claim file; False where another process holds it (or this one)."""
+    if port in _claimed:
+        return False
+    os.makedirs(CLAIMS_DIR, exist_ok=True)
+    fd = os.open(os.path.join(CLAIMS_DIR, str(port)), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _claimed[port] = fd
+    return True
+
+
+def release_port(port: int) -> None:
+    """Give back a port `free_port` handed out (nothing where it was not claimed here)."""
+    fd = _claimed.pop(port, None)
+    if fd is not None:
+        os.close(fd)
 
 
 def _bindable(port: int) -> bool:
@@ -172,6 +207,7 @@ class Server:
                 os.killpg(self.proc.pid, 0)
             except ProcessLookupError:
                 self.stopped = True  # all gone: nothing left for `stop` to kill
+                release_port(self.port)
                 return time.monotonic() - t0
             time.sleep(0.01)
         raise TimeoutError(f"processes of group {self.proc.pid} still alive after {timeout} s")
@@ -188,6 +224,7 @@ class Server:
             pass
         self.proc.wait(timeout=120)
         self.stopped = True
+        release_port(self.port)
 
 
 def start_server(models: str, log_path: str, env_extra: dict | None = None,

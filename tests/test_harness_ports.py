@@ -1,10 +1,17 @@
-"""The test servers' ports: picked where no `bind(0)` lands, and picked again when another
-process took one before the server bound it (CI, 2026-12-04: an SGLang server's uvicorn
-failed to bind after a 30 s model load and the test failed with exit 3)."""
+"""The test servers' ports: picked where no `bind(0)` lands, never handed to two processes of
+the harness at once, and picked again when another process took one before the server
+bound it (CI, 2026-12-04: an SGLang server's uvicorn failed to bind after a 30 s model load
+and the test failed with exit 3; later two test workers drew the same port and one's
+requests reached the other's server)."""
+import os
 import socket
+import subprocess
 import sys
 
-from harness.server import PortTaken, _ephemeral_low, free_port, launch_on_free_port
+from harness.server import (
+    PortTaken, _ephemeral_low, free_port, launch_on_free_port, release_port)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A real HTTP server in a child process: 200 on /health, exits 1 when its port is taken.
 HEALTH_SERVER = """
@@ -29,6 +36,24 @@ def test_free_port_is_below_the_ephemeral_range_and_bindable():
 
 def test_free_port_respects_its_upper_bound():
     assert all(30000 <= free_port(high=30300) <= 30300 for _ in range(20))
+
+
+def _free_port_in_another_process(port: int) -> int:
+    """What `free_port` hands a real second process that asks for `port` alone."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from harness.server import free_port; "
+         f"print(free_port(low={port}, high={port}))"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    return int(out.stdout)
+
+
+def test_a_port_handed_out_is_not_handed_to_another_process_until_released():
+    port = free_port(high=30300)
+    try:
+        assert _free_port_in_another_process(port) != port  # claimed: it gets another
+    finally:
+        release_port(port)
+    assert _free_port_in_another_process(port) == port      # given back: free for anyone
 
 
 def test_a_port_taken_before_the_server_binds_it_is_picked_again(tmp_path):
