@@ -59,8 +59,11 @@ bash scripts/setup-env-trainers.sh .venv-trainers
 export SPECTRACE_TRAINERS_PYTHON="$PWD/.venv-trainers/bin/python"
 # Two test modules at a time (pytest-xdist; SPECTRACE_TEST_WORKERS, 0 for one process): most
 # of the time goes to real servers starting and decoding, and a module keeps its own order
-# (its servers are module fixtures), so whole modules go to a worker (--dist loadfile).
+# (its servers are module fixtures), so whole modules go to a worker (--dist loadfile), in
+# collection order (--no-loadscope-reorder: xdist's default hands out the modules with the
+# most tests first, which left the long server modules of two or three tests to run last,
+# one at a time; tests/schedule.py collects the server modules first).
 # Arguments given here come after, so `-n 0` or another `--dist` wins.
 workers=${SPECTRACE_TEST_WORKERS:-2}
-echo "running pytest -n $workers --dist loadfile $*"
-exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+echo "running pytest -n $workers --dist loadfile --no-loadscope-reorder $*"
+exec .venv/bin/python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@"

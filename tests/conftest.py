@@ -19,8 +19,15 @@ sys.path.insert(0, ROOT)
 from harness.server import start_server  # noqa: E402
 from harness.tiny_models import make_tiny_models  # noqa: E402
 from tests.e2e import requests_settled  # noqa: E402
+from tests.schedule import servers_first  # noqa: E402
 from tests.tiers import (  # noqa: E402,F401  (the tier hooks: tests/tiers.py)
-    pytest_collection_modifyitems, pytest_configure, pytest_ignore_collect)
+    mark_tiers, pytest_configure, pytest_ignore_collect)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items) -> None:
+    mark_tiers(items)
+    servers_first(items)  # tests/schedule.py: the long modules start first
 
 
 @pytest.fixture

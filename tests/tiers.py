@@ -8,7 +8,7 @@ server) and is marked `fast` here, so `pytest -m fast` selects it. Under `pytest
 - torch, SGLang and vLLM cannot be imported: a fast test that imports one fails loudly,
   naming the marker it needs, even where they are installed.
 
-The hooks are imported into tests/conftest.py.
+The hooks are imported into tests/conftest.py, whose own collection hook calls `mark_tiers`.
 """
 from __future__ import annotations
 
@@ -99,8 +99,9 @@ def pytest_ignore_collect(collection_path: Path, config):
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
-def pytest_collection_modifyitems(config, items) -> None:
+def mark_tiers(items) -> None:
+    """Marks `fast` every test without a tier marker (tests/conftest.py calls it from its
+    pytest_collection_modifyitems, before `-m` deselects)."""
     for item in items:
         if not any(item.get_closest_marker(m) for m in TIERS):
             item.add_marker(pytest.mark.fast)
