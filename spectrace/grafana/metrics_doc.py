@@ -232,7 +232,8 @@ def render() -> str:
         "or the requests scheduled with drafts when vLLM logs no stats) |",
         "| `accept_length_by_cuda_graph` | each step: the verify result's "
         "`can_run_cuda_graph` (`GenerationBatchResult`, a bool the target's model runner sets "
-        "on the CPU), read as the scheduler resolves the batch (`_resolve_spec_v2_tokens`) "
+        "on the CPU), read as the scheduler resolves the batch (`_resolve_spec_v2_tokens`); "
+        "the field defaults to False, so a path that never sets it counts as eager "
         "| `unknown` (no hook on the scheduler's resolve step there) | each step: vLLM "
         "decides its CUDA-graph mode in the worker's model runner (its dispatcher's "
         "`cudagraph_mode` and `BatchDescriptor`); it reaches the EngineCore, where the "
