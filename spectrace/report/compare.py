@@ -68,9 +68,14 @@ def identity(report: Report) -> dict:
     return out
 
 
+def _breakdown(figures: Figures | None, name: str):
+    """The run's figures of the breakdown `name`, None where it has none."""
+    return next((b for b in figures.breakdowns if b.name == name), None) if figures else None
+
+
 def mix(figures: Figures | None, name: str) -> dict:
     """A breakdown's shares of request-steps by bucket, in its order."""
-    fig = next((b for b in figures.breakdowns if b.name == name), None) if figures else None
+    fig = _breakdown(figures, name)
     total = sum(r.drafts for r in fig.rows) if fig else 0
     return {r.bucket: round(r.drafts / total, 4) for r in fig.rows} if total else {}
 
@@ -101,7 +106,7 @@ def whole(figures: Figures | None) -> BucketFigures:
 
 
 def _buckets(figures: Figures | None, name: str) -> tuple[BucketFigures, ...]:
-    fig = next((b for b in figures.breakdowns if b.name == name), None) if figures else None
+    fig = _breakdown(figures, name)
     return tuple(fig.buckets) if fig else ()
 
 
