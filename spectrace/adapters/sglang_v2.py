@@ -161,8 +161,7 @@ def _before_finalize_tree(module, batch, predict, bs):
 def _before_verify_complete_cpu(instance, counts):
     rec = STATE.recorder or recorder()
     steps = instance.speculative_num_steps
-    inflight = rec.inflight
-    lens, graphed = inflight.take_seq_lens(), inflight.take_graphed()
+    lens, graphed = rec.inflight.take_seq_lens()
     if steps:  # 0: adaptive speculation switched drafting off for this batch size (its
         # `candidate_steps` [0]): a plain decode step, no request-step verified
         rec.acceptance.add(counts, steps, lens, graphed)

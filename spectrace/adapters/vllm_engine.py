@@ -226,9 +226,7 @@ def _before_make_stats(scheduler, stats):
     update_from_output's hook; make_stats runs inside every update_from_output, so they
     are taken, or dropped, in the same step)."""
     rec = STATE.recorder
-    step = graph = None
-    if rec is not None:
-        step, graph = rec.inflight.take_seq_lens(), rec.inflight.take_graphed()
+    step, graph = rec.inflight.take_seq_lens() if rec is not None else (None, None)
     if stats is not None:
         (rec or engine_recorder(scheduler.vllm_config)).acceptance.add_positions(
             PositionCounts(stats.num_drafts, stats.num_draft_tokens,

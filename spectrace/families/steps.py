@@ -66,13 +66,11 @@ class StepInFlight:
     def keep_seq_lens(self, lens, graphed=None) -> None:
         self.seq_lens, self.graphed = lens, graphed
 
-    def take_seq_lens(self):
-        lens, self.seq_lens = self.seq_lens, None
-        return lens
-
-    def take_graphed(self):
-        graphed, self.graphed = self.graphed, None
-        return graphed
+    def take_seq_lens(self) -> tuple:
+        """(the lengths, graphed) `keep_seq_lens` kept, both cleared."""
+        kept = self.seq_lens, self.graphed
+        self.seq_lens = self.graphed = None
+        return kept
 
     def due_tree(self, due) -> None:
         self.tree_due = due
