@@ -5,6 +5,7 @@ folders real SGLang runs wrote (tests/recorded/advisor: `full` and `partial` at 
 steps), with copies whose resource says another runtime and settings for the diff."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import pytest
 from spectrace import model_hash
 from spectrace.cli import main
 from spectrace.report import build_report
-from spectrace.report.compare import compare_reports
+from spectrace.report.compare import MIX, ConfigRow, compare_reports
 from spectrace.report.compare_text import render_comparison_text
 from spectrace.rules import compare as cmp
 from spectrace.rules.buckets import bucket_figures
@@ -134,6 +135,21 @@ def test_recorded_partial_against_full_is_the_system_at_positions_1_and_2():
     text = render_comparison_text(c)
     assert text.splitlines()[0] == c.sentence
     assert "by context (explains the change)" in text
+
+
+def test_a_moved_mix_is_listed_apart_from_the_configuration():
+    """Two runs of one configuration see different batch-size mixes (the scheduler's timing
+    decides them): `config_differs` names what the operator changed, `mix_moved` the
+    traffic."""
+    c = compare_reports(build_report(PARTIAL), build_report(FULL))
+    moved = ConfigRow("batch_size", "batch size mix", MIX, {"1": 0.9, "2": 0.1},
+                      {"1": 0.6, "2": 0.4})
+    still = ConfigRow("sampling", "sampling mix", MIX, {"greedy": 1.0}, {"greedy": 1.0})
+    doc = dataclasses.replace(c, config=c.config + (moved, still)).to_json()
+    assert doc["config_differs"] == ["model", "draft_model"]
+    assert "batch_size" in doc["mix_moved"] and "sampling" not in doc["mix_moved"]
+    rows = {r["key"]: r for r in doc["config"]}
+    assert rows["batch_size"]["differs"] and not rows["sampling"]["differs"]
 
 
 def _copy_as(tmp_path, src, name, **attrs):

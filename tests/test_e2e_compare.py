@@ -114,6 +114,9 @@ def test_two_identical_runs_report_no_change(runs):
     assert c["kind"] == "no_change", c["sentence"]
     assert c["sentence"].startswith("no change in acceptance")
     assert c["config_differs"] == []  # the same draft, target and settings: the same hashes
+    # the same prompts: the same context, sampling and label mixes; the batch-size mix is
+    # the scheduler's timing (4 requests at a time, finishing a step apart or together)
+    assert set(c["mix_moved"]) <= {"batch_size"}, c["mix_moved"]
     assert c["positions_fell"] == []
 
 
@@ -136,6 +139,7 @@ def test_traffic_moved_to_long_prompts_is_the_traffic_not_the_system(runs):
     assert not any(b["fell"] for b in buckets.values())
     rows = {r["key"]: r for r in c["config"]}
     assert rows["context"]["differs"]  # the mix moved; the draft, target, settings did not
+    assert "context" in c["mix_moved"] and c["config_differs"] == []
     assert not [r for r in c["config"] if r["kind"] != "mix" and r["differs"]]
     assert c["sentence"].startswith("the traffic: acceptance fell")
     assert "more 1k-2k in context length" in c["sentence"]

@@ -178,7 +178,8 @@ class RunComparison:
         return {"sentence": self.sentence, "current": self.current.to_json(),
                 "baseline": self.baseline.to_json(),
                 "config": [r.to_json() for r in self.config],
-                "config_differs": [r.key for r in self.config if r.differs],
+                "config_differs": [r.key for r in self.changed_config],
+                "mix_moved": [r.key for r in self.config if r.differs and r.kind == MIX],
                 **self.result.to_json()}
 
 

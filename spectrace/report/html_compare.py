@@ -23,10 +23,16 @@ def _cells(key: str, *values: str) -> str:
     return "".join(f'<td data-key="{_e(key)}.{i}">{_e(v)}</td>' for i, v in enumerate(values))
 
 
+def _mark(r) -> str:
+    """A changed setting is marked bad; a moved traffic mix is the traffic, not a fault."""
+    return ("moved" if r.kind == MIX else "differs") if r.differs else ""
+
+
 def _config_table(c: RunComparison) -> str:
-    rows = [f'<tr class="{"bad" if r.differs else ""}" data-differs="{int(r.differs)}">'
+    rows = [f'<tr class="{"bad" if _mark(r) == "differs" else ""}" '
+            f'data-differs="{int(r.differs)}">'
             f"<th scope=row>{_e(r.label)}</th><td>{_e(_value(r.baseline))}</td>"
-            f"<td>{_e(_value(r.current))}</td><td>{'differs' if r.differs else ''}</td></tr>"
+            f"<td>{_e(_value(r.current))}</td><td>{_mark(r)}</td></tr>"
             for r in c.config if r.kind != MIX or r.baseline or r.current]
     return _table("Run configuration", ["", "baseline", "current", ""], rows, "wide")
 
