@@ -36,6 +36,12 @@ SHORT, LONG, NEW_TOKENS = 100, 1100, 8
 # short: ~4 request-steps each, long ~7: each window past the floors of 200 request-steps
 # and 100 finished requests (the steady run's two halves too)
 N_SHORT, N_LONG, CONCURRENT = 260, 120, 8
+# A recent window of SECONDS is counted back from the last metrics snapshot, and the idle
+# server goes on writing snapshots while `spectrace report` starts (seconds on a loaded
+# machine): each window is set SLACK seconds longer than its phase, and each phase starts
+# after GAP idle seconds, so the boundary falls in the idle gap for any start-up delay
+# under SLACK.
+GAP, SLACK = 12, 8
 
 
 def _post(run, input_ids):
@@ -72,21 +78,21 @@ def drift_run(tiny_models, sglang_server):
     # served in it: 28 of 260 in one CI rehearsal, under the floor)
     first = _generate(run, [walk(SHORT)] * (N_SHORT // 2))
     settle(run, sglang_totals(first)[0])
-    time.sleep(3)
+    time.sleep(GAP)
     half_start = time.time()
     short = first + _generate(run, [walk(SHORT)] * (N_SHORT - N_SHORT // 2))
     settle(run, sglang_totals(short)[0])
-    half_s = time.time() - half_start + 1
-    steady = _report_with(run, {WINDOW_SETTING: f"{half_s:.1f}"})
+    half_s = time.time() - half_start + SLACK
     steady_windows = windows([summarize_process(_scheduler_dir(run)).drift_history], half_s)
+    steady = _report_with(run, {WINDOW_SETTING: f"{half_s:.1f}"})
     met = _report_with(run, {reference.SETTING: "2.1", WINDOW_SETTING: f"{half_s:.1f}"})
     # the report is asked for a recent window that starts just before the long phase
     # (SPECTRACE_DRIFT_WINDOW), so the short phase is all in the earlier window
-    time.sleep(3)
+    time.sleep(GAP)
     long_start = time.time()
     long_ = _generate(run, [walk(LONG)] * N_LONG)
     settle(run, sglang_totals(short + long_)[0])
-    moved = _report_with(run, {WINDOW_SETTING: f"{time.time() - long_start + 1:.1f}"})
+    moved = _report_with(run, {WINDOW_SETTING: f"{time.time() - long_start + SLACK:.1f}"})
     return short, steady, steady_windows, long_, moved, met
 
 
