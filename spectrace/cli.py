@@ -126,7 +126,21 @@ def main(argv: list[str] | None = None) -> int:
                     "or --baseline")
         if args.interval is not None and not args.watch:
             p.error("--interval sets how often --watch refreshes; give it with --watch")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of our output left (`spectrace report | head`): what it read is what it
+    asked for. Standard output goes to /dev/null so the exit's flush cannot fail again,
+    and the status is a pipe's writer ended by SIGPIPE (128 + 13), as other tools exit."""
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":
