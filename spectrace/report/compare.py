@@ -44,6 +44,12 @@ class ConfigRow:
             return self.baseline.lower() != self.current.lower()  # EAGLE3 / eagle3
         return self.baseline != self.current
 
+    @property
+    def changed(self) -> bool:
+        """An identity item or setting that differs: what was changed (a moved mix is the
+        traffic)."""
+        return self.differs and self.kind != MIX
+
     def to_json(self) -> dict:
         return {"key": self.key, "label": self.label, "kind": self.kind,
                 "baseline": self.baseline, "current": self.current, "differs": self.differs}
@@ -172,7 +178,7 @@ class RunComparison:
 
     @property
     def changed_config(self) -> tuple[ConfigRow, ...]:
-        return tuple(r for r in self.config if r.differs and r.kind != MIX)
+        return tuple(r for r in self.config if r.changed)
 
     def to_json(self) -> dict:
         return {"sentence": self.sentence, "current": self.current.to_json(),
@@ -249,8 +255,8 @@ def sentence(result: cmp.Comparison, config: tuple[ConfigRow, ...], current: Run
     head = f"acceptance {direction} {abs(total.value):.2f} ({means}{_interval(total)})"
     system, traffic = result.system, result.traffic
     # named in the sentence: what both runs recorded and differs (the table has the rest)
-    changed = [r for r in config if r.differs and r.kind != MIX
-               and r.baseline is not None and r.current is not None]
+    changed = [r for r in config
+               if r.changed and r.baseline is not None and r.current is not None]
     lead = "the runs differ in" if result.kind == cmp.NO_CHANGE else "after the change of"
     after = (f"; {lead} " + ", ".join(
         f"{r.label} {r.baseline} -> {r.current}" for r in changed)) if changed else ""

@@ -25,11 +25,11 @@ def _cells(key: str, *values: str) -> str:
 
 def _mark(r) -> str:
     """A changed setting is marked bad; a moved traffic mix is the traffic, not a fault."""
-    return ("moved" if r.kind == MIX else "differs") if r.differs else ""
+    return "differs" if r.changed else "moved" if r.differs else ""
 
 
 def _config_table(c: RunComparison) -> str:
-    rows = [f'<tr class="{"bad" if _mark(r) == "differs" else ""}" '
+    rows = [f'<tr class="{"bad" if r.changed else ""}" '
             f'data-differs="{int(r.differs)}">'
             f"<th scope=row>{_e(r.label)}</th><td>{_e(_value(r.baseline))}</td>"
             f"<td>{_e(_value(r.current))}</td><td>{_mark(r)}</td></tr>"
