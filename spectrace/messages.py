@@ -682,10 +682,15 @@ LARGE_BATCH = Message(
     "{worse} ({worse_drafts} request-steps) against {better_length} at {better} "
     "({better_drafts} request-steps). A draft proposes the same tokens whatever the batch, "
     "so the runtime's path for large batches is the suspect: padded CUDA-graph batches or a "
-    "batch-size-dependent kernel (as in TensorRT-LLM#7363, vllm-ascend#9290).",
+    "batch-size-dependent kernel (as in TensorRT-LLM#7363, vllm-ascend#9290). The buckets "
+    "hold different requests' steps, so requests that accept less and run at other batch "
+    "sizes (longer ones left as a batch drains, traffic of another kind at another load) "
+    "make the same gap.",
     "compare a run with CUDA graphs off (SGLang --disable-cuda-graph, vLLM --enforce-eager) "
     "or with a smaller graph batch limit (SGLang --cuda-graph-max-bs); if acceptance "
-    "recovers, report it to the runtime with these figures.")
+    "recovers, report it to the runtime with these figures; if not, compare the requests "
+    "the large and the small batches served (the breakdowns by request label, sampling and "
+    "prefix cache).")
 SAMPLING_GAP = Message(
     names.SAMPLING_GAP,
     "sampled requests accept less than greedy ones: mean accept length {worse_length} at "
