@@ -34,6 +34,7 @@ from spectrace import signals as S
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from spectrace.grafana import alerts, metrics_doc, overview
 from spectrace.grafana import promql as Q
+from spectrace.families import step_cost
 from spectrace.families.breakdowns import BREAKDOWNS, SGLANG_ONLY, VLLM_PER_REQUEST
 
 DASHBOARD_DIR = os.path.join(ROOT, "grafana", "dashboards")
@@ -316,10 +317,27 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         # bucket: request-steps, step costs) exists before the measured window: a series'
         # first sample is never counted by rate(). One alone and three batched, as the
         # window's own (on an idle machine the window's requests end within a scrape or
-        # two, so a series born there would show no increase at all).
+        # two, so a series born there would show no increase at all). The batched ones as
+        # long as the window's: on a loaded machine three of 8 tokens ran one after the
+        # other (CI rehearsal: vLLM's batch-1 series only, the speed-up panels empty), so
+        # they are sent again until Prometheus holds the step costs of both batch sizes.
         responses = [generate(PROMPT, 8)]
-        with ThreadPoolExecutor(3) as pool:
-            responses += list(pool.map(lambda _: generate(PROMPT, 8), range(3)))
+        samples = S.SPEC_PHASE_SAMPLES.prometheus_name
+        step_costs = f'{samples}{{{S.ATTR_PHASE}="{S.PHASE_STEP}"}}'
+        both = {step_cost.BUCKETS[0], step_cost.BUCKETS[1]}  # "1", "2-3"
+
+        def buckets() -> set:
+            return {r["metric"].get(S.ATTR_BATCH_BUCKET) for r in prom.query(step_costs)}
+        for _ in range(3):
+            with ThreadPoolExecutor(3) as pool:
+                responses += list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
+            try:
+                prom.wait(lambda: buckets() >= both, 10, "step costs of batch 1 and 2-3")
+                break
+            except TimeoutError:
+                continue
+        assert buckets() >= both, (f"the warm-up never ran batched: step costs of "
+                                   f"{sorted(buckets())} ({run.logs})")
         agreement = S.SPEC_AGREEMENT_PER_POSITION.prometheus_name
         prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
                   "per-position series")
