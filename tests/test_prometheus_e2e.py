@@ -320,7 +320,8 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         # two, so a series born there would show no increase at all). The batched ones as
         # long as the window's: on a loaded machine three of 8 tokens ran one after the
         # other (CI rehearsal: vLLM's batch-1 series only, the speed-up panels empty), so
-        # they are sent again until Prometheus holds the step costs of both batch sizes.
+        # they are sent again (up to three times) until Prometheus holds the step costs of
+        # both batch sizes; if they never batch, the panels' test says what is missing.
         responses = [generate(PROMPT, 8)]
         samples = S.SPEC_PHASE_SAMPLES.prometheus_name
         step_costs = f'{samples}{{{S.ATTR_PHASE}="{S.PHASE_STEP}"}}'
@@ -336,8 +337,6 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
                 break
             except TimeoutError:
                 continue
-        assert buckets() >= both, (f"the warm-up never ran batched: step costs of "
-                                   f"{sorted(buckets())} ({run.logs})")
         agreement = S.SPEC_AGREEMENT_PER_POSITION.prometheus_name
         prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
                   "per-position series")
