@@ -44,6 +44,21 @@ def settle(run, drafts: int, timeout: float = 120, requests: int | None = None) 
         time.sleep(0.5)
 
 
+def after_traffic(run, timeout: float = 120) -> dict:
+    """The scheduler's summary from a metrics snapshot collected wholly after this call:
+    the second one written after it (the first may have been collecting as it began).
+    Call it once the traffic's responses are back. A collection reads the observable
+    instruments (pass counts by width) before the synchronous counters (fc bypasses), so a
+    snapshot taken while a pass ran can count that pass in one and not the other."""
+    first = run.scheduler()["metric_snapshots"]
+    deadline = time.time() + timeout
+    while True:
+        proc = run.scheduler()
+        if proc["metric_snapshots"] >= first + 2 or time.time() > deadline:
+            return proc
+        time.sleep(0.5)
+
+
 def requests_settled(proc: dict, requests: int | None) -> bool:
     """True when `requests` is None, or a process summary counts that many finished
     requests and holds each one's span: a sampled request's span is made at the metric

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from harness.server import start_server
-from tests.e2e import codes, plant, wait_for
+from tests.e2e import after_traffic, codes, plant, wait_for
 
 pytestmark = pytest.mark.sglang
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5"}
@@ -22,7 +22,7 @@ def bypass_run(tiny_models, sglang_server):
 
 def test_bypass_flags_target_fed_passes_only(bypass_run):
     run, responses = bypass_run
-    proc = wait_for(lambda: (p := run.scheduler())["fc_bypass"] and p["drafts"] and p)
+    proc = after_traffic(run)
     widths = {(p["pass_kind"], p["width"]): p["count"] for p in proc["hidden_state_passes"]}
     assert set(widths) == {("target_fed", 128), ("draft_decode", 128)}
     # every target-fed pass was a bypass; no draft-decode pass was flagged

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.e2e import codes, plant, settle, sglang_totals, wait_for
+from tests.e2e import after_traffic, codes, plant, settle, sglang_totals, wait_for
 
 pytestmark = pytest.mark.sglang
 
@@ -69,8 +69,8 @@ def test_mla_pair_exact_acceptance_and_no_findings(mla_healthy):
 
 def test_mla_pair_bypass_is_named(mla_healthy, tiny_models, sglang_server):
     _, healthy, _, _ = mla_healthy
-    run, responses, proc, _ = serve(sglang_server, tiny_models("bypass", pair="dsv3-mla"))
-    assert_bypass_named(proc, responses, healthy)
+    run, responses, _, _ = serve(sglang_server, tiny_models("bypass", pair="dsv3-mla"))
+    assert_bypass_named(after_traffic(run), responses, healthy)
 
 
 def test_mla_draft_under_the_eagle_algorithm_names_the_cause(tiny_models, sglang_server):
@@ -125,8 +125,8 @@ def test_qwen3_pair_exact_acceptance_and_no_findings(qwen3_healthy):
 
 def test_qwen3_pair_bypass_is_named(qwen3_healthy, tiny_models, sglang_server):
     _, healthy, _, _ = qwen3_healthy
-    run, responses, proc, _ = serve(sglang_server, tiny_models("bypass", pair="qwen3-llama"))
-    assert_bypass_named(proc, responses, healthy)
+    run, responses, _, _ = serve(sglang_server, tiny_models("bypass", pair="qwen3-llama"))
+    assert_bypass_named(after_traffic(run), responses, healthy)
 
 
 # -- MTP / NextN through the same eagle worker -----------------------------------------------
