@@ -20,7 +20,7 @@ from ..safety import INTERNAL_ERRORS
 from ..names import COUNTER, MetricSpec
 from . import breakdowns, step_cost
 from .breakdowns import BucketCounts
-from .instruments import by_attributes, observe
+from .instruments import CollectionReads, by_attributes, observe
 
 SPEC_DRAFTS = MetricSpec(
     "spectrace.spec.drafts", COUNTER, "{draft}",
@@ -324,9 +324,7 @@ class Acceptance:
         return self.totals
 
     def register(self, meter, scope: dict) -> None:
-        def read(fn):
-            """A callback that counts what was kept, then reads `fn(totals)`."""
-            return lambda: fn(self.folded())
+        read = CollectionReads(self.folded).reader
         position = names.ATTR_POSITION
         observe(meter, SPEC_DRAFTS, read(lambda t: [Observation(t.drafts)]), scope)
         observe(meter, SPEC_DRAFT_TOKENS, read(lambda t: [Observation(t.draft_tokens)]), scope)

@@ -10,7 +10,7 @@ from opentelemetry.metrics import Observation
 
 from .. import names
 from ..names import COUNTER, MetricSpec
-from .instruments import observe
+from .instruments import CollectionReads, observe
 
 SPEC_AGREEMENT_DRAFTS = MetricSpec(
     "spectrace.spec.agreement_drafts", COUNTER, "{draft}",
@@ -55,8 +55,8 @@ class Agreement:
         return self
 
     def register(self, meter, scope: dict) -> None:
-        observe(meter, SPEC_AGREEMENT_DRAFTS, lambda: [Observation(self.folded().drafts)],
-                scope)
-        observe(meter, SPEC_AGREEMENT_PER_POSITION, lambda: [
+        read = CollectionReads(self.folded).reader
+        observe(meter, SPEC_AGREEMENT_DRAFTS, read(lambda a: [Observation(a.drafts)]), scope)
+        observe(meter, SPEC_AGREEMENT_PER_POSITION, read(lambda a: [
             Observation(v, {names.ATTR_POSITION: p})
-            for p, v in enumerate(self.folded().per_position)], scope)
+            for p, v in enumerate(a.per_position)]), scope)

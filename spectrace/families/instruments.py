@@ -3,7 +3,7 @@ in the metric reader's thread (the decode loop never touches an instrument), syn
 counters only for events that are rare by nature (findings, loads)."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
@@ -30,6 +30,35 @@ def observe(meter, spec: names.MetricSpec, read: Callable[[], Iterable[Observati
     make = (meter.create_observable_counter if spec.kind == names.COUNTER
             else meter.create_observable_gauge)
     make(spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
+
+
+class CollectionReads:
+    """A family's totals read once per metric collection, by every one of its instruments:
+    the first callback of a collection folds what the decode loop kept, the others read
+    that fold. Folded per callback, a step counted between two callbacks would be in one
+    instrument and not the other (accepted tokens a step ahead of request-steps, a mean
+    off by a step). A callback called a second time means a new collection: the SDK
+    collects one at a time and calls every callback once in each."""
+
+    _UNREAD = object()
+
+    def __init__(self, fold: Callable[[], Any]) -> None:
+        self._fold = fold
+        self._value: Any = self._UNREAD
+        self._read: set = set()
+
+    def take(self, key) -> Any:
+        """This collection's fold, for the instrument `key`."""
+        if self._value is self._UNREAD or key in self._read:
+            self._value, self._read = self._UNREAD, set()
+            self._value = self._fold()
+        self._read.add(key)
+        return self._value
+
+    def reader(self, fn: Callable[[Any], Iterable[Observation]]):
+        """A callback for one instrument: `fn` of this collection's fold."""
+        key = object()
+        return lambda: fn(self.take(key))
 
 
 def counter(meter, spec: names.MetricSpec):

@@ -24,7 +24,7 @@ from ..safety import DROPPED, INTERNAL_ERRORS
 from ..names import COUNTER, MetricSpec
 from . import breakdowns
 from .breakdowns import BucketCounts
-from .instruments import by_attributes, histogram, observe
+from .instruments import CollectionReads, by_attributes, histogram, observe
 
 MAX_PENDING_SPANS = 4096  # sampled requests waiting for `emit_spans`; more are dropped
 
@@ -195,22 +195,24 @@ class Requests:
 
     def register(self, meter, scope: dict) -> None:
         self._rates = (histogram(meter, SPEC_REQUEST_ACCEPTANCE).record, dict(scope))
-        observe(meter, SPEC_REQUESTS, self._observe_requests, scope)
+        read = CollectionReads(self.folded).reader
+        observe(meter, SPEC_REQUESTS, read(self._observe_requests), scope)
         if self.cfg.request_label:
             key = {names.ATTR_REQUEST_LABEL_KEY: self.cfg.request_label}
             observe(meter, SPEC_REQUEST_LABEL_OVERFLOW,
-                    lambda: [Observation(self.folded().labels.overflow, key)], scope)
+                    read(lambda t: [Observation(t.labels.overflow, key)]), scope)
         else:
             observe(meter, SPEC_REQUEST_LABEL_OVERFLOW, lambda: [], scope)
         for b in self.totals.breakdowns:
-            observe(meter, b.accept_length, lambda b=b: by_attributes(
-                self.folded().by[b.name].lengths, b.attribute, names.ATTR_LENGTH), scope)
-            observe(meter, b.accepted_tokens, lambda b=b: by_attributes(
-                self.folded().by[b.name].accepted, b.attribute), scope)
+            observe(meter, b.accept_length, read(lambda t, b=b: by_attributes(
+                t.by[b.name].lengths, b.attribute, names.ATTR_LENGTH)), scope)
+            observe(meter, b.accepted_tokens, read(lambda t, b=b: by_attributes(
+                t.by[b.name].accepted, b.attribute)), scope)
 
-    def _observe_requests(self):
+    @staticmethod
+    def _observe_requests(totals: RequestTotals):
         out = []
-        for (b, label), v in sorted(self.folded().by_mean_length.items(),
+        for (b, label), v in sorted(totals.by_mean_length.items(),
                                     key=lambda kv: (kv[0][0], kv[0][1] or "")):
             attrs = {names.ATTR_REQUEST_LENGTH: b}
             if label is not None:

@@ -210,7 +210,8 @@ class StepCosts:
         self._countdown = 0
         self._clocks: dict[bool, object] = {}
         self._lock = threading.Lock()  # one fold-and-read of the totals at a time
-        self._reads = threading.local()  # per collecting thread: see `_observe`
+        from .instruments import CollectionReads
+        self._reads = CollectionReads(self.rows)  # see `_observe`
 
     def register(self, meter, scope: dict) -> None:
         from .instruments import observe
@@ -345,12 +346,8 @@ class StepCosts:
         separately, a step the decode loop was in the middle of would count in the samples
         but not the seconds (a mean too low by a step's share)."""
         from opentelemetry.metrics import Observation
-        reads = self._reads
-        if field not in getattr(reads, "unread", ()):
-            reads.items, reads.unread = self.rows(), set(range(1, len(METRICS) + 1))
-        reads.unread.discard(field)
         return [Observation(item[field], {names.ATTR_PHASE: key.phase,
                                           names.ATTR_BATCH_BUCKET: key.bucket,
                                           names.ATTR_NUM_STEPS: key.num_steps})
-                for item in reads.items for key in (item[0],)
+                for item in self._reads.take(field) for key in (item[0],)
                 if field < TOKEN_FIELDS or item.tokens]
