@@ -65,6 +65,22 @@ def free_port(low: int = 30000, high: int = 65535) -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> int:
+    """A base port with the `n - 1` ports after it, all free now and all claimed as
+    `free_port`'s (a server's endpoints, one per rank or process, on consecutive ports).
+    Claimed, so that `free_port` cannot hand one of them to the server itself (CI
+    rehearsal, 2026-12-05: vLLM was started on the port its worker's spectrace endpoint
+    then took, and a completion request got the endpoint's 405)."""
+    while True:
+        base = free_port()
+        rest = [base + k for k in range(1, n)]
+        claimed = [p for p in rest if _claim(p)]
+        if len(claimed) == len(rest) and all(_bindable(p) for p in rest):
+            return base
+        for p in [base, *claimed]:
+            release_port(p)
+
+
 def _claim(port: int) -> bool:
     """Lock `port`'s claim file; False where another process holds it (or this one)."""
     if port in _claimed:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from harness.server import (
-    PortTaken, _ephemeral_low, free_port, launch_on_free_port, release_port)
+    PortTaken, _ephemeral_low, free_port, free_ports, launch_on_free_port, release_port)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,6 +54,21 @@ def test_a_port_handed_out_is_not_handed_to_another_process_until_released():
     finally:
         release_port(port)
     assert _free_port_in_another_process(port) == port      # given back: free for anyone
+
+
+def test_every_port_of_a_range_is_claimed_not_only_its_base():
+    """A server's endpoints on base .. base + 2: none of them is handed to a server that
+    another process (or this one) starts next (CI rehearsal: vLLM got base + 1)."""
+    base = free_ports(3)
+    try:
+        for port in (base, base + 1, base + 2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+            assert _free_port_in_another_process(port) != port, port
+    finally:
+        for port in (base, base + 1, base + 2):
+            release_port(port)
+    assert _free_port_in_another_process(base + 2) == base + 2  # given back
 
 
 def test_a_port_taken_before_the_server_binds_it_is_picked_again(tmp_path):

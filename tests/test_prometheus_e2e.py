@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
-from harness.server import free_port, start_server
+from harness.server import free_port, free_ports, start_server
 from spectrace import signals as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -233,20 +233,6 @@ class Run:
     logs: str = ""
 
 
-def _free_ports(n: int) -> int:
-    """A base port with the next `n - 1` free too (one endpoint per rank or process)."""
-    import socket
-    while True:
-        base = free_port()
-        try:
-            for k in range(1, n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + k))
-            return base
-        except OSError:
-            continue
-
-
 def endpoint_ports(runtime: str, base: int, tp: int) -> list[int]:
     """SGLang: rank r on base + r; vLLM: the EngineCore on base, worker rank r on
     base + 1 + r."""
@@ -297,7 +283,7 @@ def _settled_report(data_dir: str, drafts: float, timeout: float = 30) -> dict:
 def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
                 tp: int = 1) -> Run:
     """Start Prometheus and the runtime, send requests, evaluate everything, stop both."""
-    sport = _free_ports(len(endpoint_ports(runtime, 0, tp)))
+    sport = free_ports(len(endpoint_ports(runtime, 0, tp)))
     ports = endpoint_ports(runtime, sport, tp)
     prom = Prometheus(workdir, ports)
     server = None
