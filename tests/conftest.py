@@ -18,7 +18,7 @@ sys.path.insert(0, ROOT)
 
 from harness.server import start_server  # noqa: E402
 from harness.tiny_models import make_tiny_models  # noqa: E402
-from tests.e2e import requests_settled  # noqa: E402
+from tests.e2e import report_after_traffic, requests_settled  # noqa: E402
 from tests.schedule import servers_first  # noqa: E402
 from tests.tiers import (  # noqa: E402,F401  (the tier hooks: tests/tiers.py)
     mark_tiers, pytest_configure, pytest_ignore_collect)
@@ -116,8 +116,9 @@ class ServerRun:
     def report(self) -> dict:
         return run_report(self.data_dir)
 
-    def scheduler(self) -> dict:
-        procs = [p for p in self.report()["processes"] if p["drafts"] or p["hidden_state_passes"]]
+    def scheduler(self, report: dict | None = None) -> dict:
+        procs = [p for p in (report or self.report())["processes"]
+                 if p["drafts"] or p["hidden_state_passes"]]
         assert len(procs) == 1, f"expected one scheduler process, got {procs}"
         return procs[0]
 
@@ -187,16 +188,16 @@ class VllmRun(ServerRun):
 
     def settle(self, drafts: float, timeout: float = 120, requests: int | None = None) -> dict:
         """The report once the EngineCore's exported totals reach `drafts` and, given
-        `requests`, that many finished requests are counted and recorded as spans (and one
-        more export interval, so the worker's latest counts are in too)."""
+        `requests`, that many finished requests are counted and recorded as spans, from
+        snapshots collected after that (`report_after_traffic`: the worker's figures of
+        the last steps are in too)."""
         deadline = time.time() + timeout
         while True:
             report = self.report()
             engine = [p for p in report["processes"] if p["role"] == "engine_core"]
             if (engine and engine[0]["drafts"] >= drafts
                     and requests_settled(engine[0], requests)) or time.time() > deadline:
-                time.sleep(1.0)
-                return self.report()
+                return report_after_traffic(self, timeout=30)
             time.sleep(0.5)
 
 

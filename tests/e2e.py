@@ -44,19 +44,26 @@ def settle(run, drafts: int, timeout: float = 120, requests: int | None = None) 
         time.sleep(0.5)
 
 
-def after_traffic(run, timeout: float = 120) -> dict:
-    """The scheduler's summary from a metrics snapshot collected wholly after this call:
-    the second one written after it (the first may have been collecting as it began).
-    Call it once the traffic's responses are back. A collection reads the observable
-    instruments (pass counts by width) before the synchronous counters (fc bypasses), so a
-    snapshot taken while a pass ran can count that pass in one and not the other."""
-    first = run.scheduler()["metric_snapshots"]
+def report_after_traffic(run, timeout: float = 120) -> dict:
+    """The report once every process has written two metrics snapshots since this call:
+    the second was collected wholly after it (the first may have been collecting as it
+    began). Call it once the traffic's responses are back, so that no step runs during
+    that collection: the families' figures and the synchronous counters (fc bypasses),
+    and one family's figures against another's (finished requests against request-steps),
+    are then of the same steps. On timeout, the latest report."""
+    first = {p["process"]: p["metric_snapshots"] for p in run.report()["processes"]}
     deadline = time.time() + timeout
     while True:
-        proc = run.scheduler()
-        if proc["metric_snapshots"] >= first + 2 or time.time() > deadline:
-            return proc
+        report = run.report()
+        if (all(p["metric_snapshots"] >= first.get(p["process"], 0) + 2
+                for p in report["processes"]) or time.time() > deadline):
+            return report
         time.sleep(0.5)
+
+
+def after_traffic(run, timeout: float = 120) -> dict:
+    """The scheduler's summary from `report_after_traffic`."""
+    return run.scheduler(report_after_traffic(run, timeout))
 
 
 def requests_settled(proc: dict, requests: int | None) -> bool:

@@ -27,7 +27,7 @@ from spectrace import names
 from spectrace.report import summarize_process
 from spectrace.report.drift_windows import WINDOW_SETTING, windows
 from spectrace.rules import drift, reference
-from tests.e2e import codes, generate, settle, sglang_totals
+from tests.e2e import after_traffic, codes, generate, settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
 
@@ -82,6 +82,7 @@ def drift_run(tiny_models, sglang_server):
     half_start = time.time()
     short = first + _generate(run, [walk(SHORT)] * (N_SHORT - N_SHORT // 2))
     settle(run, sglang_totals(short)[0])
+    after_traffic(run)  # finished requests and request-steps of the same steps
     half_s = time.time() - half_start + SLACK
     steady_windows = windows([summarize_process(_scheduler_dir(run)).drift_history], half_s)
     steady = _report_with(run, {WINDOW_SETTING: f"{half_s:.1f}"})
