@@ -197,7 +197,7 @@ class VllmRun(ServerRun):
             engine = [p for p in report["processes"] if p["role"] == "engine_core"]
             if (engine and engine[0]["drafts"] >= drafts
                     and requests_settled(engine[0], requests)) or time.time() > deadline:
-                return report_after_traffic(self, timeout=30)
+                return report_after_traffic(self, timeout=30, since=report)
             time.sleep(0.5)
 
 

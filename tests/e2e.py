@@ -44,14 +44,16 @@ def settle(run, drafts: int, timeout: float = 120, requests: int | None = None) 
         time.sleep(0.5)
 
 
-def report_after_traffic(run, timeout: float = 120) -> dict:
+def report_after_traffic(run, timeout: float = 120, since: dict | None = None) -> dict:
     """The report once every process has written two metrics snapshots since this call:
     the second was collected wholly after it (the first may have been collecting as it
     began). Call it once the traffic's responses are back, so that no step runs during
     that collection: the families' figures and the synchronous counters (fc bypasses),
     and one family's figures against another's (finished requests against request-steps),
-    are then of the same steps. On timeout, the latest report."""
-    first = {p["process"]: p["metric_snapshots"] for p in run.report()["processes"]}
+    are then of the same steps. `since`: a report read once the traffic was over, to count
+    from (in place of reading one more). On timeout, the latest report."""
+    first = {p["process"]: p["metric_snapshots"]
+             for p in (since or run.report())["processes"]}
     deadline = time.time() + timeout
     while True:
         report = run.report()
