@@ -315,9 +315,13 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
 
         def buckets() -> set:
             return {r["metric"].get(S.ATTR_BATCH_BUCKET) for r in prom.query(step_costs)}
-        for _ in range(3):
+
+        def three_batched() -> list[dict]:
+            """Three requests of the window's length, sent at once to be batched together."""
             with ThreadPoolExecutor(3) as pool:
-                responses += list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
+                return list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
+        for _ in range(3):
+            responses += three_batched()
             try:
                 prom.wait(lambda: buckets() >= both, 10, "step costs of batch 1 and 2-3")
                 break
@@ -331,8 +335,7 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         # between its start and the requests sees the counts before them (vLLM serves
         # the requests within one scrape interval).
         time.sleep(3.5)
-        with ThreadPoolExecutor(3) as pool:  # three requests batched together
-            responses += list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
+        responses += three_batched()
         run.own = _own_totals(runtime, server, responses)
         # the endpoints read again each time: a second rank may record the last step a
         # moment after the responses
