@@ -138,6 +138,9 @@ def server_args(models: str, port: int, steps: int | None = 3, topk: int = 1,
         "--dtype", "bfloat16", "--max-total-tokens", "4096",
         "--max-running-requests", str(max_running),
         "--host", "127.0.0.1", "--port", str(port), "--skip-server-warmup",
+        # SGLang's own idle mode: the scheduler waits on its sockets instead of spinning
+        # a core while no request runs (docs/performance.md, "Idle servers").
+        "--sleep-on-idle",
     ]
 
 

@@ -25,6 +25,7 @@ def server_args(models: str, port: int, steps: int = 3) -> list[str]:
         "--sampling-backend", "pytorch", "--disable-cuda-graph",
         "--dtype", "bfloat16", "--max-total-tokens", "4096", "--max-running-requests", "4",
         "--host", "127.0.0.1", "--port", str(port), "--skip-server-warmup",
+        "--sleep-on-idle",  # as harness/server.py: an idle scheduler waits, not spins
     ]
 
 
