@@ -113,7 +113,7 @@ def test_vllm_against_sglang_names_the_runtime_and_settings_that_differ():
     own = facts("compare", "vllm-full")["runtime"]
     doc = recorded_runs.report(path("compare", "vllm-full"), "--baseline",
                                path("compare", "full"))
-    [engine] = [p for p in doc["processes"] if p["role"] == "engine_core"]
+    [engine] = [p for p in doc["current"]["processes"] if p["role"] == "engine_core"]
     assert engine["drafts"] == own["request_steps"]  # vLLM's own counter
     c = doc["comparison"]
     rows = {r["key"]: r for r in c["config"]}
