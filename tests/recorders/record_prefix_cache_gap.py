@@ -1,4 +1,5 @@
-"""Acceptance by prefix-cache hits, planted, on a real SGLang 0.5.23 CPU server (EAGLE-3,
+"""Recorder of the `prefix_cache_gap` scenario (tests/test_prefix_cache_gap_recorded.py
+reads it). Acceptance by prefix-cache hits, planted, on a real SGLang 0.5.23 CPU server (EAGLE-3,
 v2 worker, radix cache on). The `context` tiny pair (harness/tiny_models.py) proposes
 right only for token ids below CONTEXT_RIGHT_BELOW (1024): a request walking ids from
 below it accepts one draft token per verify (2.0), one walking ids from 2000 none (1.0).
@@ -24,7 +25,11 @@ What this plants is the confounding the rule's docstring warns of (repeated prom
 another kind), not a stale KV: no runtime here reads stale KV on a hit. It proves the
 path from SGLang's cache hits to the finding and the verdict; the rule cannot tell the two
 apart, which is why its message says to rerun with prefix caching off. One server at a
-time, at niceness -10 as root (as tests/test_e2e_request_label.py).
+time, at niceness -10 as root (as tests/recorders/record_request_label.py).
+
+Two runs are kept, `uniform` and `planted`, each with SGLang's own figures by bucket
+(`meta_info`, bucketed by its `cached_tokens` over `prompt_tokens`) beside it. Run by
+`scripts/record.sh prefix_cache_gap`.
 """
 from __future__ import annotations
 
@@ -34,12 +39,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness.tiny_models import CONTEXT_RIGHT_BELOW, walk
-from spectrace import signals
-from spectrace.families.breakdowns import PREFIX_CACHE
 from spectrace.rules.requests import prefix_cache_bucket
-from tests.e2e import codes, generate, settle, sglang_totals
-
-pytestmark = pytest.mark.sglang
+from tests import recorded_runs
+from tests.e2e import generate, settle, sglang_totals
 
 FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_REQUEST_SAMPLE_RATIO": "1"}
 PRIORITY = {"nice": -10} if os.geteuid() == 0 else {}
@@ -96,65 +98,22 @@ def _expected(responses) -> dict:
     return out
 
 
-def _rows(proc) -> dict:
-    return {r[PREFIX_CACHE.name]: (r["drafts"], r["accepted_tokens"])
-            for r in proc[f"by_{PREFIX_CACHE.name}"]}
-
-
 def _server(tiny_models, sglang_server):
     return sglang_server(tiny_models("context"), env=FAST, timeout=600,
                          extra_args=["--max-total-tokens", str(RUNNING * 640),
                                      "--max-running-requests", str(RUNNING)], **PRIORITY)
 
 
-@pytest.fixture(scope="module")
-def cache_run(tiny_models, sglang_server):
-    """(uniform responses, its process, planted responses, its process, the planted
-    server's run): each phase on a server of its own."""
+@pytest.mark.sglang
+@pytest.mark.parametrize("phase", ["uniform", "planted"])
+def test_record(phase, tiny_models, sglang_server):
     run = _server(tiny_models, sglang_server)
-    uniform = _run(run, walk(PROMPT), NEW_RIGHT, UNIFORM, UNIFORM_STARTS)
-    uniform_proc = settle(run, sglang_totals(uniform)[0], requests=len(uniform))
-    run = _server(tiny_models, sglang_server)  # stops the uniform one (its files stay)
-    planted = _run(run, walk(PROMPT, WRONG_FROM), NEW_WRONG, PLANTED, PLANTED_STARTS)
-    proc = settle(run, sglang_totals(planted)[0], requests=len(planted))
-    return uniform, uniform_proc, planted, proc, run
-
-
-def test_uniform_hits_past_the_floor_raise_nothing(cache_run):
-    uniform, uniform_proc, _, _, _ = cache_run
-    rows = _rows(uniform_proc)
-    assert rows == _expected(uniform)  # SGLang's own counts, by its own cached tokens
-    assert set(rows) == {"none", ">=50%"}, rows  # the repeats were served from the cache
-    for bucket in ("none", ">=50%"):
-        assert rows[bucket][0] >= PREFIX_CACHE.rule.floor, rows  # judged, not under it
-        assert rows[bucket][0] == rows[bucket][1], rows  # one accepted a verify: 2.0
-    assert uniform_proc["findings"] == []
-
-
-def test_planted_cache_hits_get_the_finding(cache_run):
-    _, _, planted, proc, _ = cache_run
-    rows = _rows(proc)
-    assert rows == _expected(planted), rows
-    print(rows)  # the figures, with -s
-    f = codes(proc)[signals.PREFIX_CACHE_GAP]
-    assert f["severity"] == "warning"
-    d = f["details"]
-    assert (d["better"], d["worse"]) == ("none", ">=50%"), d
-    assert d["worse_drafts"] == rows[">=50%"][0] and d["better_drafts"] == rows["none"][0]
-    assert "with >=50% of the prompt cached" in f["message"]
-    # no other breakdown's rule fires: one context bucket, both kinds side by side in
-    # batches of every size, all greedy
-    assert not {signals.LONG_CONTEXT, signals.LARGE_BATCH, signals.SAMPLING_GAP,
-                signals.GRAMMAR_GAP, signals.LABEL_GAP} & set(codes(proc))
-
-
-def test_the_verdict_leads_with_the_prefix_cache(cache_run):
-    from conftest import run_report
-    _, _, _, proc, run = cache_run
-    verdict = run_report(run.data_dir)["verdict"]
-    assert verdict["state"] == "underperforming"
-    assert verdict["clues"][0]["source"] == signals.PREFIX_CACHE_GAP
-    worse = _rows(proc)[">=50%"][0]
-    assert (f"most associated with prefix-cache hits: mean accept length "
-            f"{1 + _rows(proc)['>=50%'][1] / worse:.2f} at >=50% ({worse} request-steps)"
-            ) in verdict["sentence"], verdict["sentence"]
+    if phase == "uniform":
+        responses = _run(run, walk(PROMPT), NEW_RIGHT, UNIFORM, UNIFORM_STARTS)
+    else:
+        responses = _run(run, walk(PROMPT, WRONG_FROM), NEW_WRONG, PLANTED, PLANTED_STARTS)
+    drafts = sglang_totals(responses)[0]
+    assert settle(run, drafts, requests=len(responses))["drafts"] == drafts
+    recorded_runs.keep(run.data_dir, "prefix_cache_gap", phase, runtime={
+        "requests": len(responses), "request_steps": drafts,
+        "by_bucket": {b: list(v) for b, v in _expected(responses).items()}})
