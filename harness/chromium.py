@@ -141,6 +141,8 @@ class Browser:
         page = Page(self, session)
         for domain in ("Page", "Network", "Runtime", "Log"):
             self.send(f"{domain}.enable", session=session)
+        # lifecycle events too: `networkIdle`, which `Page.wait_network_idle` waits for
+        self.send("Page.setLifecycleEventsEnabled", {"enabled": True}, session=session)
         page.viewport(width, height)
         return page
 
@@ -187,8 +189,25 @@ class Page:
     def open(self, url: str) -> None:
         """Navigate and wait for the load event."""
         mark = len(self.browser.events)
+        self._opened_at = mark
         self.send("Page.navigate", {"url": url})
         self.browser.wait_event("Page.loadEventFired", self.session, after=mark)
+
+    def wait_network_idle(self, timeout: float = 60) -> None:
+        """Wait for Chromium's own `networkIdle` lifecycle event of the page opened last:
+        no request in flight for 0.5 s after the load, so every request the page makes on
+        its own (fonts, images, beacons, timers at load) has been seen by then."""
+        after = getattr(self, "_opened_at", 0)
+        deadline = time.monotonic() + timeout
+        while not [e for e in self.browser.events[after:]
+                   if e.get("sessionId") == self.session
+                   and e.get("method") == "Page.lifecycleEvent"
+                   and e["params"].get("name") == "networkIdle"]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DevToolsError("no networkIdle lifecycle event from Chromium")
+            self.browser.wait_event("Page.lifecycleEvent", self.session,
+                                    after=len(self.browser.events), timeout=left)
 
     def evaluate(self, expression: str):
         """The value of a JavaScript expression (returned by value, promises awaited)."""

@@ -1,6 +1,7 @@
 """`spectrace report --html` in a real headless Chromium (Debian package `chromium`, driven
 over its DevTools protocol by harness/chromium.py), on the files of two real SGLang 0.5.23
-CPU-server runs (healthy and fc bypass): every chart drew (canvas present, with data, and
+CPU-server runs (healthy and fc bypass), recorded (tests/recorders/record_html.py): a
+rendering is asserted on recorded files, not on a live server: every chart drew (canvas present, with data, and
 its colours in its region of a full-page screenshot), the numbers in the page equal those
 of `spectrace report --json`, and the page makes no network request (none seen by the
 browser's Network domain, no connection reaching the proxy Chromium is given, no CSP
@@ -13,7 +14,6 @@ import io
 import json
 import math
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -25,14 +25,14 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from harness.chromium import Browser, find_chromium  # noqa: E402
+from tests import recorded_runs  # noqa: E402
+from tests.e2e import wait_for  # noqa: E402
 
 CHROMIUM = find_chromium()
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CI"),  # in CI a missing browser is a failure
     reason="Debian package 'chromium' not installed (scripts/test.sh installs it)")]
 
-FAST = {"SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_AGREEMENT_EVERY": "2"}
-PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8]]
 KINDS = ["positions", "lengths", "mal", "rate", "widths"]
 SPECULATION_KINDS = ["tokens_k", "speedup"]  # where step costs gave a speed-up estimate
 
@@ -92,19 +92,17 @@ def report_html(data_dir, html_path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tiny_models, sglang_server, tmp_path_factory):
-    """Two real runs, each answering its prompts across several export intervals and
-    stopped normally (SIGTERM to the group); their report as JSON and HTML."""
+def runs(tmp_path_factory):
+    """Two real runs recorded (tests/recorders/record_html.py; tests/recorded/README.md):
+    each answered its prompts across several export intervals and was stopped normally
+    (SIGTERM to the group). Their report as JSON and HTML, made here."""
     out = {}
-    for name, mode in (("healthy", "partial"), ("bypass", "bypass")):
-        run = sglang_server(tiny_models(mode), env=FAST)
-        for p in PROMPTS:
-            run.server.generate(p, 24)
-            time.sleep(0.7)
-        run.server.send(signal.SIGTERM)
-        run.server.wait_stopped()
+    for name in ("healthy", "bypass"):
+        folder = recorded_runs.path("html", name)
         html = tmp_path_factory.mktemp("html") / f"{name}.html"
-        out[name] = (report_html(run.data_dir, html), html)
+        out[name] = (report_html(folder, html), html)
+        [proc] = [p for p in out[name][0]["processes"] if p["drafts"]]
+        assert proc["drafts"] == recorded_runs.facts("html", name)["runtime"]["request_steps"]
         print(f"\n{name}: {html} is {os.path.getsize(html) / 1024:.1f} KiB")
     return out
 
@@ -160,7 +158,6 @@ def expected_colours(kind: str, v: dict) -> list[str]:
            (["bad"] if any(p["finding"] for p in v["hidden_state_passes"]) else [])
 
 
-@pytest.mark.sglang
 @pytest.mark.parametrize("name", ["healthy", "bypass"])
 def test_every_chart_drew(runs, browser, name, tmp_path):
     from PIL import Image
@@ -208,7 +205,6 @@ def _shown(value) -> str:
     return str(int(value))
 
 
-@pytest.mark.sglang
 def test_the_page_leads_with_the_verdict(runs, browser):
     """The verdict is the first sentence under the title, in the state --json gives: the
     bypass run is broken (its root cause, capture off, and its fix); the healthy run's few request-steps
@@ -234,7 +230,6 @@ def test_the_page_leads_with_the_verdict(runs, browser):
     assert healthy["state"] == "not_enough_data" and "no finding so far" in healthy["sentence"]
 
 
-@pytest.mark.sglang
 @pytest.mark.parametrize("name", ["healthy", "bypass"])
 def test_numbers_in_the_page_equal_the_json(runs, browser, name):
     rep, html = runs[name]
@@ -279,12 +274,11 @@ def test_numbers_in_the_page_equal_the_json(runs, browser, name):
             assert (got is None and want is None) or math.isclose(got, want, abs_tol=1e-4)
 
 
-@pytest.mark.sglang
 def test_the_page_makes_no_network_request(runs, browser, proxy, tmp_path):
     for name, (_, html) in runs.items():
         page = browser.page()
         page.open(html.as_uri())
-        time.sleep(1)  # anything late (fonts, images, beacons) would have started by now
+        page.wait_network_idle()  # anything late (fonts, images, beacons) has started by then
         urls = [e["params"]["request"]["url"] for e in page.events("Network.requestWillBeSent")]
         assert urls == [html.as_uri()], urls                  # the page itself, from disk
         logs = [e["params"]["entry"]["text"] for e in page.events("Log.entryAdded")]
@@ -298,7 +292,7 @@ def test_the_page_makes_no_network_request(runs, browser, proxy, tmp_path):
     blocked.write_text(page_text.replace("<header>", probe + "<header>", 1))
     page = browser.page()
     page.open(blocked.as_uri())
-    time.sleep(1)
+    page.wait_network_idle()  # the blocked image is reported while the page loads
     logs = [e["params"]["entry"]["text"] for e in page.events("Log.entryAdded")]
     assert any("Content Security Policy" in t and "spectrace-probe" in t for t in logs), logs
     no_csp = tmp_path / "no-csp.html"
@@ -346,7 +340,6 @@ def test_file_data_cannot_run_script_or_add_markup(browser, tmp_path):
     assert page.evaluate("document.body.dataset.chartsDrawn") is not None
 
 
-@pytest.mark.sglang
 def test_narrow_window_and_print(runs, browser):
     _, html = runs["bypass"]
     page = browser.page(width=1280)
@@ -354,9 +347,14 @@ def test_narrow_window_and_print(runs, browser):
     wide = page.evaluate("Math.max(...Array.from(document.querySelectorAll('.chart canvas'))"
                          ".map(c => c.getBoundingClientRect().width))")
     page.viewport(380, 800)
-    time.sleep(0.5)
-    widths = page.evaluate("Array.from(document.querySelectorAll('.chart canvas'))"
-                           ".map(c => c.getBoundingClientRect().width)")
+
+    def canvas_widths() -> list:
+        return page.evaluate("Array.from(document.querySelectorAll('.chart canvas'))"
+                             ".map(c => c.getBoundingClientRect().width)")
+    # the charts redraw on the resize: wait for it (or, on a hang, assert what is there)
+    widths = wait_for(lambda: [w for w in [canvas_widths()] if w and max(w) <= 380]) \
+        or [canvas_widths()]
+    widths = widths[0]
     assert wide > 380 and widths and max(widths) <= 380     # redrawn to fit
     assert page.evaluate("document.documentElement.scrollWidth") <= 400   # no sideways scroll
     pdf = page.send("Page.printToPDF", {"printBackground": True})["data"]
