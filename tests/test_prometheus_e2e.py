@@ -132,6 +132,9 @@ class Prometheus:
     def alerts(self) -> list[dict]:
         return self._get("/api/v1/alerts")["data"]["alerts"]
 
+    def rule_groups(self) -> list[dict]:
+        return self._get("/api/v1/rules")["data"]["groups"]
+
     def wait(self, ok, timeout: float, what: str):
         return self._wait(ok, timeout, what)
 
@@ -268,16 +271,37 @@ def _own_totals(runtime: str, server, responses: list[dict]) -> dict:
 
 
 def _settled_report(data_dir: str, drafts: float, timeout: float = 30) -> dict:
-    """`spectrace report --json` once its combined request-steps reach `drafts`."""
+    """`spectrace report --json` once its combined request-steps reach `drafts`, from
+    snapshots every process collected after that (`report_after_traffic`: the workers'
+    latest counts too)."""
+    from types import SimpleNamespace
+
     from conftest import run_report
+    from tests.e2e import report_after_traffic
     deadline = time.time() + timeout
     while True:
         report = run_report(data_dir)
         combined = report.get("combined") or {}
         if combined.get("drafts", 0) >= drafts or time.time() > deadline:
-            time.sleep(2.5)  # one more export: the workers' latest counts too
-            return run_report(data_dir)
+            folder = SimpleNamespace(report=lambda: run_report(data_dir))
+            return report_after_traffic(folder, timeout=timeout, since=report)
         time.sleep(0.5)
+
+
+def _scraped_since(prom: Prometheus, since: float, targets: int) -> bool:
+    """True once each of the `targets` spectrace targets has a scrape later than `since`
+    (the timestamp of its `up` sample is its latest scrape's time)."""
+    stamps = prom.query('timestamp(up{job="spectrace"})')
+    return len(stamps) == targets and all(float(r["value"][1]) > since for r in stamps)
+
+
+def _rules_evaluated_since(prom: Prometheus, since: float) -> bool:
+    """True once every rule group's last evaluation began after `since` (Prometheus's own
+    `lastEvaluation`), so the alerts read next judge the final scrape."""
+    from datetime import datetime
+    groups = prom.rule_groups()
+    return bool(groups) and all(
+        datetime.fromisoformat(g["lastEvaluation"]).timestamp() > since for g in groups)
 
 
 def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
@@ -331,17 +355,20 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
                   "per-position series")
         t0 = time.time()
-        # The window below starts at most 2 s after t0: wait so that at least one scrape
-        # between its start and the requests sees the counts before them (vLLM serves
-        # the requests within one scrape interval).
-        time.sleep(3.5)
+        # The window below starts at most 2 s after t0: wait until every target has been
+        # scraped after that, so a scrape between its start and the requests sees the
+        # counts before them (vLLM serves the requests within one scrape interval).
+        prom.wait(lambda: _scraped_since(prom, t0 + 2, len(ports)), 30,
+                  "a scrape of every target after the window's start")
         responses += three_batched()
         run.own = _own_totals(runtime, server, responses)
         # the endpoints read again each time: a second rank may record the last step a
         # moment after the responses
         prom.wait(lambda: prom.value(f"sum({drafts})")
                   == sum(_endpoint_value(p, drafts) for p in ports), 20, "final scrape")
-        time.sleep(2.5)  # rule evaluation (every 1 s) after the final scrape
+        scraped = time.time()
+        prom.wait(lambda: _rules_evaluated_since(prom, scraped), 30,
+                  "every alert rule group evaluated after the final scrape")
         at = time.time()
         window = f"{int(at - t0) - 1}s"  # starts after every series' first sample
         run.panels = {n: prom.query(substitute(e, window), at) for n, e in panel_queries()}

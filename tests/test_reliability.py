@@ -408,7 +408,10 @@ def test_sigkilled_scheduler_leaves_readable_files(tiny_models, sglang_server):
     # a long request in flight, then SIGKILL the scheduler mid-generation
     worker = threading.Thread(target=lambda: _ignore(run.server.generate, [4, 6, 8], 400, 60))
     worker.start()
-    time.sleep(1.5)
+    # in flight: its first steps exported (or, on a hang, after a bound only a hang reaches)
+    deadline = time.time() + 120
+    while run.scheduler()["drafts"] <= verify and time.time() < deadline:
+        time.sleep(0.5)
     os.kill(int(proc["pid"]), signal.SIGKILL)
     run.server.stop()
     worker.join(timeout=90)
