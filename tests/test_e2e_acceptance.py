@@ -154,10 +154,12 @@ def test_full_acceptance_gives_length_four(tiny_models, sglang_server):
     assert proc["mean_acceptance_length"] == 4.0
     assert proc["accepted_tokens"] == accepted == 3 * verify
     assert proc["accept_length_counts"] == hist
-    # every draft token accepted: the advisor does not recommend fewer steps
+    # every draft token accepted: the exact tokens per step for each K' the advisor weighs.
+    # Its choice (K 3, pays) rests on live step timings that a loaded machine can tip, so it
+    # is asserted on the recorded run (tests/test_advisor_recorded.py), not here.
     adv = proc["speculation"]
     assert [o["tokens_per_step"] for o in adv["buckets"][0]["options"]] == [1.0, 2.0, 3.0, 4.0]
-    assert adv["best_num_steps"] == 3 and adv["estimated_speedup"] > 1.0
+    assert all(v > 0 for v in adv["buckets"][0]["phase_seconds"].values())
 
 
 def test_tree_drafting_topk2_runs_and_counts(tiny_models, sglang_server):
