@@ -16,7 +16,7 @@ every bucket (the system), or its mix moved to 20/30/50 % (the traffic); counted
 comparison reports that kind.
 
 The tiny pairs the end-to-end test serves accept exactly (no spread): two identical runs
-on the real server compare at exactly 0 (tests/test_e2e_compare.py), so the rates that
+on the real server compare at exactly 0 (tests/test_compare_recorded.py), so the rates that
 matter are these, with a realistic spread between requests.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ written as spectrace's file exporter writes them: healthy, broken (a finding: it
 and fix), underperforming (where: the draft position acceptance is lost at), and the
 floors that keep small or borderline samples from raising anything. Real runs: the
 healthy one in tests/test_e2e_acceptance.py, the broken one in tests/test_html_report.py
-and tests/test_e2e_runtime_causes.py."""
+(recorded) and tests/test_e2e_runtime_causes.py."""
 from __future__ import annotations
 
 import json
