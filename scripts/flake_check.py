@@ -68,6 +68,9 @@ def main() -> int:
                              f"{counts['error']} errors, {counts['skipped']} skipped "
                              f"in {took:.0f} s")
                 print(lines[-1], flush=True)
+                for name, kind in sorted(got.items()):  # now, in case the later runs are cut
+                    if kind in ("failed", "error"):
+                        print(f"  run {i}: {kind}: {name}", flush=True)
     finally:
         if burner is not None:
             burner.kill()
