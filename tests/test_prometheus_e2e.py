@@ -366,6 +366,15 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         # moment after the responses
         prom.wait(lambda: prom.value(f"sum({drafts})")
                   == sum(_endpoint_value(p, drafts) for p in ports), 20, "final scrape")
+        # Every process's counts are final once each has collected a snapshot after the
+        # traffic (the report waits for that); a vLLM worker's agreement counts can land a
+        # step later than the request-steps (CI rehearsal: 146 == 2 * 74 one short). So the
+        # queries below read a scrape of every target made after the settled report, and
+        # rules evaluated after that scrape.
+        run.report = _settled_report(data_dir, run.own["drafts"])
+        settled = time.time()
+        prom.wait(lambda: _scraped_since(prom, settled, len(ports)), 30,
+                  "a scrape of every target after every process's counts settled")
         scraped = time.time()
         prom.wait(lambda: _rules_evaluated_since(prom, scraped), 30,
                   "every alert rule group evaluated after the final scrape")
@@ -380,7 +389,6 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         run.firing = {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
         run.naive = {spec.name: prom.value(f"sum({spec.prometheus_name})", at) for spec in (
             S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS, S.SPEC_AGREEMENT_DRAFTS)}
-        run.report = _settled_report(data_dir, run.own["drafts"])
         return run
     finally:
         if server is not None:
