@@ -62,6 +62,13 @@ def report(folder: str, *args: str, env: dict | None = None) -> dict:
     return json.loads(out.stdout)
 
 
+def counting_process(doc: dict) -> dict:
+    """The one process of a report (`report()`'s answer) that verified request-steps: the
+    SGLang scheduler or vLLM's EngineCore (a vLLM worker counts none)."""
+    [proc] = [p for p in doc["processes"] if p["drafts"]]
+    return proc
+
+
 def text(folder: str, *args: str) -> str:
     """`spectrace report FOLDER ARGS` (text)."""
     out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", folder, *args],

@@ -28,9 +28,7 @@ from tests.recorded_runs import facts, path
 
 
 def _scheduler(run: str, env: dict | None = None) -> dict:
-    [proc] = [p for p in recorded_runs.report(path("drift", run), env=env)["processes"]
-              if p["drafts"]]
-    return proc
+    return recorded_runs.counting_process(recorded_runs.report(path("drift", run), env=env))
 
 
 def _window(run: str) -> dict:

@@ -26,11 +26,6 @@ def _report(phase: str) -> dict:
     return recorded_runs.report(path("prefix_cache_gap", phase))
 
 
-def _proc(report: dict) -> dict:
-    [proc] = [p for p in report["processes"] if p["drafts"]]
-    return proc
-
-
 def _rows(proc) -> dict:
     return {r[PREFIX_CACHE.name]: [r["drafts"], r["accepted_tokens"]]
             for r in proc[f"by_{PREFIX_CACHE.name}"]}
@@ -41,7 +36,7 @@ def _own(phase: str) -> dict:
 
 
 def test_uniform_hits_past_the_floor_raise_nothing():
-    proc = _proc(_report("uniform"))
+    proc = recorded_runs.counting_process(_report("uniform"))
     rows = _rows(proc)
     assert rows == _own("uniform")["by_bucket"]  # SGLang's own counts, by its cached tokens
     assert set(rows) == {"none", ">=50%"}, rows  # the repeats were served from the cache
@@ -52,7 +47,7 @@ def test_uniform_hits_past_the_floor_raise_nothing():
 
 
 def test_planted_cache_hits_get_the_finding():
-    proc = _proc(_report("planted"))
+    proc = recorded_runs.counting_process(_report("planted"))
     rows = _rows(proc)
     assert rows == _own("planted")["by_bucket"], rows
     f = codes(proc)[signals.PREFIX_CACHE_GAP]
@@ -69,7 +64,7 @@ def test_planted_cache_hits_get_the_finding():
 
 def test_the_verdict_leads_with_the_prefix_cache():
     report = _report("planted")
-    verdict, rows = report["verdict"], _rows(_proc(report))
+    verdict, rows = report["verdict"], _rows(recorded_runs.counting_process(report))
     assert verdict["state"] == "underperforming"
     assert verdict["clues"][0]["source"] == signals.PREFIX_CACHE_GAP
     worse = rows[">=50%"][0]

@@ -27,11 +27,6 @@ def _report(phase: str) -> dict:
     return recorded_runs.report(path("request_label", phase))
 
 
-def _proc(report: dict) -> dict:
-    [proc] = [p for p in report["processes"] if p["drafts"]]
-    return proc
-
-
 def _label_rows(proc) -> dict:
     return {r[REQUEST_LABEL.name]: r for r in proc[f"by_{REQUEST_LABEL.name}"]}
 
@@ -42,7 +37,7 @@ def _own(phase: str) -> dict:
 
 
 def test_uniform_labels_past_the_floor_raise_nothing():
-    proc = _proc(_report("uniform"))
+    proc = recorded_runs.counting_process(_report("uniform"))
     rows, own = _label_rows(proc), _own("uniform")
     assert set(rows) == set(own) == {"u1", "u2"}
     for key in ("u1", "u2"):
@@ -55,7 +50,7 @@ def test_uniform_labels_past_the_floor_raise_nothing():
 
 
 def test_planted_label_gets_the_finding_naming_it():
-    proc = _proc(_report("planted"))
+    proc = recorded_runs.counting_process(_report("planted"))
     rows, own = _label_rows(proc), _own("planted")
     assert set(rows) == set(own) == {"u1", "wrong"}
     for key, (verify, accepted, _) in own.items():  # each label's figures are SGLang's own
