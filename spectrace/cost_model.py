@@ -50,10 +50,6 @@ class ForwardSums:
     def mean_requests(self) -> float:
         return self.requests / self.n if self.n else 0.0
 
-    @property
-    def mean_seconds(self) -> float:
-        return self.seconds / self.n if self.n else 0.0
-
 
 @dataclass(frozen=True, slots=True)
 class ForwardFit:

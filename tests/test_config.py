@@ -120,9 +120,22 @@ def test_otlp_protocol_is_ignored_without_the_otlp_exporter():
     assert cfg.exporters == ("file",)
 
 
-@pytest.mark.parametrize("raw", ["grpc", "http/protobuf", " GRPC ", ""])
-def test_otlp_protocol_valid_values(raw):
-    config.from_env({"SPECTRACE_EXPORTERS": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": raw})
+@pytest.mark.parametrize("raw, protocol", [
+    ("grpc", "grpc"), ("http/protobuf", "http/protobuf"), (" GRPC ", "grpc"), ("", "grpc")])
+def test_otlp_protocol_valid_values(raw, protocol):
+    """A valid protocol passes the check and is the one the exporters use (empty: grpc,
+    as in OpenTelemetry), for traces and metrics alike."""
+    env = {"SPECTRACE_EXPORTERS": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": raw}
+    assert config.from_env(env).exporters == ("otlp",)
+    assert config.otlp_protocol("TRACES", env) == protocol
+    assert config.otlp_protocol("METRICS", env) == protocol
+
+
+def test_otlp_protocol_per_signal_wins():
+    env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+           "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf"}
+    assert config.otlp_protocol("METRICS", env) == "http/protobuf"
+    assert config.otlp_protocol("TRACES", env) == "grpc"
 
 
 def test_valid_values_parse():

@@ -14,7 +14,7 @@ without the label, count as before) unless it asks for `copies=True`, the per-ra
 from __future__ import annotations
 
 from .. import signals as S
-from ..families.breakdowns import CONTEXT, Breakdown
+from ..families.breakdowns import Breakdown
 
 # The labels every scraped series carries (added by Prometheus, or by the Collector).
 SCRAPE_LABELS = ("job", "instance")
@@ -136,10 +136,6 @@ def mean_acceptance_length_by(b: Breakdown, window: str, by=(), flt="", copies=F
     return (f"1 + {srate(b.accepted_tokens, window, by, flt, copies=copies)}"
             f" / {srate(b.accept_length, window, by, flt, copies=copies)}")
 
-
-def mean_acceptance_length_by_context(window: str, by=(), flt="", copies=False) -> str:
-    """1 + accepted / request-steps in each context-length bucket (`context`)."""
-    return mean_acceptance_length_by(CONTEXT, window, by, flt, copies)
 
 
 def phase_seconds(window: str, by=(), flt="", extra="") -> str:
@@ -335,20 +331,6 @@ def acceptance_drift(recent: str, earlier: str, by=(), flt="") -> str:
             f" and on({group}) ({before} - {now} >= {drift.DROP})")
 
 
-def context_request_steps(window: str, by=(), flt="", copies=False) -> str:
-    """Request-steps in each context-length bucket (`context`) over `window` (increase)."""
-    return bucket_request_steps(CONTEXT, window, by, flt, copies)
-
-
-def accepted_per_request_step_by_context(window: str, by=(), flt="", copies=False) -> str:
-    """Accepted per request-step in each context-length bucket (`context`) over `window`."""
-    return accepted_per_request_step_by(CONTEXT, window, by, flt, copies)
-
-
-def long_context_acceptance(window: str, by=(), flt="") -> str:
-    """The long-context rule of `spectrace report` (rules.context): `gap_acceptance` of
-    the context-length breakdown."""
-    return gap_acceptance(CONTEXT, window, by, flt)
 
 
 # -- A/B: deployments and drafts side by side (resource labels joined from target_info) ----

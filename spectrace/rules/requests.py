@@ -63,11 +63,6 @@ def request_bucket(mean_accept_length: float) -> str:
     return REQUEST_BUCKETS[-1]
 
 
-def bucket_low(name: str) -> float:
-    """The lower edge of a request bucket (for a mean over the distribution)."""
-    return float(name.lstrip(">=").split("-")[0])
-
-
 # SPECTRACE_REQUEST_LABEL: the request fields that reach the process where a finished
 # request is read (SGLang's scheduler, vLLM's EngineCore), any one of which can label the
 # request distribution. SGLang's custom metric labels (`--tokenizer-metrics-custom-labels-

@@ -279,10 +279,6 @@ QWEN3 = (
 FACTS: tuple[FieldFact, ...] = LLAMA + MLA + QWEN3
 
 
-def facts_for(runtime: str, draft: str) -> list[FieldFact]:
-    return [f for f in FACTS if f.runtime == runtime and f.draft == draft]
-
-
 def param_changes(changes: tuple[str, ...]) -> set[str]:
     """The parameter part of `changes` (`+name`, `-name`, `~name`)."""
     return {c for c in changes if c[:1] in "+-~"}
