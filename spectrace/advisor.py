@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from . import signals
+from .findings import Finding
 from .cost_model import ForwardFit, ForwardSums, fit
 from .runtime_settings import by_batch_size, fixed_k
 
@@ -137,8 +138,6 @@ class Advice:
             "loses_from_batch_size": self.loses_from, "batch_size_flags": self.batch_flags,
             "forward_fit": self.fit.to_json() if self.fit else None,
             "notes": list(self.notes),
-            "findings": [{"code": c, "severity": sev, "message": msg}
-                         for c, sev, msg in findings(self)],
             "buckets": [_bucket_json(b) for b in self.buckets],
         }
 
@@ -404,9 +403,9 @@ def _best_over_mix(usable: list[BucketAdvice], weights: list[int]) -> tuple[int,
     return (current, 1.0) if gain < MIN_GAIN else (best, gain)
 
 
-def findings(adv: Advice) -> list[tuple[str, str, str]]:
-    """(code, severity, message) of what the advice says is wrong or could be better,
-    worded by `messages`; nothing until the statistical floor is met."""
+def findings(adv: Advice) -> list[Finding]:
+    """What the advice says is wrong or could be better, worded by `messages`; nothing
+    until the statistical floor is met (the report's judgement runs it: `report.judgement`)."""
     from . import messages as m
     if not adv.judged or adv.speedup is None:
         return []
@@ -434,10 +433,17 @@ def findings(adv: Advice) -> list[tuple[str, str, str]]:
                  best=adv.best if adv.best is not None else current)
     message = {"slower": m.SPEC_SLOWER, "small_gain": m.SPEC_SMALL_GAIN}.get(adv.verdict)
     if message is not None:
-        out.append((message.code, signals.REPORT_FINDINGS[message.code],
-                    message.render(**facts)))
+        out.append(Finding(message.code, signals.REPORT_FINDINGS[message.code],
+                           message.render(**facts), {
+                               "estimated_speedup": adv.speedup,
+                               "estimated_speedup_lower": adv.speedup_lower,
+                               "estimated_speedup_upper": adv.speedup_upper,
+                               "estimate": "bound" if adv.bound else "fit",
+                               "measured_steps": facts["steps"], "num_steps": current}))
     if better and adv.best > 0:
-        out.append((m.SPEC_FEWER_STEPS.code, signals.REPORT_FINDINGS[m.SPEC_FEWER_STEPS.code],
-                    m.SPEC_FEWER_STEPS.render(best=adv.best, current=current,
-                                              gain=f"{adv.gain:.2f}", flags=adv.flags)))
+        code = m.SPEC_FEWER_STEPS.code
+        out.append(Finding(code, signals.REPORT_FINDINGS[code], m.SPEC_FEWER_STEPS.render(
+            best=adv.best, current=current, gain=f"{adv.gain:.2f}", flags=adv.flags), {
+                "best_num_steps": adv.best, "num_steps": current,
+                "predicted_gain": adv.gain, "flags": adv.flags}))
     return out

@@ -94,6 +94,18 @@ def codes(proc) -> dict:
     return {f["code"]: f for f in proc["findings"]}
 
 
+# The advisor's judgement of what speculation costs (`speculation.*`): true of these tiny
+# pairs on a loaded CPU (a step there can cost more than it gains) and not what a wiring
+# test asserts; the tests that judge it read recordings (tests/test_advisor_recorded.py).
+COST_CODES = frozenset({"speculation.slower", "speculation.small_gain",
+                        "speculation.fewer_steps_faster"})
+
+
+def findings_but_cost(proc) -> list:
+    """A process summary's findings, less the advisor's cost findings (`COST_CODES`)."""
+    return [f for f in proc["findings"] if f["code"] not in COST_CODES]
+
+
 def plant(src: str, dst: str, edit) -> str:
     """Copy a tiny-model folder and let `edit(state_dict)` change the draft checkpoint."""
     from safetensors.torch import load_file, save_file

@@ -191,7 +191,7 @@ def test_partial_acceptance_recommends_one_step_with_sglang_flags():
     assert adv.flags == ("--speculative-num-steps 1 --speculative-eagle-topk 1 "
                          "--speculative-num-draft-tokens 2")
     assert adv.speedup == pytest.approx(2 * 6 / 12) and adv.verdict == "small_gain"
-    codes = [c for c, _, _ in advisor.findings(adv)]
+    codes = [f.code for f in advisor.findings(adv)]
     assert codes == [signals.SPEC_SMALL_GAIN, signals.SPEC_FEWER_STEPS]
     text = "\n".join(speculation_lines(adv))
     assert "<- best" in text and "--speculative-num-steps 1" in text
@@ -206,7 +206,7 @@ def test_full_acceptance_keeps_the_configured_steps():
     assert adv.bound and adv.verdict == "uncertain" and adv.speedup > 1.1
     assert any("upper bound" in n for n in adv.notes)
     assert adv.to_json()["estimate"] == "bound"
-    assert not [c for c, _, _ in advisor.findings(adv) if c == signals.SPEC_FEWER_STEPS]
+    assert not [f for f in advisor.findings(adv) if f.code == signals.SPEC_FEWER_STEPS]
 
 
 def forward_line(x):
@@ -286,7 +286,8 @@ def test_a_plain_step_is_the_fitted_forward_at_the_batch_plus_what_a_step_also_d
     # over the mix (three times as many large steps) speculation loses: its warning
     # names the per-batch-size setting and the advisor's K
     assert adv.verdict == "slower" and adv.speedup_upper < 1.0
-    (code, severity, message), *_ = advisor.findings(adv)
+    first, *_ = advisor.findings(adv)
+    code, severity, message = first.code, first.severity, first.message
     assert code == signals.SPEC_SLOWER and severity == "warning"
     assert f"{adv.speedup_lower:.2f}x - {adv.speedup_upper:.2f}x" in message
     assert "the advisor's K: 0" in message and "speculation off from batch 8-15" in message
@@ -350,7 +351,8 @@ def test_speculation_slower_needs_its_floor_and_says_so():
     adv = advisor.advise(slow, [500, 0, 0], [1000] * 3, 1000, {1: 500, 2: 500},
                          runtime="vllm")
     assert adv.verdict == "slower" and adv.speedup_upper < 1.0
-    (code, severity, message), *_ = advisor.findings(adv)
+    first, *_ = advisor.findings(adv)
+    code, severity, message = first.code, first.severity, first.message
     assert code == signals.SPEC_SLOWER and severity == "warning"
     assert "slower than plain decoding" in message and "1000 request-steps" in message
     assert adv.best == 0 and adv.flags == "serve without --speculative-config"

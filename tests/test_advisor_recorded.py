@@ -18,16 +18,27 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorded", "adv
 
 
 @pytest.fixture(scope="module")
-def partial():
-    return build_report(os.path.join(HERE, "partial-k3")).to_json()["combined"]["speculation"]
+def partial_view():
+    """The report's view of all processes together (its JSON): figures and findings."""
+    return build_report(os.path.join(HERE, "partial-k3")).to_json()["combined"]
 
 
 @pytest.fixture(scope="module")
-def full():
-    return build_report(os.path.join(HERE, "full-k3")).to_json()["combined"]["speculation"]
+def full_view():
+    return build_report(os.path.join(HERE, "full-k3")).to_json()["combined"]
 
 
-def test_partial_at_three_steps_is_slower_in_every_bucket(partial):
+@pytest.fixture(scope="module")
+def partial(partial_view):
+    return partial_view["speculation"]
+
+
+@pytest.fixture(scope="module")
+def full(full_view):
+    return full_view["speculation"]
+
+
+def test_partial_at_three_steps_is_slower_in_every_bucket(partial, partial_view):
     adv = partial
     assert adv["estimate"] == "fit" and adv["forward_fit"]["tokens_range"] == [4.0, 16.0]
     assert adv["verdict"] == "slower", adv
@@ -38,7 +49,7 @@ def test_partial_at_three_steps_is_slower_in_every_bucket(partial):
     for b in buckets.values():
         assert b["judged"] and b["verdict"] == "slower" and b["estimated_speedup_upper"] < 1.0
         assert b["best_num_steps"] in (0, 1)  # never 3: its drafts past the first are wasted
-    [slower] = [f for f in adv["findings"] if f["code"] == "speculation.slower"]
+    [slower] = [f for f in partial_view["findings"] if f["code"] == "speculation.slower"]
     assert slower["severity"] == "warning"
     m = slower["message"]
     assert (f"estimated speed-up {adv['estimated_speedup']:.2f}x "
@@ -62,12 +73,12 @@ def test_the_report_says_so_first(partial):
                 in out.stdout), out.stdout
 
 
-def test_full_acceptance_pays(full):
+def test_full_acceptance_pays(full, full_view):
     adv = full
     assert adv["verdict"] == "pays" and adv["estimated_speedup_lower"] > 1.0, adv
     assert adv["best_num_steps"] == 3
     assert all(b["verdict"] == "pays" and b["best_num_steps"] == 3 for b in adv["buckets"])
-    assert not [f for f in adv["findings"]
+    assert not [f for f in full_view["findings"]
                 if f["code"] in ("speculation.slower", "speculation.small_gain")]
     assert adv["loses_from_batch_size"] is None
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.e2e import after_traffic, codes, plant, settle, sglang_totals, wait_for
+from tests.e2e import (
+    after_traffic, codes, findings_but_cost, plant, settle, sglang_totals, wait_for,
+)
 
 pytestmark = pytest.mark.sglang
 
@@ -64,7 +66,7 @@ def test_mla_pair_exact_acceptance_and_no_findings(mla_healthy):
         HEALTHY_WIDTHS
     assert proc["expected_widths"] == {"fc_in": 384, "draft_hidden": 128,
                                        "target_hidden": 128, "num_aux": 3}
-    assert proc["findings"] == []  # capture on the DeepSeek rule's [0, 1, 2]: healthy
+    assert findings_but_cost(proc) == []  # capture on the DeepSeek rule's [0, 1, 2]: healthy
 
 
 def test_mla_pair_bypass_is_named(mla_healthy, tiny_models, sglang_server):
@@ -87,7 +89,7 @@ def test_mla_draft_under_the_eagle_algorithm_names_the_cause(tiny_models, sglang
 def test_mla_full_acceptance(tiny_models, sglang_server):
     run, responses, proc, totals = serve(sglang_server, tiny_models("full", pair="dsv3-mla"))
     assert_exact(proc, totals, lambda v: [v, v, v], 4.0)
-    assert proc["findings"] == []
+    assert findings_but_cost(proc) == []
 
 
 def test_mla_planted_load_faults_are_named(tiny_models, sglang_server, tmp_path):
@@ -120,7 +122,7 @@ def test_qwen3_pair_exact_acceptance_and_no_findings(qwen3_healthy):
     assert_exact(proc, totals, lambda v: [v, 0, 0], 2.0)
     assert {(p["pass_kind"], p["width"]) for p in proc["hidden_state_passes"]} == \
         HEALTHY_WIDTHS
-    assert proc["findings"] == []
+    assert findings_but_cost(proc) == []
 
 
 def test_qwen3_pair_bypass_is_named(qwen3_healthy, tiny_models, sglang_server):
@@ -141,4 +143,4 @@ def test_nextn_worker_signals_and_no_eagle3_findings(tiny_models, sglang_server)
     assert proc["agreement_per_position"] == [1.0, 1.0, 1.0]
     assert proc["spans"] > 0
     assert proc["hidden_state_passes"] == [] and proc["expected_widths"] == {}
-    assert proc["findings"] == []
+    assert findings_but_cost(proc) == []

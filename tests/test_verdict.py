@@ -11,6 +11,7 @@ import json
 from spectrace import signals
 from spectrace.report import build_report, render_text
 from spectrace.report.html import render_html
+from spectrace.report.records import FindingSummary
 from spectrace.report.verdict import (
     BROKEN, EXPLAINS, HEALTHY, MIN_REQUEST_STEPS, NOT_ENOUGH_DATA, UNDERPERFORMING, Clue, judge,
     of_report)
@@ -172,16 +173,22 @@ def test_speculation_slower_than_plain_decoding_is_underperforming(tmp_path):
         return {(phase, "1", STEPS): (t * n, t * t * n * 1.0001, n) for phase, t in (
             ("step", step), ("draft", draft), ("verify", verify), ("draft_extend", 2e-3),
             ("between_steps", 1e-3))}
+    def judged(adv):  # the figures with the advice and what the report's rules found in it
+        found = tuple(map(FindingSummary.judged, advisor.findings(adv)))
+        return dataclasses.replace(fig, speculation=adv, findings=fig.findings + found)
+
     slow = advisor.advise(costs(90e-3, 60e-3, 4e-3), [300] * STEPS, [300] * STEPS, 300,
                           {4: 300}, runtime="sglang")
     assert slow.verdict == "slower"
-    v = judge(dataclasses.replace(fig, speculation=slow))
+    v = judge(judged(slow))
     assert v.state == UNDERPERFORMING, v.sentence
     assert "slower than plain decoding" in v.sentence and signals.SPEC_SLOWER in v.sentence
     fine = advisor.advise(costs(10e-3, 3e-3, 4e-3), [300] * STEPS, [300] * STEPS, 300,
                           {4: 300}, runtime="sglang")
     assert fine.verdict != "slower"
-    assert judge(dataclasses.replace(fig, speculation=fine)).state == HEALTHY
+    assert {f.code for f in judged(fine).findings} <= {  # information only: still healthy
+        signals.SPEC_SMALL_GAIN, signals.SPEC_FEWER_STEPS}
+    assert judge(judged(fine)).state == HEALTHY
 
 
 # -- the condition most associated with the shortfall (the breakdowns' rules) ----------------

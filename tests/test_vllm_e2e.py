@@ -24,6 +24,7 @@ import pytest
 
 from conftest import ROOT, by_role, run_vllm_program, vllm_python_or_skip
 from spectrace import signals as S
+from tests.e2e import findings_but_cost
 
 pytestmark = pytest.mark.vllm
 
@@ -112,7 +113,7 @@ def test_partial_reaches_enginecore_and_worker_processes(partial):
         assert p["process"].startswith("vllm-")  # service.name defaults to the runtime
         assert p["model"].endswith("/target") and p["draft_model"].endswith("/draft")
         assert p["spec_algorithm"] == "eagle3"  # vLLM's speculative_config.method
-        assert p["internal_errors"] == 0 and p["findings"] == []
+        assert p["internal_errors"] == 0 and findings_but_cost(p) == []
     assert worker["tp_rank"] == 0 and engine["tp_rank"] is None
 
 
@@ -282,7 +283,7 @@ def test_full_through_spectrace_run_without_vllm_stats(tiny_models, vllm_server)
     assert [(c["context"], c["drafts"], c["mean_acceptance_length"])
             for c in engine["by_context"]] == [("<512", steps, 4.0)]
     assert all(m["acceptance_histogram"][:3] == [0, 0, 0] for m in own)
-    assert run.process("worker", report)["findings"] == []
+    assert findings_but_cost(run.process("worker", report)) == []
     # per request too, from vLLM's own counts, whether vLLM logs stats or not
     assert engine["requests"]["finished"] == len(responses)
     assert engine["requests"]["by_mean_acceptance_length"] == {"4.00-4.25": len(responses)}
@@ -310,7 +311,7 @@ def assert_method_without_aux(engine: dict, worker: dict, method: str) -> None:
     assert engine["spec_algorithm"] == worker["spec_algorithm"] == method
     assert worker["hidden_state_passes"] == [] and not worker["expected_widths"]
     for p in (engine, worker):
-        assert p["findings"] == [] and p["internal_errors"] == 0
+        assert findings_but_cost(p) == [] and p["internal_errors"] == 0
 
 
 # -- n-gram proposals, no draft model -------------------------------------------------------
@@ -459,7 +460,7 @@ def test_bypass_names_fc_bypass_and_its_cause(bypass):
     assert "use_aux_hidden_state" in codes[S.AUX_CAPTURE_DISABLED]["message"]
     assert "vLLM skipped fc" in codes[S.FC_BYPASS]["message"]
     assert codes[S.WEIGHTS_UNUSED_KEYS]["details"]["keys"] == ["fc.weight"]  # vLLM drops it
-    assert engine["findings"] == [] and worker["internal_errors"] == 0
+    assert findings_but_cost(engine) == [] and worker["internal_errors"] == 0
     # spectrace.check_pair on the worker's real vLLM model objects says the same
     assert result["check_pair"] == [[S.AUX_CAPTURE_DISABLED]]
 

@@ -25,7 +25,7 @@ import pytest
 from harness.tiny_models import walk
 from spectrace import signals
 from spectrace.rules import context as ctx
-from tests.e2e import codes, plant
+from tests.e2e import codes, findings_but_cost, plant
 
 pytestmark = pytest.mark.vllm
 
@@ -89,7 +89,7 @@ def test_short_wave_is_one_bucket_at_two_and_raises_nothing(context_run):
     (row,) = engine["by_context"]
     assert row["mean_acceptance_length"] == 2.0
     assert row["acceptance_per_position"] == [1.0, 0.0, 0.0]
-    assert engine["findings"] == []
+    assert findings_but_cost(engine) == []
 
 
 def test_buckets_equal_vllms_own_per_request_counts_and_the_finding_fires(context_run):

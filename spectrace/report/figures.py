@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import advisor, signals
-from ..rules import outliers
 from ..rules import requests as req_rule
 from ..rules.widths import ExpectedWidths, check_width, expected_width
-from .breakdown_figures import breakdown_figures, breakdown_findings
-from ..rules.reference import judge as below_reference
-from .drift_windows import drift_findings
+from .breakdown_figures import breakdown_figures
+from .judgement import Evidence, judge
 from .records import (
     Figures, FindingSummary, HiddenStatePass, LabelFigures, PassCount, RawTotals,
     RequestFigures, RequestRecord, TimelinePoint,
@@ -75,29 +73,6 @@ def _finding_summaries(raw: RawTotals, findings: dict[str, dict]
         for code, f in sorted(entries.items(), key=lambda item: item[1]["code"]))
 
 
-def request_rates(records, positions: int) -> list[outliers.RequestRate]:
-    """Each recorded request's acceptance rate (its drafts: the span's count, else steps x
-    K); requests without one are left out."""
-    out = []
-    for r in records:
-        rate = outliers.rate_of(r.accepted_tokens, r.draft_tokens or r.verify_steps * positions)
-        if rate is not None:
-            out.append(outliers.RequestRate(r.request_id, r.verify_steps, rate))
-    return out
-
-
-def outlier_findings(raw: RawTotals, sample) -> list:
-    """The requests far outside the rest (`rules.outliers`), judged against the uniform
-    sample, named from everything kept."""
-    if sample is None:
-        return []
-    k = len(raw.per_position)
-    reference = request_rates(sample.sample, k)
-    return outliers.findings(outliers.judge(
-        request_rates(sample.records(), k), outliers.step_sigma(raw.lengths), k,
-        reference=reference))
-
-
 def _request_figures(raw: RawTotals, records: list[RequestRecord], recorded: int
                      ) -> RequestFigures | None:
     dist = {str(k): v for k, v in (raw.requests or {}).items() if v}
@@ -140,10 +115,11 @@ def _label_figures(by_label: dict) -> tuple[LabelFigures, ...]:
 
 def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint],
                requests=None, histories=(), reference=None) -> Figures:
-    """The figures every view shows, from raw totals (one process's, or their sum), the
-    recorded requests kept (`snapshot.RequestSample`) and the totals over time the drift
-    rule compares (`drift_windows.History`, one per counting process), and the
-    acceptance the draft should reach (`rules.reference.Reference`, or None)."""
+    """The figures every view shows, from raw totals (one process's, or their sum), with
+    the findings the events named and those the report's rules judge (`judgement.RULES`)
+    from these totals, the recorded requests kept (`snapshot.RequestSample`), the totals
+    over time the drift rule compares (`drift_windows.History`, one per counting process)
+    and the acceptance the draft should reach (`rules.reference.Reference`, or None)."""
     records = requests.records() if requests is not None else []
     breakdowns = breakdown_figures(raw.breakdowns, len(raw.per_position))
     drafts, accepted = raw.drafts, raw.accepted_tokens
@@ -151,6 +127,9 @@ def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelineP
     per_pos, agr_pos, lengths = raw.per_position, raw.agreement_positions, raw.lengths
     pos_keys = sorted(per_pos, key=sort_key)
     agr_keys = sorted(agr_pos, key=sort_key)
+    speculation = _speculation(raw)
+    judged = judge(Evidence(raw, breakdowns, requests, tuple(histories), reference,
+                            speculation))
     return Figures(
         steps=raw.steps,
         drafts=drafts,
@@ -172,15 +151,10 @@ def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelineP
         width_mismatch=raw.width_mismatch,
         internal_errors=raw.internal_errors,
         telemetry_dropped=raw.telemetry_dropped,
-        findings=_finding_summaries(raw, findings) + tuple(
-            FindingSummary(code=f.code, severity=f.severity, message=f.message,
-                           details=f.details, events=0, times=(), count=1, first_time=None)
-            for f in breakdown_findings(breakdowns, raw.draft_context)
-            + outlier_findings(raw, requests) + drift_findings(list(histories))
-            + [f for f in (below_reference(reference, raw.lengths),) if f]),
+        findings=_finding_summaries(raw, findings) + tuple(map(FindingSummary.judged, judged)),
         timeline=timeline_figures(points),
         breakdowns=tuple(breakdowns.values()),
         draft_context=dict(raw.draft_context or {}),
         requests=_request_figures(raw, records, requests.seen if requests is not None else 0),
-        speculation=_speculation(raw),
+        speculation=speculation,
     )

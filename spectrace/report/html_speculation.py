@@ -6,11 +6,15 @@ and the estimated speed-up by batch size with its interval. Cells carry their `-
 (`speculation.*`)."""
 from __future__ import annotations
 
-from ..advisor import Advice
+from typing import TYPE_CHECKING
+
 from ..runtime_settings import describe
 from .format import count_text
 from .html_parts import _cell, _e, _finite, _ratio, _table
 from .records import Figures
+
+if TYPE_CHECKING:  # the type only: the views read the advice, never run it
+    from ..advisor import Advice
 
 SPECULATION_CHARTS = (
     ("tokens_k", "Predicted tokens/s per request by draft tokens K' (off: no speculation)"),

@@ -95,6 +95,13 @@ class FindingSummary:
     count: Number | None
     first_time: Number | None
 
+    @classmethod
+    def judged(cls, f) -> "FindingSummary":
+        """A finding the report's rules judged from the totals (`judgement`): no events,
+        counted once."""
+        return cls(code=f.code, severity=f.severity, message=f.message, details=f.details,
+                   events=0, times=(), count=1, first_time=None)
+
     def to_json(self) -> dict[str, Any]:
         out = {"code": self.code, "severity": self.severity, "message": self.message,
                "details": self.details, "events": self.events, "times": list(self.times)}

@@ -3,7 +3,9 @@ are several), in words and numbers. `watch` shows the same lines, refreshed; `ht
 same figures; all of them worded by `format`."""
 from __future__ import annotations
 
-from .. import advisor, signals
+from typing import TYPE_CHECKING
+
+from .. import signals
 from ..runtime_settings import describe
 from .format import (
     COPY_LINE, algorithm_text, combined_title, count_text, expected_widths_text, finding_count,
@@ -11,6 +13,9 @@ from .format import (
 )
 from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
 from .verdict import verdict_of
+
+if TYPE_CHECKING:  # the type only: the views read the advice, never run it
+    from ..advisor import Advice
 
 
 def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
@@ -158,7 +163,7 @@ def best_text(k: int | None) -> str:
     return "-" if k is None else "off" if k == 0 else str(k)
 
 
-def speculation_lines(adv: advisor.Advice) -> list[str]:
+def speculation_lines(adv: Advice) -> list[str]:
     """Step cost per phase and bucket, the estimated speed-up per bucket and over all, the
     forward's fit, the draft-token advisor (`spectrace.advisor`; docs/advisor.md)."""
     lines = []
@@ -204,8 +209,6 @@ def speculation_lines(adv: advisor.Advice) -> list[str]:
         lines.append(f"  advisor by batch size: {describe(adv.best_by_bucket)}"
                      + (f"; speculation loses from batch {adv.loses_from}" if adv.loses_from
                         else "") + (f": {adv.batch_flags}" if adv.batch_flags else ""))
-    for code, severity, message in advisor.findings(adv):
-        lines.append(f"  - {code} ({severity}): {message}")
     for note in adv.notes:
         lines.append(f"  note: {note}")
     return lines

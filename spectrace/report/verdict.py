@@ -105,22 +105,6 @@ def finding_clues(figures: Figures) -> list[Clue]:
     return out
 
 
-def speculation_clues(figures: Figures) -> list[Clue]:
-    """The advisor's warnings (speculation slower than plain decoding, past its floor of
-    measured steps: `advisor.findings`) as UNDERPERFORMING clues; its information (small
-    gain, fewer steps faster) stays in the report's advisor lines."""
-    adv = getattr(figures, "speculation", None)
-    if adv is None:
-        return []
-    from .. import advisor
-    out = []
-    for code, severity, message in advisor.findings(adv):
-        if severity == "warning":
-            text, fix = _split_fix(message)
-            out.append(Clue(UNDERPERFORMING, f"{_first_sentence(text)} ({code})", fix, code))
-    return out
-
-
 def setting_clues(per_process) -> list[Clue]:
     """EXPLAINS clues from the server settings of each process (`server_settings.causes`),
     each clause once."""
@@ -221,8 +205,7 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
                        "written here.", ())
     conditions = condition_clues(figures)
     named = {c.source for c in conditions}
-    found = [c for c in finding_clues(figures) if c.source not in named] + \
-        speculation_clues(figures)
+    found = [c for c in finding_clues(figures) if c.source not in named]
     extra = list(clues)
     broken = [c for c in found + extra if c.kind == BROKEN]
     if broken:
