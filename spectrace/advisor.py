@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass
 
 from . import signals
-from .findings import Finding
 from .cost_model import ForwardFit, ForwardSums, fit
 from .runtime_settings import by_batch_size, fixed_k
 
@@ -401,49 +400,3 @@ def _best_over_mix(usable: list[BucketAdvice], weights: list[int]) -> tuple[int,
     best = max(range(common), key=lambda kp: rates[kp])
     gain = rates[best] / rates[min(current, common - 1)]
     return (current, 1.0) if gain < MIN_GAIN else (best, gain)
-
-
-def findings(adv: Advice) -> list[Finding]:
-    """What the advice says is wrong or could be better, worded by `messages`; nothing
-    until the statistical floor is met (the report's judgement runs it: `report.judgement`)."""
-    from . import messages as m
-    if not adv.judged or adv.speedup is None:
-        return []
-    out = []
-    current = adv.configured_steps
-    better = adv.best is not None and adv.best != current and adv.gain is not None
-    if adv.batch_flags:
-        advice = m.ADVICE_BY_BATCH.format(flags=adv.batch_flags, loses=adv.loses_from or "-")
-    elif better:
-        advice = m.ADVICE_BEST.format(flags=adv.flags, gain=f"{adv.gain:.2f}")
-    else:
-        advice = m.ADVICE_NONE.format(current=current)
-    main = max((b for b in adv.buckets if b.options),
-               key=lambda b: b.phases[signals.PHASE_STEP].samples)
-    step = main.phases[signals.PHASE_STEP].mean + (
-        main.phases[signals.PHASE_BETWEEN].mean if signals.PHASE_BETWEEN in main.phases else 0)
-    facts = dict(speedup=f"{adv.speedup:.2f}", upper=f"{adv.speedup_upper:.2f}",
-                 lower=f"{adv.speedup_lower:.2f}", advice=advice,
-                 estimate=m.ESTIMATE_BOUND if adv.bound else m.ESTIMATE_FIT,
-                 steps=sum(b.phases[signals.PHASE_STEP].samples for b in adv.buckets
-                           if signals.PHASE_STEP in b.phases),
-                 drafts=int(adv.drafts), step_ms=f"{step * 1e3:.2f}",
-                 plain_ms=f"{main.options[0].step_seconds * 1e3:.2f}",
-                 tokens=f"{main.options[-1].tokens_per_step:.2f}", k=current,
-                 best=adv.best if adv.best is not None else current)
-    message = {"slower": m.SPEC_SLOWER, "small_gain": m.SPEC_SMALL_GAIN}.get(adv.verdict)
-    if message is not None:
-        out.append(Finding(message.code, signals.REPORT_FINDINGS[message.code],
-                           message.render(**facts), {
-                               "estimated_speedup": adv.speedup,
-                               "estimated_speedup_lower": adv.speedup_lower,
-                               "estimated_speedup_upper": adv.speedup_upper,
-                               "estimate": "bound" if adv.bound else "fit",
-                               "measured_steps": facts["steps"], "num_steps": current}))
-    if better and adv.best > 0:
-        code = m.SPEC_FEWER_STEPS.code
-        out.append(Finding(code, signals.REPORT_FINDINGS[code], m.SPEC_FEWER_STEPS.render(
-            best=adv.best, current=current, gain=f"{adv.gain:.2f}", flags=adv.flags), {
-                "best_num_steps": adv.best, "num_steps": current,
-                "predicted_gain": adv.gain, "flags": adv.flags}))
-    return out

@@ -29,3 +29,29 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "severity": self.severity, "message": self.message,
                 "details": self.details}
+
+
+@dataclass(frozen=True)
+class FindingSpec:
+    """A kind of finding, declared once beside the rule that raises it: its `code`, its
+    `severity` (the highest it is raised with), `what` it means and the `floor` it needs
+    before it is raised (in words, from the rule's own constants: docs/metrics.md's
+    findings table is written from them), the Prometheus `alert` that restates it ("" for
+    none) and its words (`message`, a `messages.Message` over the rule's facts)."""
+
+    code: str
+    severity: str
+    what: str
+    floor: str = ""
+    alert: str = ""
+    message: Any = None
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"FindingSpec.severity must be one of {SEVERITIES}, "
+                             f"got {self.severity!r}")
+
+    def found(self, details: dict[str, Any], severity: str | None = None, **facts) -> Finding:
+        """This finding, worded from `facts` (its message's fields), with `details`."""
+        return Finding(self.code, severity or self.severity, self.message.render(**facts),
+                       details)

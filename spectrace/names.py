@@ -209,12 +209,7 @@ ACCEPTANCE_DRIFT = "acceptance.drift"
 # the run's mean accept length well below the draft's reference (rules.reference)
 BELOW_REFERENCE = "acceptance.below_reference"
 RES_EXPECTED_ACCEPT_LENGTH = "spectrace.expected_accept_length"  # SPECTRACE_EXPECTED_ACCEPT_LENGTH
-REPORT_FINDINGS = {LONG_CONTEXT: "warning", ACCEPTANCE_DRIFT: "warning",
-                   BELOW_REFERENCE: "warning", LARGE_BATCH: "warning", SPEC_SLOWER: "warning",
-                   SAMPLING_GAP: "info", LABEL_GAP: "warning",
-                   PREFIX_CACHE_GAP: "warning", GRAMMAR_GAP: "info",
-                   SPEC_SMALL_GAIN: "info", SPEC_FEWER_STEPS: "info",
-                   REQUEST_LOW: "warning", REQUEST_IMPLAUSIBLE: "warning"}
+# (their severity, floor and alert are declared beside each rule: `report.judgement.RULES`)
 # Healthy ranges, shared by the dashboards, the alert rules and `spectrace report --html`:
 # a mean acceptance length (bonus token included) below 1.2 means speculation gains
 # nothing (broken deployments show 1.00-1.12), 1.2-2.0 is weak, above 2.0 healthy (chain

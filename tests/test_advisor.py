@@ -12,6 +12,7 @@ from tests.kit import stand_ins as hb
 
 from tests.kit import process_state
 from spectrace import advisor, signals
+from spectrace.rules import speculation
 from spectrace.families import step_cost
 from spectrace.report.text import speculation_lines
 
@@ -191,7 +192,7 @@ def test_partial_acceptance_recommends_one_step_with_sglang_flags():
     assert adv.flags == ("--speculative-num-steps 1 --speculative-eagle-topk 1 "
                          "--speculative-num-draft-tokens 2")
     assert adv.speedup == pytest.approx(2 * 6 / 12) and adv.verdict == "small_gain"
-    codes = [f.code for f in advisor.findings(adv)]
+    codes = [f.code for f in speculation.findings(adv)]
     assert codes == [signals.SPEC_SMALL_GAIN, signals.SPEC_FEWER_STEPS]
     text = "\n".join(speculation_lines(adv))
     assert "<- best" in text and "--speculative-num-steps 1" in text
@@ -206,7 +207,7 @@ def test_full_acceptance_keeps_the_configured_steps():
     assert adv.bound and adv.verdict == "uncertain" and adv.speedup > 1.1
     assert any("upper bound" in n for n in adv.notes)
     assert adv.to_json()["estimate"] == "bound"
-    assert not [f for f in advisor.findings(adv) if f.code == signals.SPEC_FEWER_STEPS]
+    assert not [f for f in speculation.findings(adv) if f.code == signals.SPEC_FEWER_STEPS]
 
 
 def forward_line(x):
@@ -286,7 +287,7 @@ def test_a_plain_step_is_the_fitted_forward_at_the_batch_plus_what_a_step_also_d
     # over the mix (three times as many large steps) speculation loses: its warning
     # names the per-batch-size setting and the advisor's K
     assert adv.verdict == "slower" and adv.speedup_upper < 1.0
-    first, *_ = advisor.findings(adv)
+    first, *_ = speculation.findings(adv)
     code, severity, message = first.code, first.severity, first.message
     assert code == signals.SPEC_SLOWER and severity == "warning"
     assert f"{adv.speedup_lower:.2f}x - {adv.speedup_upper:.2f}x" in message
@@ -347,11 +348,11 @@ def test_speculation_slower_needs_its_floor_and_says_so():
     slow = _costs(step=30e-3, draft=20e-3, verify=4e-3, between=1e-3)
     few = advisor.advise(_costs(step=30e-3, draft=20e-3, n=5), [10, 0, 0], [10] * 3, 10,
                          {2: 10}, runtime="sglang")
-    assert few.verdict == "unknown" and advisor.findings(few) == []
+    assert few.verdict == "unknown" and speculation.findings(few) == []
     adv = advisor.advise(slow, [500, 0, 0], [1000] * 3, 1000, {1: 500, 2: 500},
                          runtime="vllm")
     assert adv.verdict == "slower" and adv.speedup_upper < 1.0
-    first, *_ = advisor.findings(adv)
+    first, *_ = speculation.findings(adv)
     code, severity, message = first.code, first.severity, first.message
     assert code == signals.SPEC_SLOWER and severity == "warning"
     assert "slower than plain decoding" in message and "1000 request-steps" in message
@@ -411,7 +412,7 @@ def test_a_few_steps_at_a_passing_batch_size_do_not_hold_the_verdict_back():
     many = {k: (tuple(x * 20 / 40 for x in v) if k[1] == "2-3" else v)
             for k, v in many.items()}
     adv = advisor.advise(many, *PARTIAL, runtime="sglang", topk=1)
-    assert not adv.judged and adv.verdict == "unknown" and advisor.findings(adv) == []
+    assert not adv.judged and adv.verdict == "unknown" and speculation.findings(adv) == []
 
 
 @pytest.mark.torch

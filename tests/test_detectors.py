@@ -124,14 +124,17 @@ def test_width_hook_reads_shapes_only(tmp_path):
 
 
 def test_message_catalogue_covers_every_finding_code():
-    """spectrace.messages holds the words of every finding code signals lists, and only
-    those; each template names its facts (no positional or broken fields)."""
+    """spectrace.messages and the report rules' declarations (`judgement.SPECS`) hold the
+    words of every finding code, and only those; each template names its facts (no
+    positional or broken fields)."""
     import string
 
     from spectrace import messages
+    from spectrace.report import judgement
     catalogue = [m for m in vars(messages).values() if isinstance(m, messages.Message)]
+    catalogue += [s.message for s in judgement.SPECS.values() if s.message is not None]
     codes = (set(signals.RUNTIME_FINDINGS) | set(signals.DOCTOR_FINDINGS)
-             | set(signals.REPORT_FINDINGS))
+             | set(judgement.SPECS))
     assert {m.code for m in catalogue} == codes
     for m in catalogue:
         fields = {f for part in (m.text, m.fix) for _, f, _, _ in string.Formatter().parse(part)

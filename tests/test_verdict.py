@@ -165,6 +165,7 @@ def test_speculation_slower_than_plain_decoding_is_underperforming(tmp_path):
     import dataclasses
 
     from spectrace import advisor
+    from spectrace.rules import speculation
     rep = write_run(tmp_path, {4: 300})
     fig = rep.readable[0].figures
     assert judge(fig).state == HEALTHY
@@ -174,7 +175,7 @@ def test_speculation_slower_than_plain_decoding_is_underperforming(tmp_path):
             ("step", step), ("draft", draft), ("verify", verify), ("draft_extend", 2e-3),
             ("between_steps", 1e-3))}
     def judged(adv):  # the figures with the advice and what the report's rules found in it
-        found = tuple(map(FindingSummary.judged, advisor.findings(adv)))
+        found = tuple(map(FindingSummary.judged, speculation.findings(adv)))
         return dataclasses.replace(fig, speculation=adv, findings=fig.findings + found)
 
     slow = advisor.advise(costs(90e-3, 60e-3, 4e-3), [300] * STEPS, [300] * STEPS, 300,

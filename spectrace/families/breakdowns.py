@@ -25,6 +25,7 @@ from .. import messages, names
 from ..rules import context as ctx
 from ..rules import requests as req
 from ..rules.buckets import GapRule
+from ..findings import INFO, WARNING, FindingSpec
 from ..names import COUNTER, MetricSpec
 from . import step_cost
 
@@ -69,8 +70,10 @@ class Breakdown:
     capped: bool = False
     rule: GapRule | None = None
     finding: str = ""
+    severity: str = WARNING  # its finding's (info: a gap expected by construction)
     alert: str = ""
-    message: object = None  # messages.Message over better/worse bucket facts (`gap_finding`)
+    message: object = None  # messages.Message over better/worse bucket facts (`gap_finding`;
+    # with `judge`, the words it renders)
     judge: Callable | None = None  # its own finding from (bucket figures, draft context)
     enabled: Callable = lambda cfg: True
     accept_length: MetricSpec = field(init=False)
@@ -86,6 +89,16 @@ class Breakdown:
             f"Draft tokens accepted (bonus excluded) by {self.title} (`{self.attribute}`); "
             f"with accept_length_by_{self.name} summed over `length`, the mean accept length "
             "per bucket.", (self.attribute,), counted_once=True))
+
+    @property
+    def spec(self) -> FindingSpec | None:
+        """Its finding's declaration (None without a rule)."""
+        if self.rule is None or not self.finding:
+            return None
+        return FindingSpec(self.finding, self.severity,
+                           f"acceptance by {self.title.split(' (')[0]}: two buckets well "
+                           f"apart ({self.reading or 'see its breakdown'})",
+                           floor=self.rule.words(), alert=self.alert, message=self.message)
 
     @property
     def order(self) -> dict[str, int]:
@@ -105,7 +118,7 @@ CONTEXT = Breakdown(
     where="SGLang 0.5.23's v2 worker and vLLM; not SGLang's v1 worker or older releases "
           "(docs/metrics.md).",
     reads=SEQ_LENS, rule=ctx.RULE, finding=names.LONG_CONTEXT,
-    alert="SpectraceLongContextAcceptance",
+    alert="SpectraceLongContextAcceptance", message=messages.LONG_CONTEXT,
     judge=ctx.long_context_finding)
 
 BATCH_SIZE = Breakdown(
@@ -158,7 +171,8 @@ SAMPLING = Breakdown(
             "workload averages the two",
     where=VLLM_PER_REQUEST,
     of_request=lambda r: req.sampling_bucket(r.temperature, r.top_k),
-    rule=req.SAMPLING_RULE, finding=names.SAMPLING_GAP, message=messages.SAMPLING_GAP)
+    rule=req.SAMPLING_RULE, finding=names.SAMPLING_GAP, severity=INFO,
+    message=messages.SAMPLING_GAP)
 
 REQUEST_LABEL = Breakdown(
     "request_label", names.ATTR_REQUEST_LABEL,
@@ -211,7 +225,8 @@ GRAMMAR = Breakdown(
             "server settings name the grammar backend",
     where="SGLang 0.5.23's v2 worker. " + VLLM_PER_REQUEST,
     of_request=lambda r: req.grammar_bucket(r.grammar),
-    rule=req.GRAMMAR_RULE, finding=names.GRAMMAR_GAP, message=messages.GRAMMAR_GAP)
+    rule=req.GRAMMAR_RULE, finding=names.GRAMMAR_GAP, severity=INFO,
+    message=messages.GRAMMAR_GAP)
 
 BREAKDOWNS: tuple[Breakdown, ...] = (CONTEXT, SAMPLING, BATCH_SIZE, CUDA_GRAPH, REQUEST_LABEL,
                                      PREFIX_CACHE, GRAMMAR)

@@ -13,14 +13,15 @@ from ..families.breakdowns import (BATCH_SIZE, BREAKDOWNS, PREFIX_CACHE, REQUEST
                                    Breakdown)
 from ..rules import context as CTX
 from ..rules import drift as DRIFT
+from ..rules import speculation as SPEED
 
 from . import promql as Q
 
 BY = Q.SCRAPE_LABELS
 GAP_WINDOW = "1h"  # the breakdowns' rules count an hour (their floor of request-steps a bucket)
 SPEEDUP_WINDOW = "30m"  # the speed-up rule's window (and how long it must hold)
-SLOWER = "SpectraceSpeculationSlower"
-DRIFT_ALERT = "SpectraceAcceptanceDrift"
+SLOWER = SPEED.SLOWER.alert  # the alert names are declared with their findings
+DRIFT_ALERT = DRIFT.SPEC.alert
 DRIFT_RECENT, DRIFT_EARLIER = "15m", "6h"  # rules.drift.RECENT_S, EARLIER_S
 
 

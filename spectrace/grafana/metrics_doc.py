@@ -191,16 +191,9 @@ def render() -> str:
     for b in BREAKDOWNS:
         rule = "-"
         if b.rule is not None:
-            r = b.rule
-            pair = "first and last" if r.ordered else "best and worst"
-            severity = S.REPORT_FINDINGS.get(b.finding, "warning")
-            named = (f"`{b.finding}` ({severity}), `{b.alert}`" if b.alert else
-                     f"`{b.finding}` ({severity}; no alert)")
-            apart = ("" if r.min_apart < 2 else f", {r.min_apart} buckets apart or more")
-            rule = (f"{named}: the {pair} buckets with at least "
-                    f"{r.floor} request-steps each" + apart
-                    + f"; the worse one's accepted tokens per request-step at most "
-                    f"{r.ratio:g}x the better one's and {r.drop:g} fewer")
+            named = (f"`{b.finding}` ({b.severity}), `{b.alert}`" if b.alert else
+                     f"`{b.finding}` ({b.severity}; no alert)")
+            rule = f"{named}: {b.rule.words()}"
         buckets = ", ".join(f"`{x}`" for x in b.buckets) if b.buckets else (
             "the values seen (capped)")
         lines.append(_row([f"`{b.name}`", f"`{b.attribute}`",
@@ -298,6 +291,7 @@ def render() -> str:
         "per process.",
         "",
         *rules_doc.breakdown_rules(),
+        *rules_doc.report_findings(),
         *rules_doc.drift_and_reference(),
         "## Counting once across ranks",
         "",

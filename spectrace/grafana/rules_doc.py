@@ -87,6 +87,27 @@ def breakdown_rules() -> list[str]:
     ]
 
 
+def report_findings() -> list[str]:
+    """The findings `spectrace report` judges from the totals, one row each, written from
+    their declarations (`report.judgement.RULES`)."""
+    from ..report.judgement import SPECS
+    rows = [
+        "## Findings `spectrace report` judges",
+        "",
+        "Judged from the totals, never from a single event; each is raised only past its "
+        "floor. Declared once beside its rule (`FindingSpec`: `spectrace/report/"
+        "judgement.py` lists the rules), from which this table follows.",
+        "",
+        "| code | severity | meaning | raised only with | alert |",
+        "|---|---|---|---|---|",
+    ]
+    for s in SPECS.values():
+        cells = [f"`{s.code}`", s.severity, s.what, s.floor or "-",
+                 f"`{s.alert}`" if s.alert else "-"]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return rows + [""]
+
+
 def drift_and_reference() -> list[str]:
     """The drift rule and the reference: their floors and the measured false alarms."""
     return [

@@ -7,8 +7,7 @@ from typing import NamedTuple
 
 from ..rules.buckets import BucketFigures, bucket_figures, gap
 from ..families.breakdowns import BREAKDOWNS, Breakdown
-from .. import names
-from ..findings import WARNING, Finding
+from ..findings import Finding
 from .records import BreakdownFigures, BucketRow
 
 
@@ -99,8 +98,7 @@ def gap_finding(b: Breakdown, found) -> Finding:
                  better_length=f"{better.mean_acceptance_length:.2f}",
                  worse_length=f"{worse.mean_acceptance_length:.2f}",
                  better_drafts=int(better.drafts), worse_drafts=int(worse.drafts))
-    severity = names.REPORT_FINDINGS.get(b.finding, WARNING)
-    return Finding(b.finding, severity, b.message.render(**facts), {
+    return Finding(b.finding, b.severity, b.message.render(**facts), {
         **facts, "better_length": round(better.mean_acceptance_length, 4),
         "worse_length": round(worse.mean_acceptance_length, 4), "floor": b.rule.floor,
         "breakdown": b.name})

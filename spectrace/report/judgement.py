@@ -1,25 +1,19 @@
 """The report's judgement: every rule `spectrace report` runs over one view's totals, in one
-list (`RULES`), each yielding `Finding`s of the one finding type. The figures are numbers;
-the verdict and the views read what the rules found, never the rules themselves, so a new
-report finding is one rule added here and its declaration, and a second source of totals
-(not only the folder) is judged by the same rules.
-
-The rules, each past its own floor (docs/metrics.md):
-- the breakdowns' gaps (`rules.buckets` through `breakdown_figures.breakdown_findings`);
-- requests far outside the rest (`rules.outliers`);
-- a fall over time (`rules.drift`, through `drift_windows`);
-- a run well below its draft's reference (`rules.reference`);
-- is speculation paying off (the advisor, `spectrace.advisor.findings`).
+list (`RULES`), each with the declarations of the findings it raises (`FindingSpec`: code,
+severity, floor, alert, words) and yielding `Finding`s of the one finding type. The figures
+are numbers; the verdict and the views read what the rules found, never the rules, so a
+new report finding is its rule module (its declaration and judge) and one line here, and
+a second source of totals (not only the folder) is judged by the same rules. The
+findings' table in docs/metrics.md is written from `RULES`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import advisor
-from ..findings import Finding
-from ..rules import outliers
-from ..rules.reference import judge as below_reference
+from ..families.breakdowns import BREAKDOWNS
+from ..findings import Finding, FindingSpec
+from ..rules import drift, outliers, reference, speculation
 from .breakdown_figures import breakdown_findings
 from .drift_windows import drift_findings
 from .records import BreakdownFigures, RawTotals
@@ -71,19 +65,42 @@ def _drift(e: Evidence) -> list[Finding]:
 
 
 def _reference(e: Evidence) -> list[Finding]:
-    found = below_reference(e.reference, e.raw.lengths)
+    found = reference.judge(e.reference, e.raw.lengths)
     return [found] if found else []
 
 
 def _speculation(e: Evidence) -> list[Finding]:
-    return advisor.findings(e.advice) if e.advice is not None else []
+    return speculation.findings(e.advice) if e.advice is not None else []
 
 
-# in the order the report lists them (and the verdict names them, after the events)
-RULES: tuple[Callable[[Evidence], list[Finding]], ...] = (
-    _breakdowns, _outliers, _drift, _reference, _speculation)
+@dataclass(frozen=True)
+class ReportRule:
+    """One rule of the report: the findings it may raise, and how it judges a view."""
+    specs: tuple[FindingSpec, ...]
+    judge: Callable[[Evidence], list[Finding]]
+
+
+# in the order the report lists their findings (and the verdict names them, after events)
+RULES: tuple[ReportRule, ...] = (
+    ReportRule(tuple(b.spec for b in BREAKDOWNS if b.spec is not None), _breakdowns),
+    ReportRule((outliers.LOW, outliers.IMPLAUSIBLE), _outliers),
+    ReportRule((drift.SPEC,), _drift),
+    ReportRule((reference.SPEC,), _reference),
+    ReportRule((speculation.SLOWER, speculation.SMALL_GAIN, speculation.FEWER_STEPS),
+               _speculation),
+)
+SPECS: dict[str, FindingSpec] = {s.code: s for r in RULES for s in r.specs}
 
 
 def judge(evidence: Evidence) -> list[Finding]:
-    """Every rule's findings for one view, in `RULES` order."""
-    return [f for rule in RULES for f in rule(evidence)]
+    """Every rule's findings for one view, in `RULES` order. A rule that raises a code
+    it did not declare is a bug in it: `ValueError`."""
+    out = []
+    for rule in RULES:
+        declared = {s.code for s in rule.specs}
+        for f in rule.judge(evidence):
+            if f.code not in declared:
+                raise ValueError(f"report rule {rule.judge.__name__} raised {f.code!r}, "
+                                 f"which it does not declare ({sorted(declared)})")
+            out.append(f)
+    return out

@@ -19,6 +19,7 @@ from ..counting import counts_once
 from ..families.breakdowns import BREAKDOWNS
 from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
 from .drift_windows import History, recent_window_s
+from . import judgement
 from .figures import figures_of
 from .reference_source import from_environment, reference_of
 from .reader import iter_jsonl
@@ -153,7 +154,7 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         for k, v in r.expected_widths.items():
             expected_widths.setdefault(k, v)
         for f in p.figures.findings:
-            if f.code in signals.REPORT_FINDINGS:
+            if f.code in judgement.SPECS:
                 continue  # judged again from the combined totals
             c = findings.setdefault(f.code, {
                 "code": f.code, "severity": f.severity, "message": f.message,

@@ -132,7 +132,7 @@ def condition_clues(figures: Figures) -> list[Clue]:
                      better_length=f"{better.mean_acceptance_length:.2f}",
                      worse_length=f"{worse.mean_acceptance_length:.2f}",
                      better_drafts=int(better.drafts), worse_drafts=int(worse.drafts))
-        warning = signals.REPORT_FINDINGS.get(b.finding) == "warning"
+        warning = b.severity == "warning"
         kind = UNDERPERFORMING if warning else EXPLAINS
         fix = b.message.fix.format(**facts) if b.message is not None else ""
         if b.judge is not None and b.finding:  # its own words (context: the draft's length)

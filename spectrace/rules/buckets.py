@@ -72,6 +72,14 @@ class GapRule:
     ordered: bool = True
     min_apart: int = 0
 
+    def words(self) -> str:
+        """The rule in words (docs/metrics.md's tables), from its own figures."""
+        pair = "first and last" if self.ordered else "best and worst"
+        apart = "" if self.min_apart < 2 else f", {self.min_apart} buckets apart or more"
+        return (f"the {pair} buckets with at least {self.floor} request-steps each{apart}; "
+                f"the worse one's accepted tokens per request-step at most {self.ratio:g}x "
+                f"the better one's and {self.drop:g} fewer")
+
 
 class Gap(NamedTuple):
     better: BucketFigures

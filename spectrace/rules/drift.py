@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .. import messages, names
-from ..findings import INFO, WARNING, Finding
+from ..findings import INFO, WARNING, Finding, FindingSpec
 
 FLOOR = 200         # request-steps in each window before acceptance is compared at all
 MIN_REQUESTS = 100  # ... and finished requests in each window
@@ -39,6 +39,17 @@ RECENT_S = 900      # the recent window: the last 15 minutes (the alert's) ...
 EARLIER_S = 6 * 3600  # ... against up to 6 hours before it
 SYSTEM = "system"
 TRAFFIC = "traffic"
+
+SPEC = FindingSpec(
+    names.ACCEPTANCE_DRIFT, WARNING,
+    "acceptance in the last window well below the process's earlier windows: a warning "
+    "where it fell within the breakdowns' buckets (the system moved), info where a "
+    "breakdown's mix moved and explains it (the traffic)",
+    floor=f"{FLOOR} request-steps and {MIN_REQUESTS} finished requests in each window; the "
+          f"recent window at most {RATIO:g}x the earlier one's accepted tokens per "
+          f"request-step and {DROP:g} fewer",
+    alert="SpectraceAcceptanceDrift",
+    message=messages.ACCEPTANCE_DRIFT_SYSTEM)  # the traffic's: ACCEPTANCE_DRIFT_TRAFFIC
 
 
 @dataclass(frozen=True)
@@ -185,15 +196,14 @@ def finding(d: Drift, window_s: float, titles: Mapping[str, str] | None = None) 
                      messages.DRIFT_WITHIN_HELD.format(
                          expected=f"{1 + m.expected:.2f}", within=f"{1 + m.within:.2f}"))
         details["moved"] = m.breakdown
-        return Finding(names.ACCEPTANCE_DRIFT, INFO,
+        return Finding(SPEC.code, INFO,
                        messages.ACCEPTANCE_DRIFT_TRAFFIC.render(**facts), details)
     fell = [x for x in d.held if x.within_fell]
     facts["within"] = (messages.DRIFT_FELL_WITHIN.format(breakdowns=", ".join(
         titles.get(x.breakdown, x.breakdown) for x in fell)) if fell
         else messages.DRIFT_NO_BREAKDOWN)
     details["moved"] = None
-    return Finding(names.ACCEPTANCE_DRIFT, WARNING,
-                   messages.ACCEPTANCE_DRIFT_SYSTEM.render(**facts), details)
+    return SPEC.found(details, **facts)
 
 
 def _explanation_json(x: Explanation) -> dict:

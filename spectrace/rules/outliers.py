@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .. import messages, names
-from ..findings import WARNING, Finding
+from ..findings import WARNING, Finding, FindingSpec
 
 # the per-request acceptance histogram's buckets (upper edges; the last bucket is (0.99, 1])
 RATE_BOUNDS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.96, 0.99)
@@ -47,6 +47,22 @@ HIGH_RATIO = 0.25   # ... with at most this share of the median request's reject
 FENCE = 3.0         # interquartile ranges beyond the quartile (Tukey's "far out")
 Z = 5.0             # standard errors from the median
 MAX_NAMED = 5       # request ids a finding names (the most extreme first)
+
+_FLOOR = (f"{MIN_REQUESTS} recorded requests of {MIN_STEPS} verify steps or more; the request "
+          f"itself {MIN_STEPS} steps, beyond {FENCE:g} interquartile ranges (log-odds) and "
+          f"{Z:g} standard errors from the median")
+LOW = FindingSpec(
+    names.REQUEST_LOW, WARNING,
+    "requests far below the deployment's acceptance, named by id: garbled output, or "
+    "traffic the draft never saw",
+    floor=f"{_FLOOR}; at most {LOW_RATIO:g}x the median rate and {LOW_DROP:g} below it",
+    message=messages.REQUEST_LOW)
+IMPLAUSIBLE = FindingSpec(
+    names.REQUEST_IMPLAUSIBLE, WARNING,
+    "requests that accept implausibly often, named by id: a generation loop, or a KV race",
+    floor=f"{_FLOOR}; a rate above {HIGH_RATE:g} with at most {HIGH_RATIO:g}x the median "
+          "request's rejections",
+    message=messages.REQUEST_IMPLAUSIBLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +153,7 @@ def findings(out: Outliers | None) -> list[Finding]:
     if out is None:
         return []
     found = []
-    for code, message, named in ((names.REQUEST_LOW, messages.REQUEST_LOW, out.low),
-                                 (names.REQUEST_IMPLAUSIBLE, messages.REQUEST_IMPLAUSIBLE,
-                                  out.high)):
+    for spec, named in ((LOW, out.low), (IMPLAUSIBLE, out.high)):
         if not named:
             continue
         shown = named[:MAX_NAMED]
@@ -147,13 +161,13 @@ def findings(out: Outliers | None) -> list[Finding]:
                            for r in shown)
         if len(named) > MAX_NAMED:
             listed += f" and {len(named) - MAX_NAMED} more"
-        found.append(Finding(code, WARNING, message.render(
+        found.append(spec.found({
+            "request_ids": [r.request_id for r in named],
+            "rates": [round(r.rate, 4) for r in named],
+            "verify_steps": [r.verify_steps for r in named],
+            "median": round(out.median, 4), "q1": round(out.q1, 4),
+            "q3": round(out.q3, 4), "reference": out.reference,
+            "floor": {"requests": MIN_REQUESTS, "steps": MIN_STEPS}},
             n=len(named), s="s" if len(named) > 1 else "", requests=listed,
-            median=f"{out.median:.2f}", reference=out.reference), {
-                "request_ids": [r.request_id for r in named],
-                "rates": [round(r.rate, 4) for r in named],
-                "verify_steps": [r.verify_steps for r in named],
-                "median": round(out.median, 4), "q1": round(out.q1, 4),
-                "q3": round(out.q3, 4), "reference": out.reference,
-                "floor": {"requests": MIN_REQUESTS, "steps": MIN_STEPS}}))
+            median=f"{out.median:.2f}", reference=out.reference))
     return found

@@ -25,13 +25,21 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .. import messages, names
-from ..findings import WARNING, Finding
+from ..findings import WARNING, Finding, FindingSpec
 
 FLOOR = 200     # request-steps before the run is compared with its reference
 MARGIN = 0.15   # the mean accept length at most 85 % of the reference ...
 SIGMAS = 3.0    # ... and that many standard errors below it
 SETTING = "SPECTRACE_EXPECTED_ACCEPT_LENGTH"
 SPECULATORS_FILE = "val_metrics.json"
+
+SPEC = FindingSpec(
+    names.BELOW_REFERENCE, WARNING,
+    "the run's mean accept length well below the acceptance its draft should reach (the "
+    f"operator's {SETTING}, or the trainer's validation figures); it names the source",
+    floor=f"{FLOOR} request-steps; at most {1 - MARGIN:.0%} of the reference and "
+          f"{SIGMAS:g} standard errors below it",
+    message=messages.BELOW_REFERENCE)
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,6 @@ def judge(ref: Reference | None, lengths: Mapping) -> Finding | None:
         return None
     facts = dict(length=f"{mean:.2f}", drafts=int(n), reference=f"{ref.accept_length:.2f}",
                  source=ref.source, share=f"{mean / ref.accept_length:.0%}")
-    return Finding(names.BELOW_REFERENCE, WARNING, messages.BELOW_REFERENCE.render(**facts), {
+    return SPEC.found({
         **facts, "length": round(mean, 4), "reference": round(ref.accept_length, 4),
-        "reference_kind": ref.kind, "floor": FLOOR, "margin": MARGIN})
+        "reference_kind": ref.kind, "floor": FLOOR, "margin": MARGIN}, **facts)

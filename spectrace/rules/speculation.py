@@ -1,0 +1,66 @@
+"""Is speculation paying off: the findings of the advisor's estimate (`spectrace.advisor`,
+docs/advisor.md), declared here with their floors. Pure functions over its `Advice`."""
+from __future__ import annotations
+
+from .. import messages as m
+from .. import names, signals
+from ..advisor import JUDGED_SHARE, MIN_DRAFTS, MIN_GAIN, MIN_STEPS, SMALL_GAIN as SMALL
+from ..findings import INFO, WARNING, Finding, FindingSpec
+
+_FLOOR = (f"{MIN_STEPS} measured steps in the batch-size buckets that hold "
+          f"{JUDGED_SHARE:.0%} of the measured steps, and {MIN_DRAFTS} request-steps")
+SLOWER = FindingSpec(
+    names.SPEC_SLOWER, WARNING,
+    "the estimated speed-up against no speculation below 1.0 (its interval's upper end)",
+    floor=_FLOOR, alert="SpectraceSpeculationSlower", message=m.SPEC_SLOWER)
+SMALL_GAIN = FindingSpec(
+    names.SPEC_SMALL_GAIN, INFO,
+    f"the estimated speed-up's upper end below {SMALL:g}: speculation gains little",
+    floor=_FLOOR, message=m.SPEC_SMALL_GAIN)
+FEWER_STEPS = FindingSpec(
+    names.SPEC_FEWER_STEPS, INFO,
+    f"fewer draft steps are predicted to give at least {MIN_GAIN - 1:.0%} more tokens per "
+    "second",
+    floor=_FLOOR, message=m.SPEC_FEWER_STEPS)
+
+
+def findings(adv) -> list[Finding]:
+    """What the advice (`advisor.Advice`) says is wrong or could be better; nothing until
+    its statistical floor is met."""
+    if not adv.judged or adv.speedup is None:
+        return []
+    out = []
+    current = adv.configured_steps
+    better = adv.best is not None and adv.best != current and adv.gain is not None
+    if adv.batch_flags:
+        advice = m.ADVICE_BY_BATCH.format(flags=adv.batch_flags, loses=adv.loses_from or "-")
+    elif better:
+        advice = m.ADVICE_BEST.format(flags=adv.flags, gain=f"{adv.gain:.2f}")
+    else:
+        advice = m.ADVICE_NONE.format(current=current)
+    main = max((b for b in adv.buckets if b.options),
+               key=lambda b: b.phases[signals.PHASE_STEP].samples)
+    step = main.phases[signals.PHASE_STEP].mean + (
+        main.phases[signals.PHASE_BETWEEN].mean if signals.PHASE_BETWEEN in main.phases else 0)
+    facts = dict(speedup=f"{adv.speedup:.2f}", upper=f"{adv.speedup_upper:.2f}",
+                 lower=f"{adv.speedup_lower:.2f}", advice=advice,
+                 estimate=m.ESTIMATE_BOUND if adv.bound else m.ESTIMATE_FIT,
+                 steps=sum(b.phases[signals.PHASE_STEP].samples for b in adv.buckets
+                           if signals.PHASE_STEP in b.phases),
+                 drafts=int(adv.drafts), step_ms=f"{step * 1e3:.2f}",
+                 plain_ms=f"{main.options[0].step_seconds * 1e3:.2f}",
+                 tokens=f"{main.options[-1].tokens_per_step:.2f}", k=current,
+                 best=adv.best if adv.best is not None else current)
+    spec = {"slower": SLOWER, "small_gain": SMALL_GAIN}.get(adv.verdict)
+    if spec is not None:
+        out.append(spec.found({
+            "estimated_speedup": adv.speedup, "estimated_speedup_lower": adv.speedup_lower,
+            "estimated_speedup_upper": adv.speedup_upper,
+            "estimate": "bound" if adv.bound else "fit",
+            "measured_steps": facts["steps"], "num_steps": current}, **facts))
+    if better and adv.best > 0:
+        out.append(FEWER_STEPS.found({
+            "best_num_steps": adv.best, "num_steps": current, "predicted_gain": adv.gain,
+            "flags": adv.flags}, best=adv.best, current=current, gain=f"{adv.gain:.2f}",
+            flags=adv.flags))
+    return out
