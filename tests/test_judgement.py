@@ -1,6 +1,9 @@
 """The report's judgement (`spectrace/report/judgement.py`): every rule declares the
-findings it raises, and the declarations hold what the alert rules and docs/metrics.md
-say."""
+findings it raises, the declarations hold what the alert rules and docs/metrics.md say,
+and a finding declared there reaches every view. `acceptance.nothing_accepted` is the
+finding added this way (its rule module and one line in `RULES`); its floor is tested at
+the edge. The folders are written by the tests' own helper (tests/test_verdict.py): the
+rule reads totals, which a written folder fixes exactly."""
 from __future__ import annotations
 
 import os
@@ -9,10 +12,13 @@ import pytest
 
 from spectrace.findings import ERROR, Finding
 from spectrace.grafana import alerts
-from spectrace.report import judgement
-from spectrace.rules import drift
+from spectrace.report import judgement, render_text
+from spectrace.report.html import render_html
+from spectrace.rules import nothing_accepted
+from tests.test_verdict import BYPASS, write_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTHING = nothing_accepted.CODE
 
 
 def test_each_code_is_declared_once_with_its_words():
@@ -33,11 +39,79 @@ def test_metrics_doc_lists_every_declared_finding():
         doc = fh.read()
     for s in judgement.SPECS.values():
         assert f"| `{s.code}` | {s.severity} | " in doc, s.code
+    row = next(line for line in doc.splitlines() if line.startswith(f"| `{NOTHING}` |"))
+    assert f"{nothing_accepted.FLOOR} request-steps with draft tokens proposed" in row
+    assert row.endswith("| - |")  # no alert of its own
 
 
 def test_a_rule_raising_an_undeclared_code_is_a_bug(monkeypatch):
     rogue = judgement.ReportRule(
-        (drift.SPEC,), lambda e: [Finding("made.up", ERROR, "x")])
+        (nothing_accepted.SPEC,), lambda e: [Finding("made.up", ERROR, "x")])
     monkeypatch.setattr(judgement, "RULES", (rogue,))
     with pytest.raises(ValueError, match="made.up"):
         judgement.judge(None)
+
+
+@pytest.mark.parametrize("drafts, draft_tokens, accepted, fires", [
+    (nothing_accepted.FLOOR - 1, 297, 0, False),   # under the floor: never
+    (nothing_accepted.FLOOR, 300, 0, True),        # at it
+    (5000, 15000, 1, False),                       # one token accepted: not "nothing"
+    (5000, 0, 0, False),                           # nothing proposed (K = 0 steps)
+])
+def test_nothing_accepted_floor(drafts, draft_tokens, accepted, fires):
+    found = nothing_accepted.judge(drafts, draft_tokens, accepted)
+    assert (found is not None) == fires
+    if fires:
+        assert found.code == NOTHING and found.severity == ERROR
+        assert found.details == {"drafts": drafts, "draft_tokens": draft_tokens,
+                                 "floor": nothing_accepted.FLOOR}
+        assert f"in {drafts} request-steps ({draft_tokens} draft tokens" in found.message
+
+
+def test_nothing_accepted_in_every_view(tmp_path):
+    """Text, JSON, HTML and the --watch screen all list it, and the verdict calls the run
+    broken with its fix: no other finding names a cause here."""
+    from rich.console import Console
+
+    from spectrace.report.watch import render
+    rep = write_run(tmp_path, {1: 240})
+    assert rep.verdict.state == "broken"
+    assert rep.verdict.sentence.startswith(
+        "Verdict: broken: no draft token was accepted in 240 request-steps (720 draft tokens "
+        f"proposed): each step costs a target forward and the drafting for the one token "
+        f"the target makes alone, so speculation is slower than none ({NOTHING}). Fix: look "
+        "for the cause among the other findings")
+    view = rep.to_json()["processes"][0]
+    [f] = [f for f in view["findings"] if f["code"] == NOTHING]
+    assert f["severity"] == "error" and f["details"]["drafts"] == 240
+    assert f"- {NOTHING} (error, x1): no draft token was accepted" in render_text(rep)
+    html = render_html(rep)
+    assert f"<td>{NOTHING}</td>" in html or f">{NOTHING}<" in html
+    console = Console(width=400, record=True)
+    console.print(render(rep, 2.0))
+    assert f"- {NOTHING} (error, x1)" in console.export_text()
+
+
+def test_an_event_finding_leads_the_verdict(tmp_path):
+    """With a cause found by the instrumentation (an fc bypass), that cause leads the
+    verdict and the count follows it."""
+    rep = write_run(tmp_path, {1: 240}, events=[BYPASS])
+    assert [c.source for c in rep.verdict.clues] == ["eagle3.fc_bypass", NOTHING]
+    assert "1 more error finding below" in rep.verdict.sentence
+
+
+def test_any_accepted_draft_keeps_it_quiet(tmp_path):
+    """The same run with one request-step that accepted a token: weak, never this."""
+    rep = write_run(tmp_path, {1: 239, 2: 1})
+    assert NOTHING not in {f["code"] for f in rep.to_json()["processes"][0]["findings"]}
+    assert rep.verdict.state == "underperforming"
+
+
+def test_judged_findings_are_judged_again_for_all_processes(tmp_path):
+    """Two processes, each under the floor, together past it: the combined view has it,
+    the processes' own views do not (a finding the report judges is judged per view)."""
+    write_run(tmp_path, {1: 60}, name="sglang-h-1")
+    rep = write_run(tmp_path, {1: 60}, name="sglang-h-2")
+    data = rep.to_json()
+    assert all(NOTHING not in {f["code"] for f in p["findings"]} for p in data["processes"])
+    assert NOTHING in {f["code"] for f in data["combined"]["findings"]}

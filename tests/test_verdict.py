@@ -73,14 +73,17 @@ def test_exact_partial_pair_is_healthy_not_underperforming(tmp_path):
 
 
 def test_broken_names_the_earliest_error_finding_and_its_fix(tmp_path):
+    """The events' findings first, earliest first; then the one the report judges from the
+    totals (no draft accepted in 500 request-steps: a fact, but not a cause)."""
     rep = write_run(tmp_path, {1: 500}, events=[BYPASS, SYNTHETIC])
     v = of_report(rep)
     assert v.state == BROKEN
     assert v.sentence == (
         "Verdict: broken: the acceptance figures are synthetic: SGLang accepts by a rule "
-        "(acceptance.synthetic; 1 more error finding below). Fix: unset "
+        "(acceptance.synthetic; 2 more error findings below). Fix: unset "
         "SGLANG_SIMULATE_ACC_LEN.")
-    assert [c.source for c in v.clues] == [signals.ACCEPTANCE_SYNTHETIC, signals.FC_BYPASS]
+    assert [c.source for c in v.clues] == [signals.ACCEPTANCE_SYNTHETIC, signals.FC_BYPASS,
+                                           "acceptance.nothing_accepted"]
 
 
 def test_a_finding_is_broken_whatever_the_sample_size(tmp_path):

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ..families.breakdowns import BREAKDOWNS
 from ..findings import Finding, FindingSpec
-from ..rules import drift, outliers, reference, speculation
+from ..rules import drift, nothing_accepted, outliers, reference, speculation
 from .breakdown_figures import breakdown_findings
 from .drift_windows import drift_findings
 from .records import BreakdownFigures, RawTotals
@@ -82,6 +82,8 @@ class ReportRule:
 
 # in the order the report lists their findings (and the verdict names them, after events)
 RULES: tuple[ReportRule, ...] = (
+    ReportRule((nothing_accepted.SPEC,), lambda e: [f for f in (nothing_accepted.judge(
+        e.raw.drafts, e.raw.draft_tokens, e.raw.accepted_tokens),) if f]),
     ReportRule(tuple(b.spec for b in BREAKDOWNS if b.spec is not None), _breakdowns),
     ReportRule((outliers.LOW, outliers.IMPLAUSIBLE), _outliers),
     ReportRule((drift.SPEC,), _drift),
