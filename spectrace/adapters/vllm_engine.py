@@ -47,7 +47,7 @@ from ..rules.synthetic import vllm_synthetic
 from ..families.acceptance import PositionCounts
 from ..families.requests import FinishedRequest
 from ..patching import WrapPoint
-from ..process import STATE
+from ..process import STATE, on_reset
 from ..runtimes import runtime_version
 from .vllm_identity import engine_recorder
 
@@ -237,8 +237,10 @@ def _before_make_stats(scheduler, stats):
 # request id -> the computed tokens vLLM first scheduled it with (`NewRequestData`): its
 # prefix-cache hit, local and external, vLLM's own `PrefillStats.num_cached_tokens` (which
 # the request no longer holds when it finishes: vLLM takes it with its first output). Kept
-# only while vLLM keeps per-request figures; popped when the request is freed.
+# only while vLLM keeps per-request figures; popped when the request is freed. Keyed by
+# request id, not kept on the request: the value must outlive the field vLLM clears.
 _FIRST_COMPUTED: dict[str, int] = {}
+on_reset(_FIRST_COMPUTED.clear)
 
 
 def _before_free_request(scheduler, request) -> None:
