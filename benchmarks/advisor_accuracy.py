@@ -1,4 +1,4 @@
-"""How well the advisor predicts (spectrace.advisor, docs/advisor.md): figures side by side,
+"""How well the advisor predicts (spectrace.report.advisor, docs/advisor.md): figures side by side,
 not a test. On the real SGLang CPU server with the tiny pairs (`partial`: position 0 always
 accepted, the others never; `full`: every draft token accepted), over several server
 instances (`--instances`), each instance serving the same prompts, one server at a time,

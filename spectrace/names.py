@@ -189,7 +189,7 @@ RUNTIME_FINDINGS = {
 }
 # Findings `spectrace report` judges from the totals (no run-time event): the long-context
 # one from request-steps by context length (a floor of request-steps, rules.context);
-# the speculation ones from measured step costs (spectrace.advisor).
+# the speculation ones from measured step costs (spectrace.report.advisor).
 LONG_CONTEXT = "acceptance.long_context"
 SPEC_SLOWER = "speculation.slower"            # estimated speed-up below 1.0
 SPEC_SMALL_GAIN = "speculation.small_gain"    # estimated speed-up below 1.1

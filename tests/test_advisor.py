@@ -1,5 +1,5 @@
-"""Step cost (spectrace.families.step_cost) and the draft-token advisor (spectrace.advisor): the
-bucket arithmetic, the wall clock through the Recorder's hot-path methods, the exact
+"""Step cost (spectrace.families.step_cost) and the draft-token advisor
+(spectrace.report.advisor): the bucket arithmetic, the wall clock through the Recorder's hot-path methods, the exact
 tokens-per-step from per-position counts, the recommendation, its flags and its floor.
 Real Recorder, real report code; the step costs fed to `advise` are numbers a test states."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from tests.kit import stand_ins as hb
 
 from tests.kit import process_state
-from spectrace import advisor, signals
+from spectrace import signals
+from spectrace.report import advisor
 from spectrace.rules import speculation
 from spectrace.families import step_cost
 from spectrace.report.text import speculation_lines
@@ -371,7 +372,7 @@ def test_trees_get_a_speedup_but_no_recommendation():
 
 def _sums(points):
     """cost_model.ForwardSums of (tokens, seconds) forwards."""
-    from spectrace.cost_model import ForwardSums
+    from spectrace.report.cost_model import ForwardSums
     return ForwardSums(len(points), sum(y for _, y in points), sum(y * y for _, y in points),
                        sum(x for x, _ in points), sum(x * x for x, _ in points),
                        sum(x * y for x, y in points), len(points))
@@ -380,7 +381,7 @@ def _sums(points):
 def test_the_forward_fit_keeps_both_parts_at_least_zero():
     """Least squares from the sums; noise that tips the slope below 0 gives the mean, an
     intercept below 0 the line through the origin; tokens that do not vary give no fit."""
-    from spectrace.cost_model import fit
+    from spectrace.report.cost_model import fit
     line = fit([_sums([(x, 2e-3 + 1e-4 * x + (1e-5 if i % 2 else -1e-5))
                        for i, x in enumerate([4, 8, 16] * 20)])])
     assert (line.intercept, line.slope) == (pytest.approx(2e-3, rel=1e-2),

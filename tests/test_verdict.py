@@ -167,7 +167,7 @@ def test_speculation_slower_than_plain_decoding_is_underperforming(tmp_path):
     (small gain, fewer steps faster) does not."""
     import dataclasses
 
-    from spectrace import advisor
+    from spectrace.report import advisor
     from spectrace.rules import speculation
     rep = write_run(tmp_path, {4: 300})
     fig = rep.readable[0].figures

@@ -208,7 +208,7 @@ def plain_step_seconds(window: str, flt="") -> str:
 
 def speedup_by_batch(window: str, flt="") -> str:
     """Estimated speed-up against no speculation by batch-size bucket: mean accept length
-    x plain step / (step + between steps) (`spectrace.advisor`; a bound without a fit)."""
+    x plain step / (step + between steps) (`spectrace.report.advisor`; a bound without a fit)."""
     by = (S.ATTR_BATCH_BUCKET,)
     step = _phase_mean(S.PHASE_STEP, window, flt, by)
     between = f"({_phase_mean(S.PHASE_BETWEEN, window, flt, by)} or ({step} * 0))"
@@ -227,12 +227,12 @@ def estimated_speedup(window: str, flt="") -> str:
 
 def speedup_floor(window: str, flt="") -> str:
     """Empty unless the window holds the advisor's floor: MIN_STEPS measured steps and
-    MIN_DRAFTS request-steps (`spectrace.advisor`)."""
-    from .. import advisor
+    MIN_DRAFTS request-steps (`spectrace.report.advisor`)."""
+    from ..rules import speculation as floor
     steps = srate(S.SPEC_PHASE_SAMPLES, window, (), flt, f'{S.ATTR_PHASE}="{S.PHASE_STEP}"',
                   fn="increase")
     drafts = srate(S.SPEC_DRAFTS, window, (), flt, fn="increase")
-    return f"(({steps} >= {advisor.MIN_STEPS}) and on() ({drafts} >= {advisor.MIN_DRAFTS}))"
+    return f"(({steps} >= {floor.MIN_STEPS}) and on() ({drafts} >= {floor.MIN_DRAFTS}))"
 
 
 def bucket_request_steps(b: Breakdown, window: str, by=(), flt="", copies=False) -> str:

@@ -126,7 +126,7 @@ REQUEST_IMPLAUSIBLE = Message(
     "prompt is a request that really was that easy.")
 
 
-# -- is speculation paying off (spectrace.advisor; `spectrace report`) ---------------------------
+# -- is speculation paying off (spectrace.report.advisor; `spectrace report`) ---------------------------
 SPEC_SLOWER = Message(
     names.SPEC_SLOWER,
     "speculation is slower than plain decoding: estimated speed-up {speedup}x ({lower}x - "

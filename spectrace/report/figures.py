@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import advisor, signals
+from .. import signals
+from . import advisor
 from ..rules import requests as req_rule
 from ..rules.widths import ExpectedWidths, check_width, expected_width
 from .breakdown_figures import breakdown_figures

@@ -1,4 +1,4 @@
-"""The HTML page's "Is speculation paying off" part (`spectrace.advisor`, docs/advisor.md):
+"""The HTML page's "Is speculation paying off" part (`spectrace.report.advisor`, docs/advisor.md):
 tables in which each column is one figure (the speed-up by batch size with its interval and
 best K'; the predicted figures of each K'; the advice and the forward's fit), and the data of
 two charts, tokens/s per request against K' for each batch size (where a crossover shows)
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..runtime_settings import describe
+from .runtime_settings import describe
 from .format import count_text
 from .html_parts import _cell, _e, _finite, _ratio, _table
 from .records import Figures
 
 if TYPE_CHECKING:  # the type only: the views read the advice, never run it
-    from ..advisor import Advice
+    from .advisor import Advice
 
 SPECULATION_CHARTS = (
     ("tokens_k", "Predicted tokens/s per request by draft tokens K' (off: no speculation)"),

@@ -88,7 +88,7 @@ RULES: tuple[ReportRule, ...] = (
     ReportRule((outliers.LOW, outliers.IMPLAUSIBLE), _outliers),
     ReportRule((drift.SPEC,), _drift),
     ReportRule((reference.SPEC,), _reference),
-    ReportRule((speculation.SLOWER, speculation.SMALL_GAIN, speculation.FEWER_STEPS),
+    ReportRule((speculation.SLOWER, speculation.GAINS_LITTLE, speculation.FEWER_STEPS),
                _speculation),
 )
 SPECS: dict[str, FindingSpec] = {s.code: s for r in RULES for s in r.specs}

@@ -240,7 +240,7 @@ class Figures:
     breakdowns: tuple[BreakdownFigures, ...] = ()
     draft_context: dict = None
     requests: RequestFigures | None = None
-    # is speculation paying off, and the best number of draft tokens (spectrace.advisor)
+    # is speculation paying off, and the best number of draft tokens (spectrace.report.advisor)
     speculation: Any = None
 
     def to_json(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import signals
-from ..runtime_settings import describe
+from .runtime_settings import describe
 from .format import (
     COPY_LINE, algorithm_text, combined_title, count_text, expected_widths_text, finding_count,
     finding_severity, process_title, ratio_text, settings_lines,
@@ -15,7 +15,7 @@ from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
 from .verdict import verdict_of
 
 if TYPE_CHECKING:  # the type only: the views read the advice, never run it
-    from ..advisor import Advice
+    from .advisor import Advice
 
 
 def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
@@ -165,7 +165,7 @@ def best_text(k: int | None) -> str:
 
 def speculation_lines(adv: Advice) -> list[str]:
     """Step cost per phase and bucket, the estimated speed-up per bucket and over all, the
-    forward's fit, the draft-token advisor (`spectrace.advisor`; docs/advisor.md)."""
+    forward's fit, the draft-token advisor (`spectrace.report.advisor`; docs/advisor.md)."""
     lines = []
     if adv.speedup is not None:
         words = BOUND_VERDICT if adv.bound and adv.verdict == "uncertain" else \

@@ -1,11 +1,18 @@
-"""Is speculation paying off: the findings of the advisor's estimate (`spectrace.advisor`,
-docs/advisor.md), declared here with their floors. Pure functions over its `Advice`."""
+"""Is speculation paying off: the floors and thresholds of the advisor's judgement
+(`report.advisor`, docs/advisor.md; the alert rules restate them) and the findings of its
+estimate, declared here with them. Pure functions over its `Advice`."""
 from __future__ import annotations
 
 from .. import messages as m
 from .. import names, signals
-from ..advisor import JUDGED_SHARE, MIN_DRAFTS, MIN_GAIN, MIN_STEPS, SMALL_GAIN as SMALL
 from ..findings import INFO, WARNING, Finding, FindingSpec
+
+MIN_STEPS = 30      # measured steps of a bucket before it is judged
+MIN_DRAFTS = 100    # request-steps verified before acceptance is judged
+MIN_GAIN = 1.03     # a setting is recommended only when it beats the current one by this
+SMALL_GAIN = 1.10   # speculation "gains little" when the upper end is under this
+SIGMAS = 2          # the interval: the estimate +- this many standard errors
+JUDGED_SHARE = 0.9  # the share of measured steps in buckets past MIN_STEPS for a verdict
 
 _FLOOR = (f"{MIN_STEPS} measured steps in the batch-size buckets that hold "
           f"{JUDGED_SHARE:.0%} of the measured steps, and {MIN_DRAFTS} request-steps")
@@ -13,9 +20,9 @@ SLOWER = FindingSpec(
     names.SPEC_SLOWER, WARNING,
     "the estimated speed-up against no speculation below 1.0 (its interval's upper end)",
     floor=_FLOOR, alert="SpectraceSpeculationSlower", message=m.SPEC_SLOWER)
-SMALL_GAIN = FindingSpec(
+GAINS_LITTLE = FindingSpec(
     names.SPEC_SMALL_GAIN, INFO,
-    f"the estimated speed-up's upper end below {SMALL:g}: speculation gains little",
+    f"the estimated speed-up's upper end below {SMALL_GAIN:g}: speculation gains little",
     floor=_FLOOR, message=m.SPEC_SMALL_GAIN)
 FEWER_STEPS = FindingSpec(
     names.SPEC_FEWER_STEPS, INFO,
@@ -51,7 +58,7 @@ def findings(adv) -> list[Finding]:
                  plain_ms=f"{main.options[0].step_seconds * 1e3:.2f}",
                  tokens=f"{main.options[-1].tokens_per_step:.2f}", k=current,
                  best=adv.best if adv.best is not None else current)
-    spec = {"slower": SLOWER, "small_gain": SMALL_GAIN}.get(adv.verdict)
+    spec = {"slower": SLOWER, "small_gain": GAINS_LITTLE}.get(adv.verdict)
     if spec is not None:
         out.append(spec.found({
             "estimated_speedup": adv.speedup, "estimated_speedup_lower": adv.speedup_lower,

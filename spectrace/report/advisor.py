@@ -27,16 +27,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import signals
+from .. import signals
+from ..rules.speculation import (  # noqa: F401 (the floors, re-exported by their old name)
+    JUDGED_SHARE, MIN_DRAFTS, MIN_GAIN, MIN_STEPS, SIGMAS, SMALL_GAIN,
+)
 from .cost_model import ForwardFit, ForwardSums, fit
 from .runtime_settings import by_batch_size, fixed_k
-
-MIN_STEPS = 30      # measured steps of a bucket before it is judged
-MIN_DRAFTS = 100    # request-steps verified before acceptance is judged
-MIN_GAIN = 1.03     # a setting is recommended only when it beats the current one by this
-SMALL_GAIN = 1.10   # speculation "gains little" when the upper end is under this
-SIGMAS = 2          # the interval: the estimate +- this many standard errors
-JUDGED_SHARE = 0.9  # the share of measured steps in buckets past MIN_STEPS for a verdict
 
 runtime_flags = fixed_k  # the flags of a fixed K (`runtime_settings`), by their old name
 
@@ -335,7 +331,7 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
     """`phase_costs`: (phase, bucket, K) -> (seconds, squares, samples[, tokens, squared
     tokens, seconds x tokens, requests]), as the metrics hold them. None when no step
     cost was measured."""
-    from .families.step_cost import BUCKET_INDEX
+    from ..families.step_cost import BUCKET_INDEX
     by_bucket = _by_bucket(phase_costs)
     if not by_bucket:
         return None

@@ -1,4 +1,4 @@
-"""The runtimes' settings the advisor names (`spectrace.advisor`), exactly as the runtimes read
+"""The runtimes' settings the advisor names (`spectrace.report.advisor`), exactly as the runtimes read
 them (their released sources; docs/advisor.md has where):
 
 - a fixed number of chain draft tokens K: SGLang `--speculative-num-steps K
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 
-from . import names
-from .families.step_cost import BUCKET_INDEX
+from .. import names
+from ..families.step_cost import BUCKET_INDEX
 
 
 def fixed_k(runtime: str | None, num_steps: int) -> str:
