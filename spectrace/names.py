@@ -178,15 +178,8 @@ VOCAB_D2T_OUT_OF_RANGE = "vocab.d2t_out_of_range"
 VOCAB_D2T_DUPLICATES = "vocab.d2t_duplicates"
 ACCEPTANCE_SYNTHETIC = "acceptance.synthetic"  # the runtime accepts by a synthetic rule
 DRAFT_NON_FINITE = "draft.non_finite"          # inf/nan in the draft's hidden states or logits
-# Run-time finding codes and their severity: `spectrace.findings` starts at 0 for each,
-# so a healthy deployment shows 0 and the alert rules have a series to evaluate.
-RUNTIME_FINDINGS = {
-    FC_BYPASS: "error", WIDTH_MISMATCH: "error", AUX_CAPTURE_DISABLED: "error",
-    AUX_COUNT_MISMATCH: "error", AUX_ID_MISMATCH: "warning", WEIGHTS_UNUSED_KEYS: "error",
-    WEIGHTS_MISSING_PARAMS: "error", VOCAB_D2T_MISSING: "error", VOCAB_D2T_ABSOLUTE: "error",
-    VOCAB_D2T_OUT_OF_RANGE: "error", VOCAB_D2T_DUPLICATES: "error",
-    ACCEPTANCE_SYNTHETIC: "error", DRAFT_NON_FINITE: "error",
-}
+# (their severity, meaning and alert are declared beside each rule; the run-time ones are
+# listed in `families.findings.RUNTIME_SPECS`)
 # Findings `spectrace report` judges from the totals (no run-time event): the long-context
 # one from request-steps by context length (a floor of request-steps, rules.context);
 # the speculation ones from measured step costs (spectrace.report.advisor).

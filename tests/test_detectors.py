@@ -130,10 +130,11 @@ def test_message_catalogue_covers_every_finding_code():
     import string
 
     from spectrace import messages
+    from spectrace.families.findings import RUNTIME_SPECS
     from spectrace.report import judgement
     catalogue = [m for m in vars(messages).values() if isinstance(m, messages.Message)]
     catalogue += [s.message for s in judgement.SPECS.values() if s.message is not None]
-    codes = (set(signals.RUNTIME_FINDINGS) | set(signals.DOCTOR_FINDINGS)
+    codes = ({s.code for s in RUNTIME_SPECS} | set(signals.DOCTOR_FINDINGS)
              | set(judgement.SPECS))
     assert {m.code for m in catalogue} == codes
     for m in catalogue:

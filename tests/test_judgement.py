@@ -29,9 +29,23 @@ def test_each_code_is_declared_once_with_its_words():
 
 
 def test_every_declared_alert_is_an_alert_rule():
+    from spectrace.families.findings import RUNTIME_SPECS
     names = {r["alert"] for g in alerts.rules()["groups"] for r in g["rules"]}
-    declared = {s.alert for s in judgement.SPECS.values() if s.alert}
-    assert declared and declared <= names, declared - names
+    for specs in (judgement.SPECS.values(), RUNTIME_SPECS):
+        declared = {s.alert for s in specs if s.alert}
+        assert declared and declared <= names, declared - names
+
+
+def test_runtime_findings_are_declared_once_and_documented():
+    """Each run-time code once, with its words; docs/metrics.md's table lists them."""
+    from spectrace.families.findings import RUNTIME_SPECS
+    codes = [s.code for s in RUNTIME_SPECS]
+    assert len(codes) == len(set(codes)) == 13
+    with open(os.path.join(ROOT, "docs", "metrics.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    for s in RUNTIME_SPECS:
+        assert s.what and s.floor and s.message is not None and s.message.code == s.code
+        assert f"| `{s.code}` | {s.severity} | " in doc, s.code
 
 
 def test_metrics_doc_lists_every_declared_finding():

@@ -14,7 +14,8 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import Observation
 
 from .. import names
-from ..findings import Finding
+from ..findings import Finding, FindingSpec
+from ..rules import aux, finite, synthetic, vocab, weights, widths
 from ..safety import INTERNAL_ERRORS as ERRORS_SEEN
 from ..names import COUNTER, MetricSpec
 from .instruments import counter, observe
@@ -39,6 +40,13 @@ TELEMETRY_DROPPED = MetricSpec(
 METRICS = (FINDINGS, INTERNAL_ERRORS, TELEMETRY_DROPPED)
 
 
+# The findings raised at run time, each declared beside its rule: `spectrace.findings`
+# starts at 0 for each (code, severity), so a healthy deployment shows 0 and the alert
+# rules have a series to evaluate; docs/metrics.md's table of them is written from these.
+RUNTIME_SPECS: tuple[FindingSpec, ...] = (
+    widths.SPECS + aux.SPECS + weights.SPECS + vocab.SPECS + synthetic.SPECS + finite.SPECS)
+
+
 class Findings:
     """The findings of one process (`add`)."""
 
@@ -57,8 +65,8 @@ class Findings:
 
     def register(self, meter, scope: dict) -> None:
         self._counter = counter(meter, FINDINGS)
-        for code, severity in names.RUNTIME_FINDINGS.items():
-            self._counter.add(0, {names.ATTR_CODE: code, names.ATTR_SEVERITY: severity})
+        for s in RUNTIME_SPECS:
+            self._counter.add(0, {names.ATTR_CODE: s.code, names.ATTR_SEVERITY: s.severity})
         observe(meter, INTERNAL_ERRORS, lambda: [
             Observation(v, {names.ATTR_HOOK: h})
             for h, v in dict(ERRORS_SEEN.counts).items()] or [Observation(0)], scope)

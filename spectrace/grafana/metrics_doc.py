@@ -291,6 +291,7 @@ def render() -> str:
         "per process.",
         "",
         *rules_doc.breakdown_rules(),
+        *rules_doc.runtime_findings(),
         *rules_doc.report_findings(),
         *rules_doc.drift_and_reference(),
         "## Counting once across ranks",

@@ -17,8 +17,21 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .. import messages, names
-from ..findings import ERROR, WARNING, Finding
+from ..findings import ERROR, WARNING, Finding, FindingSpec
 from ..runtimes import SGLANG, Runtime
+
+_AUDIT = "the pair's audit when the draft is loaded (once per worker)"
+SPECS = (
+    FindingSpec(names.AUX_CAPTURE_DISABLED, ERROR,
+                "the target does not capture the aux hidden states the draft's fc expects",
+                floor=_AUDIT, message=messages.CAPTURE_OFF_IN_TARGET),
+    FindingSpec(names.AUX_COUNT_MISMATCH, ERROR,
+                "the target captures another number of aux layers than the draft's fc expects",
+                floor=_AUDIT, message=messages.TARGET_CAPTURE_COUNT),
+    FindingSpec(names.AUX_ID_MISMATCH, WARNING,
+                "the target captures other layers than the draft was configured with",
+                floor=_AUDIT, message=messages.TARGET_IDS),
+)
 
 # How a family turns the ids SGLang passes into `layers_to_capture`.
 PLUS_ONE = "plus_one"                              # every id + 1 (Llama, Qwen, most)

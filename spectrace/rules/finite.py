@@ -17,9 +17,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from .. import messages
-from ..findings import ERROR, Finding
+from .. import messages, names
+from ..findings import ERROR, Finding, FindingSpec
 from .tokens import to_host
+
+SPECS = (FindingSpec(
+    names.DRAFT_NON_FINITE, ERROR,
+    "inf or nan in the draft's hidden states or logits (a bfloat16 draft served in "
+    "float16, say)",
+    floor="one sampled on-device check, read back once its copy completed",
+    alert="SpectraceDraftNonFinite", message=messages.NON_FINITE),)
 
 MIN_NON_FINITE_CHECKS = 1  # checks that saw inf/nan before the error is raised
 

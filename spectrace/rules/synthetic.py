@@ -14,9 +14,16 @@ functions: no runtime imports.
 """
 from __future__ import annotations
 
-from .. import messages
-from ..findings import ERROR, Finding
+from .. import messages, names
+from ..findings import ERROR, Finding, FindingSpec
 from ..runtimes import SGLANG, VLLM
+
+SPECS = (FindingSpec(
+    names.ACCEPTANCE_SYNTHETIC, ERROR,
+    "the runtime accepts draft tokens by a synthetic rule (a benchmarking switch): every "
+    "acceptance figure is fiction",
+    floor="the setting, read once at start-up", alert="SpectraceSyntheticAcceptance",
+    message=messages.SYNTHETIC_ACCEPTANCE),)
 
 
 def sglang_simulated(acc_len, method) -> Finding | None:

@@ -23,8 +23,21 @@ from collections import Counter
 from typing import Any, Sequence
 
 from .. import messages, names
-from ..findings import ERROR, Finding
+from ..findings import ERROR, Finding, FindingSpec
 from ..runtimes import SGLANG, Runtime
+
+_MAP = "the map as the draft loaded it"
+SPECS = tuple(FindingSpec(code, ERROR, what, floor=_MAP, alert="SpectraceVocabularyMapError",
+                          message=message) for code, what, message in (
+    (names.VOCAB_D2T_MISSING, "no d2t map where the draft's vocabulary is smaller than the "
+     "target's", messages.D2T_MISSING),
+    (names.VOCAB_D2T_ABSOLUTE, "d2t holds absolute target ids, not offsets",
+     messages.D2T_ABSOLUTE),
+    (names.VOCAB_D2T_OUT_OF_RANGE, "d2t maps draft ids beyond the target's vocabulary",
+     messages.D2T_OUT_OF_RANGE),
+    (names.VOCAB_D2T_DUPLICATES, "d2t maps several draft ids to one target id",
+     messages.D2T_DUPLICATES),
+))
 
 MAX_EXAMPLES = 5
 

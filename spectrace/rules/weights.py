@@ -19,7 +19,19 @@ import re
 from typing import Iterable, Mapping
 
 from .. import messages, names
-from ..findings import ERROR, WARNING, Finding
+from ..findings import ERROR, WARNING, Finding, FindingSpec
+
+SPECS = (
+    FindingSpec(names.WEIGHTS_UNUSED_KEYS, ERROR,
+                "checkpoint keys the draft's loader dropped (a warning where they are "
+                "harmless, such as a tied head)",
+                floor="one load of the draft", alert="SpectraceDroppedWeights",
+                message=messages.UNUSED_KEYS),
+    FindingSpec(names.WEIGHTS_MISSING_PARAMS, ERROR,
+                "parameters of the draft that no checkpoint key filled",
+                floor="one load of the draft", alert="SpectraceDroppedWeights",
+                message=messages.MISSING_PARAMS),
+)
 
 MAX_NAMES = 50
 

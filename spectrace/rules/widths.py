@@ -12,8 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import messages, names
-from ..findings import ERROR, Finding
+from ..findings import ERROR, Finding, FindingSpec
 from ..runtimes import SGLANG, Runtime
+
+SPECS = (
+    FindingSpec(names.FC_BYPASS, ERROR,
+                "a target-fed draft pass received the draft's own hidden width: the target "
+                "sent one layer instead of the aux layers, so fc was skipped",
+                floor="one target-fed draft pass of that width",
+                alert="SpectraceFcBypass", message=messages.FC_BYPASS),
+    FindingSpec(names.WIDTH_MISMATCH, ERROR,
+                "a target-fed draft pass matched neither fc's input width nor the draft's "
+                "hidden size (some aux layers missing)",
+                floor="one target-fed draft pass of that width",
+                alert="SpectraceWidthMismatch", message=messages.WIDTH_MISMATCH),
+)
 
 DRAFT_DECODE_MODES = frozenset({"DECODE", "IDLE"})
 
