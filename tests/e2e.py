@@ -106,6 +106,15 @@ def findings_but_cost(proc) -> list:
     return [f for f in proc["findings"] if f["code"] not in COST_CODES]
 
 
+def runtime_codes(proc) -> set:
+    """The codes of the findings the instrumentation raised in the process
+    (`families.findings.RUNTIME_SPECS`), without those the report judges from the totals
+    (the advisor's, nothing accepted, the breakdowns' gaps): what a wiring test names."""
+    from spectrace.families.findings import RUNTIME_SPECS
+    runtime = {s.code for s in RUNTIME_SPECS}
+    return {f["code"] for f in proc["findings"] if f["code"] in runtime}
+
+
 def plant(src: str, dst: str, edit) -> str:
     """Copy a tiny-model folder and let `edit(state_dict)` change the draft checkpoint."""
     from safetensors.torch import load_file, save_file

@@ -27,7 +27,7 @@ from spectrace.rules import context as ctx
 from spectrace.file_layout import SPANS_FILE
 from spectrace.report.reader import iter_jsonl
 from spectrace.report.snapshot import request_record
-from tests.e2e import codes, findings_but_cost, settle, sglang_totals
+from tests.e2e import findings_but_cost, settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
 
@@ -111,7 +111,7 @@ def test_buckets_equal_the_construction_and_sglang_meta_info(context_run):
 
 def test_long_context_finding_fires_and_names_the_drafts_length(context_run):
     long_, proc = context_run[2:4]
-    found = codes(proc)
+    found = {f["code"]: f for f in findings_but_cost(proc)}
     assert list(found) == [signals.LONG_CONTEXT]
     f = found[signals.LONG_CONTEXT]
     assert f["severity"] == "warning"

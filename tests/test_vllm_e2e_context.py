@@ -25,7 +25,7 @@ import pytest
 from harness.tiny_models import walk
 from spectrace import signals
 from spectrace.rules import context as ctx
-from tests.e2e import codes, findings_but_cost, plant
+from tests.e2e import findings_but_cost, plant
 
 pytestmark = pytest.mark.vllm
 
@@ -100,7 +100,7 @@ def test_buckets_equal_vllms_own_per_request_counts_and_the_finding_fires(contex
     assert l_accepted == 0 and l_steps >= ctx.FLOOR  # vLLM agrees: none accepted past 1024
     assert _buckets(engine) == {"<512": (s_steps, s_accepted), "1k-2k": (l_steps, 0)}
     assert engine["drafts"] == s_steps + l_steps
-    found = codes(engine)
+    found = {f["code"]: f for f in findings_but_cost(engine)}
     assert list(found) == [signals.LONG_CONTEXT]
     f = found[signals.LONG_CONTEXT]
     assert (f["details"]["short"], f["details"]["long"]) == ("<512", "1k-2k")
