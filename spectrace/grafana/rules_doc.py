@@ -87,49 +87,6 @@ def breakdown_rules() -> list[str]:
     ]
 
 
-def _findings_table(specs, when: str) -> list[str]:
-    rows = [f"| code | severity | meaning | {when} | alert |", "|---|---|---|---|---|"]
-    for s in specs:
-        cells = [f"`{s.code}`", s.severity, s.what, s.floor or "-",
-                 f"`{s.alert}`" if s.alert else "-"]
-        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return rows
-
-
-def runtime_findings() -> list[str]:
-    """The findings raised in the server's processes, one row each, written from their
-    declarations (`families.findings.RUNTIME_SPECS`)."""
-    from ..families.findings import RUNTIME_SPECS
-    return [
-        "## Findings raised at run time",
-        "",
-        "Raised in the server's processes as they happen (counted in `spectrace.findings`, "
-        "written in full for their first occurrences, logged once); one is evidence. "
-        "Declared once beside its rule (`FindingSpec` in `spectrace/rules/`), from which "
-        "this table follows; `spectrace doctor` raises the vocabulary-map and weight ones "
-        "on a checkpoint too (docs/doctor.md).",
-        "",
-        *_findings_table(RUNTIME_SPECS, "raised on"),
-        "",
-    ]
-
-
-def report_findings() -> list[str]:
-    """The findings `spectrace report` judges from the totals, one row each, written from
-    their declarations (`report.judgement.RULES`)."""
-    from ..report.judgement import SPECS
-    return [
-        "## Findings `spectrace report` judges",
-        "",
-        "Judged from the totals, never from a single event; each is raised only past its "
-        "floor. Declared once beside its rule (`FindingSpec`: `spectrace/report/"
-        "judgement.py` lists the rules), from which this table follows.",
-        "",
-        *_findings_table(SPECS.values(), "raised only with"),
-        "",
-    ]
-
-
 def drift_and_reference() -> list[str]:
     """The drift rule and the reference: their floors and the measured false alarms."""
     return [
