@@ -32,18 +32,43 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Alert:
+    """The Prometheus alert rule that restates a finding, declared with it
+    (`FindingSpec.alert`); `spectrace.grafana.alerts` writes the rule from it. Its `name`,
+    `severity` label (critical or warning), how long its condition must hold (`for_`) and
+    its words, in Prometheus's template forms (`{{ $labels.instance }}`, `{{ $value }}`).
+    What it fires on: at the first count of the `counts` counters (metric names, their sum
+    since process start), or with none, at the first finding of a code that declares it;
+    `windowed` alerts compare rates over windows instead, their query built in
+    `spectrace.grafana.alerts` from the rule's own constants."""
+
+    name: str
+    summary: str
+    description: str
+    severity: str = "critical"
+    for_: str = "0m"
+    counts: tuple[str, ...] = ()
+    windowed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.severity not in ("critical", "warning"):
+            raise ValueError(f"Alert.severity must be 'critical' or 'warning', "
+                             f"got {self.severity!r} ({self.name})")
+
+
+@dataclass(frozen=True)
 class FindingSpec:
     """A kind of finding, declared once beside the rule that raises it: its `code`, its
     `severity` (the highest it is raised with), `what` it means and the `floor` it needs
     before it is raised (in words, from the rule's own constants: docs/metrics.md's
-    findings table is written from them), the Prometheus `alert` that restates it ("" for
+    findings table is written from them), the Prometheus `alert` that restates it (None for
     none) and its words (`message`, a `messages.Message` over the rule's facts)."""
 
     code: str
     severity: str
     what: str
     floor: str = ""
-    alert: str = ""
+    alert: Alert | None = None
     message: Any = None
 
     def __post_init__(self) -> None:

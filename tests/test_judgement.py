@@ -32,8 +32,54 @@ def test_every_declared_alert_is_an_alert_rule():
     from spectrace.families.findings import RUNTIME_SPECS
     names = {r["alert"] for g in alerts.rules()["groups"] for r in g["rules"]}
     for specs in (judgement.SPECS.values(), RUNTIME_SPECS):
-        declared = {s.alert for s in specs if s.alert}
+        declared = {s.alert.name for s in specs if s.alert}
         assert declared and declared <= names, declared - names
+
+
+def test_alert_rules_are_written_from_their_declarations():
+    """Every declared alert (run-time findings, the report's, the breakdowns' gaps) is the
+    rule of that name, word for word, with its severity and duration; a counted alert
+    counts metrics that exist, and one shared by several codes matches exactly those."""
+    from spectrace import signals
+    from spectrace.families.breakdowns import BREAKDOWNS
+    from spectrace.families.findings import RUNTIME_SPECS
+    rules = {r["alert"]: r for g in alerts.rules()["groups"] for r in g["rules"]}
+    specs = [*RUNTIME_SPECS, *judgement.SPECS.values(), *(b.spec for b in BREAKDOWNS if b.spec)]
+    declared = {s.alert.name: s.alert for s in specs if s.alert}
+    assert len(declared) >= 12
+    for name, a in declared.items():
+        r = rules[name]
+        assert r["annotations"] == {"summary": a.summary, "description": a.description}, name
+        assert (r["labels"]["severity"], r["for"]) == (a.severity, a.for_), name
+        for metric in a.counts:
+            assert signals.METRICS_BY_NAME[metric].prometheus_name in r["expr"], name
+    vocab = [s.code for s in RUNTIME_SPECS
+             if s.alert and s.alert.name == "SpectraceVocabularyMapError"]
+    assert len(vocab) == 4
+    expr = rules["SpectraceVocabularyMapError"]["expr"]
+    assert all(code.replace(".", "\\\\.") in expr for code in vocab), expr
+
+
+def test_an_alert_declared_with_a_new_finding_becomes_a_rule(monkeypatch):
+    """The must-show of declaring once: a new run-time finding with an `Alert` and nothing
+    else is a rule on the first finding of its code, worded as declared."""
+    from spectrace.families import findings as runtime_findings
+    from spectrace.findings import Alert, FindingSpec
+    new = FindingSpec("draft.example", ERROR, "an example", alert=Alert(
+        "SpectraceExample", "Example on {{ $labels.instance }}", "{{ $value }} examples."))
+    monkeypatch.setattr(runtime_findings, "RUNTIME_SPECS", (*runtime_findings.RUNTIME_SPECS, new))
+    monkeypatch.setattr(alerts, "RUNTIME_SPECS", runtime_findings.RUNTIME_SPECS)
+    [rule] = [r for r in alerts.rules()["groups"][0]["rules"] if r["alert"] == "SpectraceExample"]
+    assert rule["expr"] == ('(sum by (job, instance) (spectrace_findings_total'
+                            '{code="draft.example"})) > 0'), rule["expr"]
+    assert rule["labels"] == {"severity": "critical"} and rule["for"] == "0m"
+    assert rule["annotations"]["summary"] == "Example on {{ $labels.instance }}"
+
+
+def test_an_alert_severity_is_one_prometheus_routes():
+    from spectrace.findings import Alert
+    with pytest.raises(ValueError, match="Alert.severity.*'error'.*SpectraceX"):
+        Alert("SpectraceX", "s", "d", severity="error")
 
 
 def test_runtime_findings_are_declared_once_and_documented():

@@ -25,7 +25,7 @@ from .. import messages, names
 from ..rules import context as ctx
 from ..rules import requests as req
 from ..rules.buckets import GapRule
-from ..findings import INFO, WARNING, FindingSpec
+from ..findings import INFO, WARNING, Alert, FindingSpec
 from ..names import COUNTER, MetricSpec
 from . import step_cost
 
@@ -98,7 +98,32 @@ class Breakdown:
         return FindingSpec(self.finding, self.severity,
                            f"acceptance by {self.title.split(' (')[0]}: two buckets well "
                            f"apart ({self.reading or 'see its breakdown'})",
-                           floor=self.rule.words(), alert=self.alert, message=self.message)
+                           floor=self.rule.words(), alert=self.alert_rule,
+                           message=self.message)
+
+    @property
+    def alert_rule(self) -> Alert | None:
+        """Its alert (named `alert`): the rule's comparison over the last hour's counts of
+        each counting process (None without a rule or an alert name)."""
+        if self.rule is None or not self.alert:
+            return None
+        r, attr = self.rule, self.attribute
+        which = (f"of the first bucket's (at most {r.ratio:g}x and {r.drop:g} fewer; the first "
+                 f"and the last bucket with at least {r.floor} request-steps each, "
+                 f"{r.min_apart} buckets apart or more)" if r.ordered else
+                 f"of the best one's (at most {r.ratio:g}x and {r.drop:g} fewer; the best and "
+                 f"the worst with at least {r.floor} request-steps each)")
+        return Alert(
+            self.alert,
+            f"Draft acceptance falls with {self.title.split(' (')[0]} on "
+            f"{{{{ $labels.instance }}}} ({{{{ $labels.{attr} }}}})",
+            f"Over the last hour, draft tokens accepted per request-step in the "
+            f"{{{{ $labels.{attr} }}}} bucket of {self.title} are "
+            f"{{{{ $value | printf \"%.2f\" }}}} {which}: {self.reading}. The rule of "
+            f"`spectrace report`'s finding {self.finding}, judged on the last hour's counts "
+            "per counting process instead of on all the data."
+            + (f" {self.where}" if self.where else ""),
+            severity="warning", for_="15m", windowed=True)
 
     @property
     def order(self) -> dict[str, int]:

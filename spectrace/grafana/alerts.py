@@ -11,6 +11,8 @@ from __future__ import annotations
 from .. import signals as S
 from ..families.breakdowns import (BATCH_SIZE, BREAKDOWNS, PREFIX_CACHE, REQUEST_LABEL,
                                    Breakdown)
+from ..families.findings import RUNTIME_SPECS
+from ..findings import Alert
 from ..rules import context as CTX
 from ..rules import drift as DRIFT
 from ..rules import speculation as SPEED
@@ -19,9 +21,9 @@ from . import promql as Q
 
 BY = Q.SCRAPE_LABELS
 GAP_WINDOW = "1h"  # the breakdowns' rules count an hour (their floor of request-steps a bucket)
-SPEEDUP_WINDOW = "30m"  # the speed-up rule's window (and how long it must hold)
-SLOWER = SPEED.SLOWER.alert  # the alert names are declared with their findings
-DRIFT_ALERT = DRIFT.SPEC.alert
+SLOWER = SPEED.SLOWER.alert.name  # the alert names are declared with their findings
+SPEEDUP_WINDOW = SPEED.SLOWER.alert.for_  # the speed-up rule's window (and how long it holds)
+DRIFT_ALERT = DRIFT.SPEC.alert.name
 DRIFT_RECENT, DRIFT_EARLIER = "15m", "6h"  # rules.drift.RECENT_S, EARLIER_S
 
 
@@ -31,10 +33,33 @@ def _rule(name, query, op, threshold, for_, severity, summary, description) -> d
             "annotations": {"summary": summary, "description": description}}
 
 
-def _on_finding(name, code_matcher, flt, summary, description, by=BY) -> dict:
-    """Fires at the first finding whose `code` matches (counted since process start)."""
-    return _rule(name, Q.stotal(S.FINDINGS, by, flt, extra=f"{S.ATTR_CODE}{code_matcher}"),
-                 ">", 0, "0m", "critical", summary, description)
+def _declared(a: Alert, query: str, op: str, threshold) -> dict:
+    """The rule of a declared alert: its words, severity and duration from `a`."""
+    return _rule(a.name, query, op, threshold, a.for_, a.severity, a.summary, a.description)
+
+
+def finding_alerts(flt: str = "") -> list[dict]:
+    """The run-time findings' alerts, in their declarations' order, each once (several codes
+    may share one): each fires at the first count of its counters, or at the first finding
+    of its codes (by code where several share it)."""
+    codes: dict[str, list[str]] = {}
+    alerts: dict[str, Alert] = {}
+    for spec in RUNTIME_SPECS:
+        if spec.alert is not None:
+            alerts.setdefault(spec.alert.name, spec.alert)
+            codes.setdefault(spec.alert.name, []).append(spec.code)
+    out = []
+    for name, a in alerts.items():
+        if a.counts:
+            query = " + ".join(Q.stotal(S.METRICS_BY_NAME[c], BY, flt) for c in a.counts)
+        else:
+            matcher = "|".join(c.replace(".", "\\\\.") for c in codes[name])
+            several = len(codes[name]) > 1
+            query = Q.stotal(S.FINDINGS, BY + ((S.ATTR_CODE,) if several else ()), flt,
+                             extra=(f'{S.ATTR_CODE}=~"{matcher}"' if several
+                                    else f'{S.ATTR_CODE}="{codes[name][0]}"'))
+        out.append(_declared(a, query, ">", 0))
+    return out
 
 
 def rules(flt: str = "") -> dict:
@@ -54,64 +79,10 @@ def rules(flt: str = "") -> dict:
         "10m", "warning", "First draft token rarely accepted on {{ $labels.instance }}",
         "Position-0 acceptance is {{ $value | printf \"%.2f\" }}; broken drafts show under "
         "0.15 (e.g. d2t never loaded).")
-    bypass = _rule(
-        "SpectraceFcBypass", Q.stotal(S.EAGLE3_FC_BYPASS, BY, flt), ">", 0, "0m", "critical",
-        "EAGLE-3 draft skipped fc on {{ $labels.instance }}",
-        "{{ $value }} target-fed draft passes had the draft's hidden width: the target sent "
-        "one hidden layer instead of the concatenated aux layers, so fc was skipped and "
-        "acceptance collapses without any error (finding eagle3.fc_bypass).")
-    width = _rule(
-        "SpectraceWidthMismatch", Q.stotal(S.EAGLE3_WIDTH_MISMATCH, BY, flt), ">", 0, "0m",
-        "critical", "EAGLE-3 draft input has the wrong width on {{ $labels.instance }}",
-        "{{ $value }} target-fed draft passes matched neither fc's input width nor the draft "
-        "hidden size (e.g. 2 of 3 aux layers captured).")
-    weights = _rule(
-        "SpectraceDroppedWeights", Q.dropped_weights(BY, flt), ">", 0, "0m", "critical",
-        "Draft checkpoint weights were dropped on {{ $labels.instance }}",
-        "{{ $value }} checkpoint keys matched no parameter or parameters were never loaded "
-        "(e.g. `layers.0.*` instead of `midlayer.*`). Run `spectrace doctor` on the draft.")
-    vocab = _on_finding(
-        "SpectraceVocabularyMapError", '=~"vocab\\\\..*"', flt,
-        "Draft vocabulary map (d2t) problem on {{ $labels.instance }}: {{ $labels.code }}",
-        "The draft-to-target vocabulary map is missing, absolute or out of range, so draft "
-        "ids map to wrong target tokens. Run `spectrace doctor` on the draft checkpoint.",
-        by=BY + (S.ATTR_CODE,))
-    synthetic = _on_finding(
-        "SpectraceSyntheticAcceptance", f'="{S.ACCEPTANCE_SYNTHETIC}"', flt,
-        "Acceptance figures are synthetic on {{ $labels.instance }}",
-        "The runtime accepts draft tokens by a synthetic rule (SGLang: SGLANG_SIMULATE_ACC_LEN; "
-        "vLLM: rejection_sample_method \"synthetic\"), so every acceptance figure is fiction "
-        "and the output is not the target's. Unset it and restart (finding "
-        "acceptance.synthetic).")
-    non_finite = _on_finding(
-        "SpectraceDraftNonFinite", f'="{S.DRAFT_NON_FINITE}"', flt,
-        "EAGLE-3 draft computes inf/nan on {{ $labels.instance }}",
-        "Sampled on-device checks found inf or nan in the draft's hidden states or logits "
-        "(e.g. a bfloat16 draft served in float16 overflows): its proposals are garbage and "
-        "acceptance falls to about 1.0. The finding draft.non_finite names the dtype.")
-    slower = _rule(
-        SLOWER, f"{Q.estimated_speedup(SPEEDUP_WINDOW, flt)} and on() "
-        f"{Q.speedup_floor(SPEEDUP_WINDOW, flt)}", "<", 1, SPEEDUP_WINDOW, "warning",
-        "Speculative decoding is slower than plain decoding",
-        "The estimated speed-up against no speculation over the last 30 minutes is "
-        "{{ $value | printf \"%.2f\" }} (each batch-size bucket weighted by its measured "
-        "steps; a plain step from the target's forward fitted against its tokens). Run "
-        "`spectrace report` for the interval, the batch size from which speculation loses "
-        "and the setting that serves each batch size its best number of draft tokens "
-        "(finding speculation.slower). One figure for every series the rules match: narrow "
-        "them to one deployment (`spectrace grafana --matchers`).")
-    drifted = _rule(
-        DRIFT_ALERT, Q.acceptance_drift(DRIFT_RECENT, DRIFT_EARLIER, BY, flt), "<=",
-        DRIFT.RATIO, "5m", "warning",
-        "Draft acceptance drifted down on {{ $labels.instance }}",
-        "Accepted draft tokens per request-step over the last 15 minutes are "
-        "{{ $value | printf \"%.2f\" }} of the 6 hours before them (at most "
-        f"{DRIFT.RATIO:g}x and {DRIFT.DROP:g} fewer, at least {DRIFT.FLOOR} request-steps and "
-        f"{DRIFT.MIN_REQUESTS} finished requests in each window). The traffic may have "
-        "moved (longer prompts, sampled requests, another domain) or the system (a restart with other settings, a cache filling "
-        "up, a new draft): `spectrace report` on the process's files says which "
-        "breakdown's mix moved, or that acceptance fell within its buckets (finding "
-        f"{S.ACCEPTANCE_DRIFT}).")
+    slower = _declared(SPEED.SLOWER.alert, f"{Q.estimated_speedup(SPEEDUP_WINDOW, flt)} and on() "
+                       f"{Q.speedup_floor(SPEEDUP_WINDOW, flt)}", "<", 1)
+    drifted = _declared(DRIFT.SPEC.alert, Q.acceptance_drift(DRIFT_RECENT, DRIFT_EARLIER, BY,
+                                                             flt), "<=", DRIFT.RATIO)
     internal = _rule(
         "SpectraceInternalErrors", Q.stotal(S.INTERNAL_ERRORS, BY, flt),
         ">", 0, "0m", "warning", "spectrace hooks raised errors on {{ $labels.instance }}",
@@ -119,33 +90,18 @@ def rules(flt: str = "") -> dict:
         "(the runtime ran normally, but some signals may be missing). The log names the "
         "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
-                        "rules": [collapse, position0, *gap_rules(flt), bypass, width,
-                                  weights, vocab, synthetic, non_finite, slower,
-                                  drifted, internal]}]}
+                        "rules": [collapse, position0, *gap_rules(flt), *finding_alerts(flt),
+                                  slower, drifted, internal]}]}
 
 
 def gap_rules(flt: str = "") -> list[dict]:
-    """One rule per breakdown that declares an alert (`b.alert`; the sampling breakdown
+    """One rule per breakdown that declares an alert (`b.alert_rule`; the sampling breakdown
     declares none: sampled requests accept less by construction)."""
-    return [_gap_rule(b, flt) for b in BREAKDOWNS if b.alert and b.rule]
+    return [_gap_rule(b, flt) for b in BREAKDOWNS if b.alert_rule is not None]
 
 
 def _gap_rule(b: Breakdown, flt: str = "") -> dict:
-    r, attr = b.rule, b.attribute
-    which = (f"of the first bucket's (at most {r.ratio:g}x and {r.drop:g} fewer; the first and "
-             f"the last bucket with at least {r.floor} request-steps each, {r.min_apart} "
-             f"buckets apart or more)" if r.ordered else
-             f"of the best one's (at most {r.ratio:g}x and {r.drop:g} fewer; the best and the "
-             f"worst with at least {r.floor} request-steps each)")
-    return _rule(
-        b.alert, Q.gap_acceptance(b, GAP_WINDOW, BY, flt), "<=", r.ratio, "15m", "warning",
-        f"Draft acceptance falls with {b.title.split(' (')[0]} on {{{{ $labels.instance }}}} "
-        f"({{{{ $labels.{attr} }}}})",
-        f"Over the last hour, draft tokens accepted per request-step in the "
-        f"{{{{ $labels.{attr} }}}} bucket of {b.title} are {{{{ $value | printf \"%.2f\" }}}} "
-        f"{which}: {b.reading}. The rule of `spectrace report`'s finding {b.finding}, judged "
-        "on the last hour's counts per counting process instead of on all the data."
-        + (f" {b.where}" if b.where else ""))
+    return _declared(b.alert_rule, Q.gap_acceptance(b, GAP_WINDOW, BY, flt), "<=", b.rule.ratio)
 
 
 # -- promtool unit tests of the rules (synthetic series; `promtool test rules`) ------------

@@ -158,7 +158,7 @@ def _findings_table(specs, when: str) -> list[str]:
     rows = [f"| code | severity | meaning | {when} | alert |", "|---|---|---|---|---|"]
     for s in specs:
         cells = [f"`{s.code}`", s.severity, s.what, s.floor or "-",
-                 f"`{s.alert}`" if s.alert else "-"]
+                 f"`{s.alert.name}`" if s.alert else "-"]
         rows.append(_row(cells))
     return rows
 

@@ -39,7 +39,7 @@ def _config_table(c: RunComparison) -> str:
 
 def _figures_table(c: RunComparison) -> str:
     res = c.result
-    rows = [f"<tr><th scope=row>mean acceptance length</th>"
+    rows = ["<tr><th scope=row>mean acceptance length</th>"
             + _cells("mean_acceptance_length", _est(c.baseline.mean_acceptance_length),
                      _est(c.current.mean_acceptance_length), _est(res.total)) + "</tr>"]
     for p, change in enumerate(res.positions):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .. import messages, names
-from ..findings import INFO, WARNING, Finding, FindingSpec
+from ..findings import INFO, WARNING, Alert, Finding, FindingSpec
 
 FLOOR = 200         # request-steps in each window before acceptance is compared at all
 MIN_REQUESTS = 100  # ... and finished requests in each window
@@ -48,8 +48,18 @@ SPEC = FindingSpec(
     floor=f"{FLOOR} request-steps and {MIN_REQUESTS} finished requests in each window; the "
           f"recent window at most {RATIO:g}x the earlier one's accepted tokens per "
           f"request-step and {DROP:g} fewer",
-    alert="SpectraceAcceptanceDrift",
-    message=messages.ACCEPTANCE_DRIFT_SYSTEM)  # the traffic's: ACCEPTANCE_DRIFT_TRAFFIC
+    message=messages.ACCEPTANCE_DRIFT_SYSTEM,  # the traffic's: ACCEPTANCE_DRIFT_TRAFFIC
+    alert=Alert(
+        "SpectraceAcceptanceDrift", "Draft acceptance drifted down on {{ $labels.instance }}",
+        f"Accepted draft tokens per request-step over the last {RECENT_S // 60} minutes are "
+        "{{ $value | printf \"%.2f\" }} of the "
+        f"{EARLIER_S // 3600} hours before them (at most {RATIO:g}x and {DROP:g} fewer, at "
+        f"least {FLOOR} request-steps and {MIN_REQUESTS} finished requests in each window). "
+        "The traffic may have moved (longer prompts, sampled requests, another domain) or "
+        "the system (a restart with other settings, a cache filling up, a new draft): "
+        "`spectrace report` on the process's files says which breakdown's mix moved, or "
+        f"that acceptance fell within its buckets (finding {names.ACCEPTANCE_DRIFT}).",
+        severity="warning", for_="5m", windowed=True))
 
 
 @dataclass(frozen=True)

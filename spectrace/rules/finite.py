@@ -18,7 +18,7 @@ import threading
 from collections import deque
 
 from .. import messages, names
-from ..findings import ERROR, Finding, FindingSpec
+from ..findings import ERROR, Alert, Finding, FindingSpec
 from .tokens import to_host
 
 SPECS = (FindingSpec(
@@ -26,7 +26,11 @@ SPECS = (FindingSpec(
     "inf or nan in the draft's hidden states or logits (a bfloat16 draft served in "
     "float16, say)",
     floor="one sampled on-device check, read back once its copy completed",
-    alert="SpectraceDraftNonFinite", message=messages.NON_FINITE),)
+    message=messages.NON_FINITE, alert=Alert(
+        "SpectraceDraftNonFinite", "EAGLE-3 draft computes inf/nan on {{ $labels.instance }}",
+        "Sampled on-device checks found inf or nan in the draft's hidden states or logits "
+        "(e.g. a bfloat16 draft served in float16 overflows): its proposals are garbage and "
+        "acceptance falls to about 1.0. The finding draft.non_finite names the dtype.")),)
 
 MIN_NON_FINITE_CHECKS = 1  # checks that saw inf/nan before the error is raised
 

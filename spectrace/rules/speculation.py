@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import messages as m
 from .. import names, signals
-from ..findings import INFO, WARNING, Finding, FindingSpec
+from ..findings import INFO, WARNING, Alert, Finding, FindingSpec
 
 MIN_STEPS = 30      # measured steps of a bucket before it is judged
 MIN_DRAFTS = 100    # request-steps verified before acceptance is judged
@@ -19,7 +19,16 @@ _FLOOR = (f"{MIN_STEPS} measured steps in the batch-size buckets that hold "
 SLOWER = FindingSpec(
     names.SPEC_SLOWER, WARNING,
     "the estimated speed-up against no speculation below 1.0 (its interval's upper end)",
-    floor=_FLOOR, alert="SpectraceSpeculationSlower", message=m.SPEC_SLOWER)
+    floor=_FLOOR, message=m.SPEC_SLOWER, alert=Alert(
+        "SpectraceSpeculationSlower", "Speculative decoding is slower than plain decoding",
+        "The estimated speed-up against no speculation over the last 30 minutes is "
+        "{{ $value | printf \"%.2f\" }} (each batch-size bucket weighted by its measured "
+        "steps; a plain step from the target's forward fitted against its tokens). Run "
+        "`spectrace report` for the interval, the batch size from which speculation loses "
+        "and the setting that serves each batch size its best number of draft tokens "
+        "(finding speculation.slower). One figure for every series the rules match: narrow "
+        "them to one deployment (`spectrace grafana --matchers`).",
+        severity="warning", for_="30m", windowed=True))
 GAINS_LITTLE = FindingSpec(
     names.SPEC_SMALL_GAIN, INFO,
     f"the estimated speed-up's upper end below {SMALL_GAIN:g}: speculation gains little",

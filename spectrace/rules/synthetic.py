@@ -15,15 +15,21 @@ functions: no runtime imports.
 from __future__ import annotations
 
 from .. import messages, names
-from ..findings import ERROR, Finding, FindingSpec
+from ..findings import ERROR, Alert, Finding, FindingSpec
 from ..runtimes import SGLANG, VLLM
 
 SPECS = (FindingSpec(
     names.ACCEPTANCE_SYNTHETIC, ERROR,
     "the runtime accepts draft tokens by a synthetic rule (a benchmarking switch): every "
     "acceptance figure is fiction",
-    floor="the setting, read once at start-up", alert="SpectraceSyntheticAcceptance",
-    message=messages.SYNTHETIC_ACCEPTANCE),)
+    floor="the setting, read once at start-up", message=messages.SYNTHETIC_ACCEPTANCE,
+    alert=Alert(
+        "SpectraceSyntheticAcceptance",
+        "Acceptance figures are synthetic on {{ $labels.instance }}",
+        "The runtime accepts draft tokens by a synthetic rule (SGLang: "
+        "SGLANG_SIMULATE_ACC_LEN; vLLM: rejection_sample_method \"synthetic\"), so every "
+        "acceptance figure is fiction and the output is not the target's. Unset it and "
+        "restart (finding acceptance.synthetic).")),)
 
 
 def sglang_simulated(acc_len, method) -> Finding | None:

@@ -23,12 +23,17 @@ from collections import Counter
 from typing import Any, Sequence
 
 from .. import messages, names
-from ..findings import ERROR, Finding, FindingSpec
+from ..findings import ERROR, Alert, Finding, FindingSpec
 from ..runtimes import SGLANG, Runtime
 
 _MAP = "the map as the draft loaded it"
-SPECS = tuple(FindingSpec(code, ERROR, what, floor=_MAP, alert="SpectraceVocabularyMapError",
-                          message=message) for code, what, message in (
+MAP_ALERT = Alert(
+    "SpectraceVocabularyMapError",
+    "Draft vocabulary map (d2t) problem on {{ $labels.instance }}: {{ $labels.code }}",
+    "The draft-to-target vocabulary map is missing, absolute or out of range, so draft ids "
+    "map to wrong target tokens. Run `spectrace doctor` on the draft checkpoint.")
+SPECS = tuple(FindingSpec(code, ERROR, what, floor=_MAP, alert=MAP_ALERT, message=message)
+              for code, what, message in (
     (names.VOCAB_D2T_MISSING, "no d2t map where the draft's vocabulary is smaller than the "
      "target's", messages.D2T_MISSING),
     (names.VOCAB_D2T_ABSOLUTE, "d2t holds absolute target ids, not offsets",

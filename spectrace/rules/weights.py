@@ -19,17 +19,22 @@ import re
 from typing import Iterable, Mapping
 
 from .. import messages, names
-from ..findings import ERROR, WARNING, Finding, FindingSpec
+from ..findings import ERROR, WARNING, Alert, Finding, FindingSpec
 
+DROPPED = Alert(
+    "SpectraceDroppedWeights", "Draft checkpoint weights were dropped on {{ $labels.instance }}",
+    "{{ $value }} checkpoint keys matched no parameter or parameters were never loaded "
+    "(e.g. `layers.0.*` instead of `midlayer.*`). Run `spectrace doctor` on the draft.",
+    counts=("spectrace.eagle3.unused_checkpoint_keys", "spectrace.eagle3.unloaded_parameters"))
 SPECS = (
     FindingSpec(names.WEIGHTS_UNUSED_KEYS, ERROR,
                 "checkpoint keys the draft's loader dropped (a warning where they are "
                 "harmless, such as a tied head)",
-                floor="one load of the draft", alert="SpectraceDroppedWeights",
+                floor="one load of the draft", alert=DROPPED,
                 message=messages.UNUSED_KEYS),
     FindingSpec(names.WEIGHTS_MISSING_PARAMS, ERROR,
                 "parameters of the draft that no checkpoint key filled",
-                floor="one load of the draft", alert="SpectraceDroppedWeights",
+                floor="one load of the draft", alert=DROPPED,
                 message=messages.MISSING_PARAMS),
 )
 

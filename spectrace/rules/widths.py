@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import messages, names
-from ..findings import ERROR, Finding, FindingSpec
+from ..findings import ERROR, Alert, Finding, FindingSpec
 from ..runtimes import SGLANG, Runtime
 
 SPECS = (
@@ -20,12 +20,22 @@ SPECS = (
                 "a target-fed draft pass received the draft's own hidden width: the target "
                 "sent one layer instead of the aux layers, so fc was skipped",
                 floor="one target-fed draft pass of that width",
-                alert="SpectraceFcBypass", message=messages.FC_BYPASS),
+                message=messages.FC_BYPASS, alert=Alert(
+                    "SpectraceFcBypass", "EAGLE-3 draft skipped fc on {{ $labels.instance }}",
+                    "{{ $value }} target-fed draft passes had the draft's hidden width: the "
+                    "target sent one hidden layer instead of the concatenated aux layers, so "
+                    "fc was skipped and acceptance collapses without any error (finding "
+                    "eagle3.fc_bypass).", counts=("spectrace.eagle3.fc_bypass",))),
     FindingSpec(names.WIDTH_MISMATCH, ERROR,
                 "a target-fed draft pass matched neither fc's input width nor the draft's "
                 "hidden size (some aux layers missing)",
                 floor="one target-fed draft pass of that width",
-                alert="SpectraceWidthMismatch", message=messages.WIDTH_MISMATCH),
+                message=messages.WIDTH_MISMATCH, alert=Alert(
+                    "SpectraceWidthMismatch",
+                    "EAGLE-3 draft input has the wrong width on {{ $labels.instance }}",
+                    "{{ $value }} target-fed draft passes matched neither fc's input width nor "
+                    "the draft hidden size (e.g. 2 of 3 aux layers captured).",
+                    counts=("spectrace.eagle3.width_mismatch",))),
 )
 
 DRAFT_DECODE_MODES = frozenset({"DECODE", "IDLE"})
