@@ -164,6 +164,13 @@ ROLE_SCHEDULER = "scheduler"      # SGLang's scheduler process (runs the eagle w
 ROLE_ENGINE_CORE = "engine_core"  # vLLM's EngineCore: steps, accept counts
 ROLE_WORKER = "worker"            # a vLLM worker: everything about the models
 
+# The counters that a run-time finding's alert counts (declared in families.draft_passes;
+# spelled here so that the rules' alert declarations can name them without the families).
+METRIC_FC_BYPASS = "spectrace.eagle3.fc_bypass"
+METRIC_WIDTH_MISMATCH = "spectrace.eagle3.width_mismatch"
+METRIC_UNUSED_KEYS = "spectrace.eagle3.unused_checkpoint_keys"
+METRIC_UNLOADED_PARAMS = "spectrace.eagle3.unloaded_parameters"
+
 # Finding codes raised at run time (the doctor uses the same codes, see docs/doctor.md).
 FC_BYPASS = "eagle3.fc_bypass"
 WIDTH_MISMATCH = "eagle3.width_mismatch"

@@ -22,19 +22,19 @@ EAGLE3_EXPECTED_WIDTH = MetricSpec(
     "Widths the draft expects: `fc_in` (fc.in_features), `draft_hidden`, `target_hidden`, "
     "and `num_aux` layers, in the attribute `kind`.", (names.ATTR_KIND,))
 EAGLE3_FC_BYPASS = MetricSpec(
-    "spectrace.eagle3.fc_bypass", COUNTER, "{pass}",
+    names.METRIC_FC_BYPASS, COUNTER, "{pass}",
     "Target-fed draft passes whose input width equals the draft hidden size: fc was "
     "skipped and the draft saw one layer instead of the concatenated aux layers.",
     counted_once=True)
 EAGLE3_WIDTH_MISMATCH = MetricSpec(
-    "spectrace.eagle3.width_mismatch", COUNTER, "{pass}",
+    names.METRIC_WIDTH_MISMATCH, COUNTER, "{pass}",
     "Target-fed draft passes whose input width matches neither fc's input nor the draft "
     "hidden size (e.g. 2 of 3 aux layers).", counted_once=True)
 EAGLE3_UNUSED_KEYS = MetricSpec(
-    "spectrace.eagle3.unused_checkpoint_keys", COUNTER, "{key}",
+    names.METRIC_UNUSED_KEYS, COUNTER, "{key}",
     "Draft checkpoint keys that the runtime's load_weights dropped (matched no parameter).")
 EAGLE3_UNLOADED_PARAMS = MetricSpec(
-    "spectrace.eagle3.unloaded_parameters", COUNTER, "{parameter}",
+    names.METRIC_UNLOADED_PARAMS, COUNTER, "{parameter}",
     "Draft parameters that no checkpoint key loaded (and that the runtime does not share "
     "from the target).")
 EAGLE3_DRAFT_CONTEXT = MetricSpec(

@@ -25,7 +25,7 @@ DROPPED = Alert(
     "SpectraceDroppedWeights", "Draft checkpoint weights were dropped on {{ $labels.instance }}",
     "{{ $value }} checkpoint keys matched no parameter or parameters were never loaded "
     "(e.g. `layers.0.*` instead of `midlayer.*`). Run `spectrace doctor` on the draft.",
-    counts=("spectrace.eagle3.unused_checkpoint_keys", "spectrace.eagle3.unloaded_parameters"))
+    counts=(names.METRIC_UNUSED_KEYS, names.METRIC_UNLOADED_PARAMS))
 SPECS = (
     FindingSpec(names.WEIGHTS_UNUSED_KEYS, ERROR,
                 "checkpoint keys the draft's loader dropped (a warning where they are "

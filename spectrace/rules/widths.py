@@ -25,7 +25,7 @@ SPECS = (
                     "{{ $value }} target-fed draft passes had the draft's hidden width: the "
                     "target sent one hidden layer instead of the concatenated aux layers, so "
                     "fc was skipped and acceptance collapses without any error (finding "
-                    "eagle3.fc_bypass).", counts=("spectrace.eagle3.fc_bypass",))),
+                    "eagle3.fc_bypass).", counts=(names.METRIC_FC_BYPASS,))),
     FindingSpec(names.WIDTH_MISMATCH, ERROR,
                 "a target-fed draft pass matched neither fc's input width nor the draft's "
                 "hidden size (some aux layers missing)",
@@ -35,7 +35,7 @@ SPECS = (
                     "EAGLE-3 draft input has the wrong width on {{ $labels.instance }}",
                     "{{ $value }} target-fed draft passes matched neither fc's input width nor "
                     "the draft hidden size (e.g. 2 of 3 aux layers captured).",
-                    counts=("spectrace.eagle3.width_mismatch",))),
+                    counts=(names.METRIC_WIDTH_MISMATCH,))),
 )
 
 DRAFT_DECODE_MODES = frozenset({"DECODE", "IDLE"})
