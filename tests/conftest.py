@@ -116,9 +116,15 @@ class ServerRun:
     def report(self) -> dict:
         return run_report(self.data_dir)
 
+    def schedulers(self, report: dict | None = None) -> list[dict]:
+        """The processes that verified request-steps or saw draft passes: none until the
+        scheduler's first snapshot after traffic is written (poll `tests.e2e.settle`)."""
+        return [p for p in (report or self.report())["processes"]
+                if p["drafts"] or p["hidden_state_passes"]]
+
     def scheduler(self, report: dict | None = None) -> dict:
-        procs = [p for p in (report or self.report())["processes"]
-                 if p["drafts"] or p["hidden_state_passes"]]
+        """The one scheduler process; only once its traffic has been exported (`settle`)."""
+        procs = self.schedulers(report)
         assert len(procs) == 1, f"expected one scheduler process, got {procs}"
         return procs[0]
 

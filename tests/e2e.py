@@ -37,10 +37,11 @@ def settle(run, drafts: int, timeout: float = 120, requests: int | None = None) 
     given `requests`, that many finished requests are counted and recorded as spans."""
     deadline = time.time() + timeout
     while True:
-        proc = run.scheduler()
-        if (proc["drafts"] >= drafts and requests_settled(proc, requests)
-                or time.time() > deadline):
-            return proc
+        report = run.report()
+        procs = run.schedulers(report)  # none before the first snapshot after the traffic
+        if (len(procs) == 1 and procs[0]["drafts"] >= drafts
+                and requests_settled(procs[0], requests)) or time.time() > deadline:
+            return run.scheduler(report)
         time.sleep(0.5)
 
 

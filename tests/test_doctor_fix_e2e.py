@@ -17,14 +17,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from harness import checkpoint_formats as cf
-from tests.e2e import findings_but_cost, runtime_codes
+from tests.e2e import findings_but_cost, runtime_codes, settle
 
 pytestmark = pytest.mark.sglang
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,9 +77,7 @@ def serve(sglang_server, models: Path):
     run = sglang_server(str(models), env=FAST)
     responses = [run.server.generate(p, 24) for p in PROMPTS]
     verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
-    deadline = time.time() + 120  # returns once the totals are exported
-    while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
-        time.sleep(0.5)
+    proc = settle(run, verify)  # once the totals are exported
     return responses, proc, run
 
 

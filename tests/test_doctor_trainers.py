@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spectrace.doctor import check_checkpoint
-from tests.e2e import findings_but_cost, runtime_codes
+from tests.e2e import findings_but_cost, runtime_codes, settle
 
 pytestmark = pytest.mark.trainers
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +107,6 @@ def served(sglang_server, tmp_path: Path, target: Path, draft: Path, prompts,
     """The real SGLang CPU server on `target` and `draft`, sent `prompts`: spectrace's
     summary of its scheduler once it has counted every verify step SGLang reported."""
     import os
-    import time
     models = tmp_path / f"models-{draft.name}"
     models.mkdir()
     os.symlink(target, models / "target")
@@ -115,9 +114,7 @@ def served(sglang_server, tmp_path: Path, target: Path, draft: Path, prompts,
     run = sglang_server(str(models), env={"SPECTRACE_METRIC_INTERVAL": "0.5"})
     answers = [run.server.generate(p, tokens)["meta_info"] for p in prompts]
     verify = sum(a.get("spec_verify_ct", 0) for a in answers)
-    deadline = time.time() + 120  # returns once the totals are exported
-    while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
-        time.sleep(0.5)
+    proc = settle(run, verify)  # once the totals are exported
     assert verify > 0 and proc["drafts"] == verify
     return proc
 

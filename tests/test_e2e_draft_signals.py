@@ -39,7 +39,7 @@ def test_bypass_flags_target_fed_passes_only(bypass_run):
 
 def test_bypass_warns_once_per_process(bypass_run):
     run, _ = bypass_run
-    wait_for(lambda: run.scheduler()["fc_bypass"])
+    assert after_traffic(run)["fc_bypass"] > 0
     log = open(run.log_path).read()
     assert log.count("spectrace [eagle3.fc_bypass]") == 1
     assert "eagle_config.use_aux_hidden_state" in log

@@ -34,6 +34,7 @@ from spectrace.safety import DROPPED, INTERNAL_ERRORS, guarded_wrapper
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from harness.server import STANDIN, cpu_env, free_port  # noqa: E402
+from tests.e2e import settle  # noqa: E402
 
 
 def cfg(**kw) -> config_mod.Config:
@@ -401,9 +402,7 @@ def test_sigkilled_scheduler_leaves_readable_files(tiny_models, sglang_server):
     run = sglang_server(tiny_models("partial"), env=FAST)
     responses = [run.server.generate(p, 24) for p in ([3, 7, 11], [5, 9, 2])]
     verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
-    deadline = time.time() + 120  # returns once the totals are exported
-    while (proc := run.scheduler())["drafts"] < verify and time.time() < deadline:
-        time.sleep(0.5)
+    proc = settle(run, verify)  # once the totals are exported
     assert proc["drafts"] == verify
     # a long request in flight, then SIGKILL the scheduler mid-generation
     worker = threading.Thread(target=lambda: _ignore(run.server.generate, [4, 6, 8], 400, 60))

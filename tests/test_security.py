@@ -22,6 +22,7 @@ from spectrace.export.providers import setup
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from harness.server import free_port  # noqa: E402
+from tests.e2e import settle  # noqa: E402
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -174,10 +175,7 @@ def test_real_run_telemetry_holds_no_prompt_text_or_token_ids(tiny_models, sglan
         answer = json.loads(r.read())
     ids = run.server.generate([271, 313, 377, 419], 16)
     verify = answer["meta_info"]["spec_verify_ct"] + ids["meta_info"]["spec_verify_ct"]
-    import time
-    deadline = time.time() + 120  # returns once the totals are exported
-    while run.scheduler()["drafts"] < verify and time.time() < deadline:
-        time.sleep(0.5)
+    settle(run, verify)  # once the totals are exported
     files = [os.path.join(dp, f) for dp, _d, fs in os.walk(run.data_dir) for f in fs]
     assert any(f.endswith(SPANS_FILE) for f in files)
     blob = b"".join(open(f, "rb").read() for f in files)

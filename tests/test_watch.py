@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import run_report
+from tests.e2e import settle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TMUX = shutil.which("tmux")
@@ -54,12 +55,7 @@ class Terminal:
 
 
 def settled_drafts(run, at_least: int) -> int:
-    deadline = time.monotonic() + 120  # a condition wait: a loaded machine may be slow
-    while True:
-        n = run.scheduler()["drafts"]
-        if n >= at_least or time.monotonic() > deadline:
-            return n
-        time.sleep(0.3)
+    return settle(run, at_least)["drafts"]  # a condition wait: a loaded machine may be slow
 
 
 @pytest.mark.tmux
