@@ -23,9 +23,19 @@ PROMPTS = [[3, 7, 11], [5, 9, 2], [4, 6, 8], [10, 1, 3]]
 
 @pytest.fixture(scope="module")
 def partial_run(tiny_models, sglang_server):
+    """(the run, every response its server has given): a test that sends more requests
+    adds their responses to that list (`answered`), so that what it waits for is the
+    server's whole count, not its own requests' (a threshold short of the whole count is
+    met by the earlier tests' steps before the new ones are exported)."""
     run = sglang_server(tiny_models("partial"), env=FAST)
     responses = [run.server.generate(p, 24) for p in PROMPTS[:2]]
     return run, responses
+
+
+def answered(partial_run, responses: list[dict]) -> list[dict]:
+    """Every response of the module's server, `responses` (just received) included."""
+    partial_run[1].extend(responses)
+    return partial_run[1]
 
 
 def test_partial_per_position_and_mean_length_match_sglang(partial_run):
@@ -68,10 +78,10 @@ def test_step_spans_are_written(partial_run):
 
 
 def test_concurrent_requests_keep_counters_consistent(partial_run):
-    run, before = partial_run
+    run = partial_run[0]
     with ThreadPoolExecutor(4) as pool:
         responses = list(pool.map(lambda p: run.server.generate(p, 24), PROMPTS))
-    verify, accepted, _ = sglang_totals(before + responses)
+    verify, accepted, _ = sglang_totals(answered(partial_run, responses))
     proc = settle(run, verify)
     assert proc["drafts"] == verify
     assert proc["accepted_tokens"] == accepted
@@ -83,9 +93,9 @@ def test_advisor_recommends_one_step_for_partial(partial_run):
     """Only position 0 is ever accepted: 1 draft step gives the same 2 tokens per step as 3,
     for less draft work. Measured step costs per phase (wall time), the exact tokens per
     step for each K' <= 3, the recommendation with SGLang's flags."""
-    run, before = partial_run
+    run = partial_run[0]
     responses = [run.server.generate(p, 24) for p in PROMPTS[2:]]
-    proc = settle(run, sglang_totals(before + responses)[0])
+    proc = settle(run, sglang_totals(answered(partial_run, responses))[0])
     adv = proc["speculation"]
     assert adv is not None, proc
     bucket = adv["buckets"][0]
@@ -121,12 +131,12 @@ def test_verdict_on_the_healthy_run(partial_run):
     the advisor finds its steps cost more than plain decoding, which on this CPU they do),
     in the text report's first line and in --json, and no run-time cause is raised."""
     from spectrace.report.verdict import MIN_REQUEST_STEPS
-    run, before = partial_run
+    run = partial_run[0]
     with ThreadPoolExecutor(4) as pool:
         more = list(pool.map(lambda p: run.server.generate(p, 24), PROMPTS * 2))
-    verify = sglang_totals(before + more)[0]
+    verify = sglang_totals(answered(partial_run, more))[0]
     proc = settle(run, verify)
-    assert proc["drafts"] >= verify >= MIN_REQUEST_STEPS
+    assert proc["drafts"] == verify >= MIN_REQUEST_STEPS
     report = run.report()
     verdict = report["verdict"]
     # The acceptance is healthy; what the step costs is another question: this pair at 3
