@@ -71,6 +71,15 @@ def run_report(directory: str) -> dict:
     return json.loads(out.stdout)
 
 
+def report_json(directory: str) -> dict:
+    """What `spectrace report --json DIR` prints, computed in this process: the command's
+    own `build_report` and `to_json`, without a new interpreter for each read (the live
+    tests read a folder every half second until it settles: 0.4 s of CPU each as a
+    command). tests/test_report.py checks it equals the command's output."""
+    from spectrace.report import build_report
+    return json.loads(json.dumps(build_report(str(directory)).to_json()))
+
+
 def run_vllm_program(script: str, models: str, prompts: list, workdir, env: dict,
                      timeout: int) -> tuple:
     """Run one of tests/programs' offline-`LLM` programs (MODELS DATA_DIR PROMPTS_JSON) in
@@ -114,7 +123,7 @@ class ServerRun:
         self.log_path = log_path
 
     def report(self) -> dict:
-        return run_report(self.data_dir)
+        return report_json(self.data_dir)
 
     def schedulers(self, report: dict | None = None) -> list[dict]:
         """The processes that verified request-steps or saw draft passes: none until the

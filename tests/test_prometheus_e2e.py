@@ -276,14 +276,14 @@ def _settled_report(data_dir: str, drafts: float, timeout: float = 30) -> dict:
     latest counts too)."""
     from types import SimpleNamespace
 
-    from conftest import run_report
+    from conftest import report_json
     from tests.e2e import report_after_traffic
     deadline = time.time() + timeout
     while True:
-        report = run_report(data_dir)
+        report = report_json(data_dir)
         combined = report.get("combined") or {}
         if combined.get("drafts", 0) >= drafts or time.time() > deadline:
-            folder = SimpleNamespace(report=lambda: run_report(data_dir))
+            folder = SimpleNamespace(report=lambda: report_json(data_dir))
             return report_after_traffic(folder, timeout=timeout, since=report)
         time.sleep(0.5)
 

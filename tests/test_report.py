@@ -53,6 +53,17 @@ def lines(*objs) -> str:
     return "".join(json.dumps(o) + "\n" for o in objs)
 
 
+@pytest.mark.parametrize("folder", ["advisor/full-k3", "request_label/planted", "drift/moved"])
+def test_the_live_tests_in_process_report_is_the_commands_json(folder):
+    """`conftest.report_json` (what the live tests poll) prints what `spectrace report
+    --json` prints, on recorded folders of one process and of several."""
+    from conftest import report_json
+    path = os.path.join(ROOT, "tests", "recorded", *folder.split("/"))
+    out = cli(path, "--json")
+    assert out.returncode == 0, out.stderr
+    assert report_json(path) == json.loads(out.stdout)
+
+
 # -- unusable input: exit 2, one line ------------------------------------------------
 def test_missing_folder_exit_2_one_line(tmp_path):
     out = cli(tmp_path / "nope")

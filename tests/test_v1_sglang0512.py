@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import run_report
+from conftest import report_json
 from tests.e2e import findings_but_cost
 
 PYTHON = os.environ.get("SPECTRACE_SGLANG0512_PYTHON")
@@ -54,7 +54,7 @@ def scheduler(data, drafts: int, timeout: float = 120) -> dict:
     """The scheduler's report entry once its exported totals reach `drafts`."""
     deadline = time.time() + timeout
     while True:
-        procs = [p for p in run_report(data)["processes"] if p["drafts"]]
+        procs = [p for p in report_json(data)["processes"] if p["drafts"]]
         if (len(procs) == 1 and procs[0]["drafts"] >= drafts) or time.time() > deadline:
             assert len(procs) == 1, procs
             return procs[0]
