@@ -517,10 +517,13 @@ def test_every_rule_query_evaluates(runs, runtime):
                 assert 0 < speedup < 10, (run.mode, speedup, run.logs)
                 # A quick run stays under the floor of measured steps; a loaded machine
                 # runs longer and passes it (CI rehearsal: the bypass run, 0.57). Then the
-                # rule is the estimate, and below 1: never a value that should not fire.
+                # rule's query is the estimate itself. Whether that is below 1 is this
+                # machine's timing (a flake check under load read 1.10 on the healthy vLLM
+                # run), not wiring: the verdict is asserted on recordings
+                # (tests/test_advisor_recorded.py) and the rule's firing in its promtool cases.
                 fired = run.rules[name]
-                assert fired == [] or (len(fired) == 1 and float(fired[0]["value"][1]) < 1.0), \
-                    (name, run.mode, fired)
+                assert fired == [] or (len(fired) == 1 and float(fired[0]["value"][1])
+                                       == pytest.approx(speedup, rel=1e-9)), (name, run.mode, fired)
             continue
         if name == alerts.DRIFT_ALERT:  # under its floors here: never fires; its parts arrive
             assert dict(rule_part_queries())[DRIFT_PART] in query
