@@ -76,6 +76,17 @@ def test_an_alert_declared_with_a_new_finding_becomes_a_rule(monkeypatch):
     assert rule["annotations"]["summary"] == "Example on {{ $labels.instance }}"
 
 
+def test_a_windowed_run_time_alert_is_refused_not_written_as_a_count(monkeypatch):
+    """A run-time alert that compares windows has no generic query: building the rules
+    says so, naming it, instead of writing it as a first-count rule."""
+    from spectrace.findings import Alert, FindingSpec
+    odd = FindingSpec("draft.example", ERROR, "an example", alert=Alert(
+        "SpectraceWindowed", "s", "d", windowed=True))
+    monkeypatch.setattr(alerts, "RUNTIME_SPECS", (*alerts.RUNTIME_SPECS, odd))
+    with pytest.raises(ValueError, match="SpectraceWindowed.*windowed"):
+        alerts.rules()
+
+
 def test_an_alert_severity_is_one_prometheus_routes():
     from spectrace.findings import Alert
     with pytest.raises(ValueError, match="Alert.severity.*'error'.*SpectraceX"):
