@@ -24,7 +24,7 @@ GAP_WINDOW = "1h"  # the breakdowns' rules count an hour (their floor of request
 SLOWER = SPEED.SLOWER.alert.name  # the alert names are declared with their findings
 SPEEDUP_WINDOW = SPEED.SLOWER.alert.for_  # the speed-up rule's window (and how long it holds)
 DRIFT_ALERT = DRIFT.SPEC.alert.name
-DRIFT_RECENT, DRIFT_EARLIER = "15m", "6h"  # rules.drift.RECENT_S, EARLIER_S
+DRIFT_RECENT, DRIFT_EARLIER = f"{DRIFT.RECENT_S // 60}m", f"{DRIFT.EARLIER_S // 3600}h"
 
 
 def _rule(name, query, op, threshold, for_, severity, summary, description) -> dict:
