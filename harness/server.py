@@ -171,11 +171,21 @@ def tensor_parallel_env(tp_size: int) -> dict:
     return {"SGLANG_CPU_OMP_THREADS_BIND": bind, "SGLANG_NCCL_SO_PATH": NO_NCCL}
 
 
+# One intra-op thread per server process unless the caller's environment sets its own
+# (`OMP_NUM_THREADS`): with torch's default (one per core) the OpenMP workers spin-wait for
+# each other between the tiny models' ops, and the suite runs two servers at once on two
+# cores. Measured here (a started SGLang server, 12 requests of 64 tokens one after the
+# other, idle machine): 5.0 s and 5.0 CPU-seconds with one thread, 5.7 s and 11.3 with two;
+# the second thread bought nothing but took a core from the other test worker.
+# (benchmarks/overhead.py gives its servers the same, for the same reason.)
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
 def cpu_env(extra: dict | None = None) -> dict:
     """The environment for a CPU server: the kernel stand-in and the CPU patches first on
     PYTHONPATH, also when `extra` brings a PYTHONPATH of its own (e.g. a copy of an
-    environment that has one)."""
-    env = dict(os.environ)
+    environment that has one); one OpenMP thread (`ONE_THREAD`) unless set."""
+    env = {**ONE_THREAD, **os.environ}
     env.update({"SGLANG_USE_CPU_ENGINE": "1", "TORCHDYNAMO_DISABLE": "1"})
     env.update(extra or {})
     ours = [STANDIN, CPU_PATCHES]

@@ -19,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from .server import Server, launch_on_free_port
+from .server import ONE_THREAD, Server, launch_on_free_port
 
 VLLM_PYTHON_VAR = "SPECTRACE_VLLM_PYTHON"
 CPU_ENV = {
@@ -36,7 +36,8 @@ def vllm_python() -> str | None:
 
 
 def vllm_env(extra: dict | None = None) -> dict:
-    env = dict(os.environ)
+    """vLLM's CPU settings (`CPU_ENV`) and one OpenMP thread unless set (`ONE_THREAD`)."""
+    env = {**ONE_THREAD, **os.environ}
     env.update(CPU_ENV)
     env.update(extra or {})
     return env
