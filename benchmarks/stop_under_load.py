@@ -1,7 +1,8 @@
 """Ctrl-C right after the last answer, on a loaded machine, ten times in a row: does
 `spectrace report` still hold exactly what SGLang counted? See docs/reliability.md.
 
-    python benchmarks/stop_under_load.py [--runs 10] [--requests 4] [--busy 2] [--json OUT]
+    python benchmarks/stop_under_load.py [--runs 10] [--requests 4] [--busy 2] [--without]
+                                         [--json OUT]
 
 Each run starts a real SGLang 0.5.23 CPU server (harness/server.py: the tiny `partial`
 models, spectrace on with its defaults: file exporter, 2 s export interval) in its own
@@ -14,7 +15,11 @@ sums of SGLang's own `meta_info` (`spec_verify_ct`, `spec_num_correct_drafts`).
 
 Also printed per run: whether the newest snapshot was written after the signal (the final
 snapshot beat SGLang's SIGKILL of the scheduler) or before it (a periodic one already held
-everything), and how long the stop took. The `*_cpu` kernels come from the pure-torch
+everything), and how long the stop took. `--without`: each run is followed by the same run
+with spectrace off (`SPECTRACE_ENABLED` empty), and its stop time is printed beside: does
+the stop take longer with spectrace? (tests/test_shutdown.py asked this of one stop, with a
+loose bound, until the figures moved here; tests/test_final_flush.py proves the bound on
+spectrace's own wait.) The `*_cpu` kernels come from the pure-torch
 stand-in in harness/sgl_kernel_standin (the one part that is not SGLang's own code).
 """
 from __future__ import annotations
@@ -59,13 +64,15 @@ def newest_snapshot_time(folder: str, process: str) -> float | None:
     return None
 
 
-def one_run(k: int, models: str, work: str, requests: int, max_new: int) -> dict:
+def answer_then_interrupt(models: str, folder: str, requests: int, max_new: int,
+                          spectrace: bool):
+    """Start a server, send `requests` at once, SIGINT its group right after the last
+    answer: (the answers, seconds to start, seconds to stop, the time of the signal)."""
     from harness.server import start_server
-    data = os.path.join(work, f"run-{k}", "spectrace-data")
-    log = os.path.join(work, f"run-{k}", "server.log")
-    os.makedirs(os.path.dirname(log))
+    data, log = os.path.join(folder, "spectrace-data"), os.path.join(folder, "server.log")
+    os.makedirs(folder)
     t0 = time.monotonic()
-    server = start_server(models, log, env_extra={"SPECTRACE_ENABLED": "1",
+    server = start_server(models, log, env_extra={"SPECTRACE_ENABLED": "1" if spectrace else "",
                                                   "SPECTRACE_OUTPUT_DIR": data})
     try:
         started_s = time.monotonic() - t0
@@ -77,12 +84,24 @@ def one_run(k: int, models: str, work: str, requests: int, max_new: int) -> dict
         stop_s = server.wait_stopped(timeout=300)
     finally:
         server.stop()
+    return answers, started_s, stop_s, t_sig
+
+
+def one_run(k: int, models: str, work: str, requests: int, max_new: int,
+            without: bool) -> dict:
+    folder = os.path.join(work, f"run-{k}")
+    answers, started_s, stop_s, t_sig = answer_then_interrupt(models, folder, requests,
+                                                              max_new, True)
+    data, log = os.path.join(folder, "spectrace-data"), os.path.join(folder, "server.log")
     verify = sum(a["meta_info"].get("spec_verify_ct", 0) for a in answers)
     accepted = sum(a["meta_info"].get("spec_num_correct_drafts", 0) for a in answers)
     procs = [p for p in report(data)["processes"] if p["drafts"] or p["hidden_state_passes"]]
     row = {"run": k, "requests": requests, "sglang_verify": verify, "sglang_accepted": accepted,
            "startup_s": round(started_s, 1), "stop_s": round(stop_s, 2),
            "load": [round(x, 2) for x in os.getloadavg()], "log": log}
+    if without:
+        row["stop_without_s"] = round(answer_then_interrupt(
+            models, os.path.join(work, f"run-{k}-without"), requests, max_new, False)[2], 2)
     if len(procs) != 1:
         row.update(report_drafts=None, report_accepted=None, exact=False,
                    note=f"{len(procs)} scheduler processes in the report")
@@ -104,6 +123,8 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--busy", type=int, default=2, help="busy processes beside the server")
+    ap.add_argument("--without", action="store_true",
+                    help="also time each stop with spectrace off")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     from harness.tiny_models import make_tiny_models
@@ -114,7 +135,7 @@ def main() -> int:
     busy = start_busy(args.busy)
     try:
         for k in range(args.runs):
-            row = one_run(k, models, work, args.requests, args.max_new_tokens)
+            row = one_run(k, models, work, args.requests, args.max_new_tokens, args.without)
             rows.append(row)
             print(f"run {k}: {json.dumps(row)}", file=sys.stderr, flush=True)
     finally:
@@ -122,7 +143,8 @@ def main() -> int:
             b.kill()
             b.wait()
     head = ("run", "SGLang steps", "report steps", "SGLang accepted", "report accepted",
-            "exact", "final snapshot", "newest - signal", "stop", "load (1 min)")
+            "exact", "final snapshot", "newest - signal", "stop", "stop without spectrace",
+            "load (1 min)")
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for r in rows:
@@ -131,7 +153,8 @@ def main() -> int:
         print(" | ".join(str(x) for x in (
             r["run"], r["sglang_verify"], r["report_drafts"], r["sglang_accepted"],
             r["report_accepted"], "yes" if r["exact"] else "NO", final,
-            "-" if lag is None else f"{lag:+.0f} ms", f"{r['stop_s']:.2f} s", r["load"][0])))
+            "-" if lag is None else f"{lag:+.0f} ms", f"{r['stop_s']:.2f} s",
+            f"{r['stop_without_s']:.2f} s" if "stop_without_s" in r else "-", r["load"][0])))
     exact = sum(r["exact"] for r in rows)
     print(f"\n{exact} of {len(rows)} runs exact; {args.busy} busy processes; "
           f"{args.requests} requests per run; data in {work}")

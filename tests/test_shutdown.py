@@ -3,8 +3,13 @@ and is stopped right after the last answer, at the default 2 s export interval (
 totals are not yet exported), by Ctrl-C (SIGINT to its process group, started from a
 terminal or as a script's background job, which ignores SIGINT), SIGTERM to the group,
 or SIGTERM to the launcher alone (its graceful drain). Each time `spectrace report` totals
-equal SGLang's own meta_info sums. The same stops without spectrace give the baseline
-time: the shutdown takes no longer with it (loose bound; the figures are printed).
+equal SGLang's own meta_info sums, and every process of the server is gone within the
+wait's bound (a hang fails it).
+
+Whether the stop takes longer with spectrace is a timing question, asked where timings
+are printed: `benchmarks/stop_under_load.py --without` times each Ctrl-C with spectrace
+and without, on a loaded machine; tests/test_final_flush.py proves the bound on
+spectrace's own wait (a stuck exporter holds a stop at most its wait, not its 30 s).
 
 How SGLang stops each process in each case is described in spectrace/export/final_flush.py
 and docs/report.md. (The `*_cpu` kernels come from the pure-torch stand-in in harness/.)
@@ -24,17 +29,16 @@ STOPS = {  # name -> (signal, to the whole group?, started as a background job?)
     "sigterm-group": (signal.SIGTERM, True, False),
     "sigterm-launcher": (signal.SIGTERM, False, False),
 }
-BASELINE = ("ctrl-c", "sigterm-launcher")  # also measured without spectrace
-TIMES: dict[tuple[str, bool], float] = {}
+STOPPED_WITHIN_S = 120  # a hang, not a slow machine (a stop takes 1-20 s here)
 
 
-def answer_then_stop(tiny_models, sglang_server, stop: str, spectrace: bool):
+def answer_then_stop(tiny_models, sglang_server, stop: str):
     sig, group, background = STOPS[stop]
-    env = {} if spectrace else {"SPECTRACE_ENABLED": ""}
-    run = sglang_server(tiny_models("full"), env=env, background_job=background)
+    run = sglang_server(tiny_models("full"), background_job=background)
     responses = [run.server.generate(p, 24) for p in PROMPTS]
     run.server.send(sig, group=group)              # right after the last answer
-    TIMES[stop, spectrace] = run.server.wait_stopped()
+    took = run.server.wait_stopped(timeout=STOPPED_WITHIN_S)
+    print(f"\n{stop}: every server process gone {took:.2f} s after the signal")
     verify = sum(r["meta_info"]["spec_verify_ct"] for r in responses)
     accepted = sum(r["meta_info"]["spec_num_correct_drafts"] for r in responses)
     return run, verify, accepted
@@ -42,25 +46,8 @@ def answer_then_stop(tiny_models, sglang_server, stop: str, spectrace: bool):
 
 @pytest.mark.parametrize("stop", list(STOPS))
 def test_a_stop_right_after_the_last_answer_loses_nothing(tiny_models, sglang_server, stop):
-    run, verify, accepted = answer_then_stop(tiny_models, sglang_server, stop, True)
+    run, verify, accepted = answer_then_stop(tiny_models, sglang_server, stop)
     proc = run.scheduler()
     assert verify > 0 and accepted > verify        # full acceptance: 3 tokens per step
     assert (proc["drafts"], proc["accepted_tokens"]) == (verify, accepted)
     assert proc["skipped_lines"] == 0
-
-
-@pytest.mark.parametrize("stop", BASELINE)
-def test_shutdown_takes_no_longer_with_spectrace(tiny_models, sglang_server, stop):
-    """The same stop without spectrace (and with it, if this test runs alone)."""
-    run, verify, _ = answer_then_stop(tiny_models, sglang_server, stop, False)
-    assert verify > 0 and not run.data_dir.exists()    # spectrace was really off
-    if (stop, True) not in TIMES:
-        answer_then_stop(tiny_models, sglang_server, stop, True)
-    on, off = TIMES[stop, True], TIMES[stop, False]
-    print(f"\n{stop}: {on:.2f} s with spectrace, {off:.2f} s without (from the signal until "
-          f"every server process was gone)")
-    # A guard against a stop that hangs on spectrace (a final collection may run 30 s),
-    # not a timing measurement (benchmarks/stop_under_load.py prints those): SGLang's own
-    # shutdown varies between runs in steps of its drain's 5 s poll, more on a loaded
-    # machine (one fresh-clone run missed a 5 s bound), and spectrace's wait is at most 2 s.
-    assert on <= off + 15
