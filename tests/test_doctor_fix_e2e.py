@@ -99,15 +99,13 @@ def llama(tiny_models) -> str:
 def test_d2t_absolute_ids_fixed(llama, sglang_server, tmp_path):
     """The story's trap both ways: d2t written as absolute ids (arange) maps draft id i to
     target id 2i; the copy's offsets (zeros here, the leading-zero map that is right)
-    serve exactly."""
+    serve exactly. (The original served: acceptance about 1.0 and the run-time finding,
+    tests/test_e2e_draft_signals.py::test_planted_vocab_map_faults[absolute-...].)"""
     def absolute(cfg, sd):
         sd["d2t"] = torch.arange(cf.DV, dtype=torch.int64)
     draft = write_case(tmp_path, llama, "specforge", absolute, "d2t-absolute")
     rep = fix(draft, f"{llama}/target", tmp_path / "fixed", {"vocab.d2t_absolute"})
     assert [c["kind"] for c in rep["fix"]["changes"]] == ["d2t"]
-    responses, proc, _ = serve(sglang_server, models_dir(tmp_path, llama, draft))
-    assert all(r["meta_info"]["spec_accept_length"] < 1.2 for r in responses)
-    assert "vocab.d2t_absolute" in {f["code"] for f in proc["findings"]}
     assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
 
 
@@ -228,10 +226,9 @@ def test_tied_embeddings_fixed(llama, sglang_server, tmp_path):
     PR 140; tests/published_drafts.py): SGLang ties lm_head to the embedding, shares the
     target's, and drops the trained head without a word; spectrace's load finding names the
     flag. The doctor says the same before serving; `--fix` writes the flag false, and the
-    copy serves exactly as the untied original (every weight loaded, no finding). vLLM
-    never reads the flag (tests/test_doctor.py)."""
-    untied = write_case(tmp_path, llama, "specforge", name="untied")
-
+    copy serves exactly (every weight loaded, no finding: as the untied specforge draft
+    that tests/test_doctor_fix_e2e.py::test_capture_off_fixed serves), with the target's
+    own text. vLLM never reads the flag (tests/test_doctor.py)."""
     def tie(cfg, sd):
         cfg["tie_word_embeddings"] = True
     tied = write_case(tmp_path, llama, "specforge", tie, "tied")
@@ -243,8 +240,6 @@ def test_tied_embeddings_fixed(llama, sglang_server, tmp_path):
         "tie_word_embeddings: true -> false"]
     assert json.loads((tmp_path / "fixed" / "config.json").read_text())[
         "tie_word_embeddings"] is False
-    original, proc_original = serve(sglang_server, models_dir(tmp_path, llama, untied))[:2]
-    assert_exact(original, proc_original)
     responses, proc, _ = serve(sglang_server, models_dir(tmp_path, llama, tied))
     assert all(r["meta_info"]["spec_accept_length"] < 2.0 for r in responses), \
         [r["meta_info"]["spec_accept_length"] for r in responses]
@@ -253,7 +248,6 @@ def test_tied_embeddings_fixed(llama, sglang_server, tmp_path):
         "`tie_word_embeddings: true`" in dropped["message"]
     fixed, proc_fixed = serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2]
     assert_exact(fixed, proc_fixed)
-    assert [r["meta_info"]["spec_accept_length"] for r in fixed] == \
-        [r["meta_info"]["spec_accept_length"] for r in original]
+    # speculation never changes greedy text: the same as the tied draft's, the target's own
     assert [r.get("output_ids", r.get("text")) for r in fixed] == \
-        [r.get("output_ids", r.get("text")) for r in original]
+        [r.get("output_ids", r.get("text")) for r in responses]

@@ -92,3 +92,6 @@ def test_planted_vocab_map_faults(tiny_models, sglang_server, tmp_path, fault, c
                      else {})
     assert code in found, found
     assert not {c for c in found if c.startswith("weights.")}
+    if fault == "absolute":  # draft id i read as target id 2i: about nothing accepted
+        answer = run.server.generate([3, 7, 11], 24)
+        assert answer["meta_info"]["spec_accept_length"] < 1.2, answer["meta_info"]
