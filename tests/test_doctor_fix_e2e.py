@@ -9,6 +9,13 @@ Where the original can be served, it is, and does worse (or SGLang's own log sho
 keys it skipped); where it cannot (a speculators config, dropped decoder keys), the
 original's failure is shown by SGLang's own classes in tests/test_doctor_loader_facts.py.
 
+A copy that `--fix` should make identical to the healthy draft it was planted in (every
+file the same: config.json as JSON, every tensor's dtype, shape and bytes) is checked to
+be that, and the healthy draft is served once for all of them (`healthy_llama`,
+`healthy_mla`): SGLang reads the same files the same way, so it serves such a copy exactly
+as it serves the healthy draft. Copies in another form than any healthy draft (a
+translated config, renamed layers, a bigger target) are served themselves.
+
 One server at a time (the `sglang_server` fixture stops the previous one)."""
 from __future__ import annotations
 
@@ -91,33 +98,74 @@ def assert_exact(responses: list[dict], proc: dict) -> None:
     assert findings_but_cost(proc) == []
 
 
+def same_files(copy: Path, healthy: Path) -> None:
+    """`copy` holds what `healthy` holds: the same file names, config.json the same JSON,
+    every tensor the same dtype, shape and bytes, every other file the same bytes."""
+    from spectrace.doctor.files.safetensors_header import parse_header
+    names = sorted(p.name for p in copy.iterdir())
+    assert names == sorted(p.name for p in healthy.iterdir()) and "config.json" in names
+    for name in names:
+        a, b = copy / name, healthy / name
+        if name.endswith(".json"):
+            assert json.loads(a.read_text()) == json.loads(b.read_text()), name
+        elif name.endswith(".safetensors"):
+            assert {k: (t.dtype, t.shape) for k, t in parse_header(a).tensors.items()} == \
+                {k: (t.dtype, t.shape) for k, t in parse_header(b).tensors.items()}, name
+        else:
+            assert a.read_bytes() == b.read_bytes(), name
+    assert cf.tensor_bytes(copy) == cf.tensor_bytes(healthy)
+
+
 @pytest.fixture(scope="module")
 def llama(tiny_models) -> str:
     return tiny_models("partial")
 
 
-def test_d2t_absolute_ids_fixed(llama, sglang_server, tmp_path):
+@pytest.fixture(scope="module")
+def healthy_llama(llama, sglang_server, tmp_path_factory) -> Path:
+    """The healthy SpecForge-format draft the llama cases plant their faults in, served
+    once: exactly 2.0 and no finding."""
+    tmp = tmp_path_factory.mktemp("healthy-llama")
+    draft = write_case(tmp, llama, "specforge", name="healthy")
+    assert_exact(*serve(sglang_server, models_dir(tmp, llama, draft))[:2])
+    return draft
+
+
+@pytest.fixture(scope="module")
+def healthy_mla(tiny_models, sglang_server, tmp_path_factory) -> Path:
+    """The healthy MLA (Kimi-K2.5 / DeepSeek) draft the MLA cases plant their faults in,
+    served once: exactly 2.0 and no finding."""
+    base = tiny_models("partial", pair="dsv3-mla")
+    tmp = tmp_path_factory.mktemp("healthy-mla")
+    draft = Path(base) / "draft"
+    assert_exact(*serve(sglang_server, models_dir(tmp, base, draft))[:2])
+    return draft
+
+
+def test_d2t_absolute_ids_fixed(llama, healthy_llama, tmp_path):
     """The story's trap both ways: d2t written as absolute ids (arange) maps draft id i to
-    target id 2i; the copy's offsets (zeros here, the leading-zero map that is right)
-    serve exactly. (The original served: acceptance about 1.0 and the run-time finding,
-    tests/test_e2e_draft_signals.py::test_planted_vocab_map_faults[absolute-...].)"""
+    target id 2i; the copy's offsets (zeros here, the leading-zero map that is right) are
+    the healthy draft's, which serves exactly. (The original served: acceptance about 1.0
+    and the run-time finding, tests/test_e2e_draft_signals.py::
+    test_planted_vocab_map_faults[absolute-...].)"""
     def absolute(cfg, sd):
         sd["d2t"] = torch.arange(cf.DV, dtype=torch.int64)
     draft = write_case(tmp_path, llama, "specforge", absolute, "d2t-absolute")
     rep = fix(draft, f"{llama}/target", tmp_path / "fixed", {"vocab.d2t_absolute"})
     assert [c["kind"] for c in rep["fix"]["changes"]] == ["d2t"]
-    assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
+    same_files(tmp_path / "fixed", healthy_llama)
 
 
-def test_capture_off_fixed(llama, sglang_server, tmp_path):
+def test_capture_off_fixed(llama, healthy_llama, tmp_path):
     """The seed's fault (use_aux_hidden_state: false; tests/test_e2e_draft_signals.py
-    serves it: acceptance < 1.2, fc bypass): the copy switches capture back on."""
+    serves it: acceptance < 1.2, fc bypass): the copy switches capture back on, and is the
+    healthy draft, which serves exactly."""
     def off(cfg, sd):
         cfg["eagle_config"]["use_aux_hidden_state"] = False
     draft = write_case(tmp_path, llama, "specforge", off, "capture-off")
     rep = fix(draft, f"{llama}/target", tmp_path / "fixed", {"aux.capture_disabled"})
     assert [c["addresses"] for c in rep["fix"]["changes"]] == ["aux.capture_disabled"]
-    assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
+    same_files(tmp_path / "fixed", healthy_llama)
 
 
 def test_speculators_format_fixed(llama, sglang_server, tmp_path):
@@ -147,11 +195,11 @@ def test_modelopt_0_41_two_layer_draft_fixed(llama, sglang_server, tmp_path):
     assert_exact(*serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2])
 
 
-def test_mla_layout_keys_fixed(tiny_models, sglang_server, tmp_path):
+def test_mla_layout_keys_fixed(tiny_models, healthy_mla, sglang_server, tmp_path):
     """The Kimi-K2.5 / DeepSeek MLA draft with HF-style `model.layers.0.*` keys: SGLang's
     loader maps them to `model.model.layers...`, logs 'skipping unexpected weight' for each
     and runs an uninitialised decoder layer; spectrace's load observer names both sides.
-    The copy's `layers.0.*` serves exactly."""
+    The copy's `layers.0.*` are the healthy draft's, which serves exactly."""
     base = tiny_models("partial", pair="dsv3-mla")
     draft = tmp_path / "mla-prefixed"
     shutil.copytree(os.path.join(base, "draft"), draft)
@@ -174,7 +222,7 @@ def test_mla_layout_keys_fixed(tiny_models, sglang_server, tmp_path):
     found = runtime_codes(proc)
     load = {"weights.missing_params", "weights.unused_keys"}
     assert load <= found <= load | {"draft.non_finite"}, found
-    assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2])
+    same_files(tmp_path / "fixed", healthy_mla)
 
 
 def test_eagle_original_fixed(llama, sglang_server, tmp_path):
@@ -200,9 +248,10 @@ def test_eagle_original_fixed(llama, sglang_server, tmp_path):
     assert_exact(*serve(sglang_server, models_dir(tmp_path, str(base), tmp_path / "fixed"))[:2])
 
 
-def test_mla_d2t_absolute_and_capture_off_fixed(tiny_models, sglang_server, tmp_path):
+def test_mla_d2t_absolute_and_capture_off_fixed(tiny_models, healthy_mla, tmp_path):
     """The Kimi-K2.5 / DeepSeek MLA draft with two of the faults of issue 11 at once: d2t
-    as absolute ids and aux capture off; the copy fixes both (one server)."""
+    as absolute ids and aux capture off; the copy fixes both: it is the healthy draft,
+    which serves exactly."""
     base = tiny_models("partial", pair="dsv3-mla")
     draft = tmp_path / "mla-faults"
     shutil.copytree(os.path.join(base, "draft"), draft)
@@ -217,18 +266,17 @@ def test_mla_d2t_absolute_and_capture_off_fixed(tiny_models, sglang_server, tmp_
               {"vocab.d2t_absolute", "aux.capture_disabled"})
     assert sorted(c["addresses"] for c in rep["fix"]["changes"]) == [
         "aux.capture_disabled", "vocab.d2t_absolute"]
-    assert_exact(*serve(sglang_server, models_dir(tmp_path, base, tmp_path / "fixed"))[:2])
+    same_files(tmp_path / "fixed", healthy_mla)
 
 
-def test_tied_embeddings_fixed(llama, sglang_server, tmp_path):
+def test_tied_embeddings_fixed(llama, healthy_llama, sglang_server, tmp_path):
     """A draft that trains its own lm_head under a config saying `tie_word_embeddings: true`
     (AngelSlim's Qwen3-0.6B/1.7B/4B training configs, SpecForge's qwen3-4b config until its
     PR 140; tests/published_drafts.py): SGLang ties lm_head to the embedding, shares the
     target's, and drops the trained head without a word; spectrace's load finding names the
-    flag. The doctor says the same before serving; `--fix` writes the flag false, and the
-    copy serves exactly (every weight loaded, no finding: as the untied specforge draft
-    that tests/test_doctor_fix_e2e.py::test_capture_off_fixed serves), with the target's
-    own text. vLLM never reads the flag (tests/test_doctor.py)."""
+    flag. The doctor says the same before serving; `--fix` writes the flag false: the copy
+    is the healthy (untied) draft, which serves exactly. vLLM never reads the flag
+    (tests/test_doctor.py)."""
     def tie(cfg, sd):
         cfg["tie_word_embeddings"] = True
     tied = write_case(tmp_path, llama, "specforge", tie, "tied")
@@ -246,8 +294,4 @@ def test_tied_embeddings_fixed(llama, sglang_server, tmp_path):
     (dropped,) = [f for f in proc["findings"] if f["code"] == "weights.unused_keys"]
     assert "`lm_head.weight`" in dropped["message"] and \
         "`tie_word_embeddings: true`" in dropped["message"]
-    fixed, proc_fixed = serve(sglang_server, models_dir(tmp_path, llama, tmp_path / "fixed"))[:2]
-    assert_exact(fixed, proc_fixed)
-    # speculation never changes greedy text: the same as the tied draft's, the target's own
-    assert [r.get("output_ids", r.get("text")) for r in fixed] == \
-        [r.get("output_ids", r.get("text")) for r in responses]
+    same_files(tmp_path / "fixed", healthy_llama)
