@@ -357,7 +357,7 @@ def test_speculation_slower_needs_its_floor_and_says_so():
     code, severity, message = first.code, first.severity, first.message
     assert code == signals.SPEC_SLOWER and severity == "warning"
     assert "slower than plain decoding" in message and "1000 request-steps" in message
-    assert adv.best == 0 and adv.flags == "serve without --speculative-config"
+    assert adv.best == 0 and adv.flags == "no speculation (without --speculative-config)"
     assert advisor.runtime_flags("vllm", 2).startswith(
         "--speculative-config '{..., \"num_speculative_tokens\": 2}'")
 

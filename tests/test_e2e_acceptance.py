@@ -112,7 +112,7 @@ def test_advisor_recommends_one_step_for_partial(partial_run):
     assert adv["flags"] == {
         1: "--speculative-num-steps 1 --speculative-eagle-topk 1 "
            "--speculative-num-draft-tokens 2",
-        0: "serve without --speculative-algorithm (no speculation)"}[adv["best_num_steps"]]
+        0: "no speculation (without --speculative-algorithm)"}[adv["best_num_steps"]]
     text = run_report_text(run.data_dir)
     assert f"advisor: {adv['best_num_steps']} draft steps" in text and adv["flags"] in text
 

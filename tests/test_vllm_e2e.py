@@ -185,14 +185,14 @@ def test_partial_step_cost_and_advisor_recommend_one_draft_token(partial):
     assert adv["flags"] == {
         1: "--speculative-config '{..., \"num_speculative_tokens\": 1}' "
            "(num_speculative_tokens=1, other keys unchanged)",
-        0: "serve without --speculative-config"}[adv["best_num_steps"]]
+        0: "no speculation (without --speculative-config)"}[adv["best_num_steps"]]
     # the text report (of everything now, the sampled requests too) says the same advice
     final = partial.final_report["combined"]["speculation"]
     out = subprocess.run([sys.executable, "-m", "spectrace.cli", "report", run.data_dir],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     # whichever setting the whole run's costs favour: on a loaded machine the sampled
-    # requests' steps can tip it to no speculation ("serve without --speculative-config")
+    # requests' steps can tip it to no speculation ("no speculation (without --speculative-config)")
     if final["best_num_steps"] == final["configured_num_steps"]:
         assert f"advisor: keep {final['configured_num_steps']} draft steps" in out.stdout, \
             out.stdout

@@ -26,14 +26,15 @@ from ..families.step_cost import BUCKET_INDEX
 
 
 def fixed_k(runtime: str | None, num_steps: int) -> str:
-    """The exact flags that serve `num_steps` chain draft tokens (0: no speculation)."""
+    """The exact flags that serve `num_steps` chain draft tokens (0: no speculation). The
+    words follow "serve with" in the findings' fixes (`messages.report.ADVICE_BEST`)."""
     if runtime == names.RUNTIME_VLLM:
         if num_steps == 0:
-            return "serve without --speculative-config"
+            return "no speculation (without --speculative-config)"
         return (f"--speculative-config '{{..., \"num_speculative_tokens\": {num_steps}}}' "
                 f"(num_speculative_tokens={num_steps}, other keys unchanged)")
     if num_steps == 0:
-        return "serve without --speculative-algorithm (no speculation)"
+        return "no speculation (without --speculative-algorithm)"
     return (f"--speculative-num-steps {num_steps} --speculative-eagle-topk 1 "
             f"--speculative-num-draft-tokens {num_steps + 1}")
 
