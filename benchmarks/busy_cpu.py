@@ -21,12 +21,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.idle_cpu import group_cpu_seconds  # noqa: E402
+from benchmarks.idle_cpu import group_cpu_seconds, start_vllm  # noqa: E402
 from harness.server import start_server  # noqa: E402
 from harness.tiny_models import make_tiny_models  # noqa: E402
 
 PROMPTS = ([3, 7, 11], [5, 9, 2], [4, 6, 8])
-SETTINGS = {"one OpenMP thread (harness)": "1", "one per core (torch's default)": None}
+# what -> OMP_NUM_THREADS for the server (set explicitly: the harness's one thread is only
+# a default)
+SETTINGS = {"one OpenMP thread (harness)": "1",
+            "one per core (torch's default)": str(len(os.sched_getaffinity(0)))}
 
 
 def decode(server, send, requests: int, tokens: int) -> tuple[float, float]:
@@ -38,32 +41,22 @@ def decode(server, send, requests: int, tokens: int) -> tuple[float, float]:
     return time.monotonic() - t0, group_cpu_seconds(server.proc.pid) - before
 
 
-def with_threads(threads: str | None):
-    """`OMP_NUM_THREADS` for the next server: "1", or unset (None: torch's default)."""
-    os.environ.pop("OMP_NUM_THREADS", None)
-    if threads is not None:
-        os.environ["OMP_NUM_THREADS"] = threads
-    else:  # the harness sets one thread where the caller's environment sets none
-        os.environ["OMP_NUM_THREADS"] = str(len(os.sched_getaffinity(0)))
-
-
-def sglang(models: str, work: str, requests: int, tokens: int) -> tuple[float, float]:
+def sglang(models: str, work: str, threads: str, requests: int,
+           tokens: int) -> tuple[float, float]:
     server = start_server(models, os.path.join(work, "sglang.log"), env_extra={
-        "SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": os.path.join(work, "sglang")})
+        "SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": os.path.join(work, "sglang"),
+        "OMP_NUM_THREADS": threads})
     try:
         return decode(server, server.generate, requests, tokens)
     finally:
         server.stop()
 
 
-def vllm(models: str, work: str, requests: int, tokens: int) -> tuple[float, float] | None:
-    from harness.vllm_server import start_vllm_server, vllm_python
-    python = vllm_python()
-    if python is None:
-        print("vLLM: skipped (set SPECTRACE_VLLM_PYTHON, scripts/setup-env-vllm.sh)")
+def vllm(models: str, work: str, threads: str, requests: int,
+         tokens: int) -> tuple[float, float] | None:
+    server = start_vllm(models, work, {"OMP_NUM_THREADS": threads})
+    if server is None:
         return None
-    server = start_vllm_server(python, models, os.path.join(work, "vllm.log"), env_extra={
-        "SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": os.path.join(work, "vllm")})
     try:
         return decode(server.server, server.complete, requests, tokens)
     finally:
@@ -84,10 +77,9 @@ def main() -> None:
         make_tiny_models(models, "partial", "midlayer", "llama")
         for name, run in runtimes.items():
             for what, threads in SETTINGS.items():
-                with_threads(threads)
-                folder = os.path.join(work, f"{run.__name__}-{threads or 'default'}")
+                folder = os.path.join(work, f"{run.__name__}-{threads}")
                 os.makedirs(folder)
-                figures = run(models, folder, a.requests, a.tokens)
+                figures = run(models, folder, threads, a.requests, a.tokens)
                 if figures is not None:
                     print(f"{name}, {what}: {a.requests} requests of {a.tokens} tokens in "
                           f"{figures[0]:.1f} s, {figures[1]:.1f} CPU s", flush=True)

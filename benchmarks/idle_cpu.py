@@ -78,14 +78,23 @@ def sglang(models: str, work: str, idle_s: float, sleep_on_idle: bool) -> tuple:
         server.stop()
 
 
-def vllm(models: str, work: str, idle_s: float) -> tuple | None:
+def start_vllm(models: str, work: str, env: dict | None = None):
+    """A vLLM server as the tests start it, spectrace on (`env` on top), logging and
+    writing under `work`; None, saying so, without the vLLM environment."""
     from harness.vllm_server import start_vllm_server, vllm_python
     python = vllm_python()
     if python is None:
         print("vLLM: skipped (set SPECTRACE_VLLM_PYTHON, scripts/setup-env-vllm.sh)")
         return None
-    server = start_vllm_server(python, models, os.path.join(work, "vllm.log"), env_extra={
-        "SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": os.path.join(work, "vllm")})
+    return start_vllm_server(python, models, os.path.join(work, "vllm.log"), env_extra={
+        "SPECTRACE_ENABLED": "1", "SPECTRACE_OUTPUT_DIR": os.path.join(work, "vllm"),
+        **(env or {})})
+
+
+def vllm(models: str, work: str, idle_s: float) -> tuple | None:
+    server = start_vllm(models, work)
+    if server is None:
+        return None
     try:
         return idle_cpu(server.server, lambda: server.complete([3, 7, 11], 8), idle_s)
     finally:

@@ -64,12 +64,17 @@ def newest_snapshot_time(folder: str, process: str) -> float | None:
     return None
 
 
+def run_files(folder: str) -> tuple[str, str]:
+    """(spectrace's data folder, the server's log) of the run in `folder`."""
+    return os.path.join(folder, "spectrace-data"), os.path.join(folder, "server.log")
+
+
 def answer_then_interrupt(models: str, folder: str, requests: int, max_new: int,
                           spectrace: bool):
     """Start a server, send `requests` at once, SIGINT its group right after the last
     answer: (the answers, seconds to start, seconds to stop, the time of the signal)."""
     from harness.server import start_server
-    data, log = os.path.join(folder, "spectrace-data"), os.path.join(folder, "server.log")
+    data, log = run_files(folder)
     os.makedirs(folder)
     t0 = time.monotonic()
     server = start_server(models, log, env_extra={"SPECTRACE_ENABLED": "1" if spectrace else "",
@@ -92,7 +97,7 @@ def one_run(k: int, models: str, work: str, requests: int, max_new: int,
     folder = os.path.join(work, f"run-{k}")
     answers, started_s, stop_s, t_sig = answer_then_interrupt(models, folder, requests,
                                                               max_new, True)
-    data, log = os.path.join(folder, "spectrace-data"), os.path.join(folder, "server.log")
+    data, log = run_files(folder)
     verify = sum(a["meta_info"].get("spec_verify_ct", 0) for a in answers)
     accepted = sum(a["meta_info"].get("spec_num_correct_drafts", 0) for a in answers)
     procs = [p for p in report(data)["processes"] if p["drafts"] or p["hidden_state_passes"]]
