@@ -174,9 +174,10 @@ def tensor_parallel_env(tp_size: int) -> dict:
 # One intra-op thread per server process unless the caller's environment sets its own
 # (`OMP_NUM_THREADS`): with torch's default (one per core) the OpenMP workers spin-wait for
 # each other between the tiny models' ops, and the suite runs two servers at once on two
-# cores. Measured here (a started SGLang server, 12 requests of 64 tokens one after the
-# other, idle machine): 5.0 s and 5.0 CPU-seconds with one thread, 5.7 s and 11.3 with two;
-# the second thread bought nothing but took a core from the other test worker.
+# cores. Measured here (benchmarks/busy_cpu.py, 12 requests of 64 tokens one after the
+# other, idle machine, two runs): SGLang 6.1 s with one thread, 5.2-6.2 s with two, for
+# 1.7-2x the CPU seconds; vLLM 2.8-4.6 s with one, 5.9-7.1 s with two. On a machine with a
+# second job the second thread takes a core the other test worker needs.
 # (benchmarks/overhead.py gives its servers the same, for the same reason.)
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 

@@ -73,11 +73,11 @@ trap - EXIT
 cat "$lane_out"
 rm -f "$lane_out"
 [ "$lane_rc" = 0 ] || exit "$lane_rc"
-# Bytecode for spectrace, the harness and the tests, written once here: with
+# Bytecode for spectrace, the harness, the tests and the benchmarks, written once here: with
 # PYTHONDONTWRITEBYTECODE set (as on CI's machine) Python never caches what it compiles, and
-# each of the suite's ~400 processes that import spectrace (servers' every process, every
-# `spectrace` command) would compile it again. The environments' packages have theirs (pip).
-step "compiling spectrace, harness/ and tests/ to bytecode" \
+# every process of the suite that imports spectrace (each server process, each `spectrace`
+# command) would compile it again. The environments' packages have theirs (pip).
+step "compiling spectrace, harness/, tests/ and benchmarks/ to bytecode" \
   .venv/bin/python -m compileall -q spectrace harness tests benchmarks
 export SPECTRACE_SGLANG0512_PYTHON="$PWD/.venv-sglang0512/bin/python"
 export SPECTRACE_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
