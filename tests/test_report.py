@@ -141,7 +141,7 @@ def test_garbage_lines_between_good_ones(tmp_path):
     assert v.drafts == 10 and v.accepted_tokens == 5 and v.draft_tokens == 30
     assert v.accepted_per_position == (3, 2)
     assert v.accept_length_counts == {"2": 9, "abc": 1}
-    assert {f.code for f in v.findings} == {"eagle3.fc_bypass", "x"}
+    assert {f.code for f in p.findings} == {"eagle3.fc_bypass", "x"}
     assert p.spans == 1
     assert p.skipped_lines >= len(GARBAGE_LINES) - 2
     text = render_text(build_report(str(tmp_path)))
@@ -291,7 +291,7 @@ def test_processes_together(tmp_path):
     assert c.timeline.time == (10.0, 12.0, 20.0, 22.0)
     assert c.timeline.drafts == (0, 4, 14, 24)
     assert c.timeline.accepted_tokens == (0, 0, 10, 10)
-    f = c.findings[0]
+    f = rep.combined.findings[0]
     assert f.code == "eagle3.fc_bypass" and f.events == 2
     assert f.times == (13.0, 15.0) and f.first_time == 13.0
     # the working sums the combined view adds up are not part of --json
@@ -299,7 +299,7 @@ def test_processes_together(tmp_path):
     assert "raw" not in as_json and "points" not in as_json and as_json["drafts"] == 10
     text = render_text(rep)
     assert "all 2 processes together" in text and "request-steps verified 24" in text
-    assert summarize_process(a).figures.findings[0].first_time == 15.0
+    assert summarize_process(a).findings[0].first_time == 15.0
 
 
 def test_widths_are_judged_against_what_the_draft_expects(tmp_path):
@@ -402,11 +402,13 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
     figures = names(Figures)
     at = figures.index("breakdowns")  # one `by_<name>` key per declared breakdown
     figures[at:at + 1] = [f"by_{b.name}" for b in BREAKDOWNS]
+    # the view's findings (judged apart from the figures) where --json has always had them
+    figures.insert(figures.index("timeline"), "findings")
     proc, combined = out["processes"][0], out["combined"]
-    assert list(proc) == names(ProcessSummary, ("figures", "raw", "points",
+    assert list(proc) == names(ProcessSummary, ("figures", "findings", "raw", "points",
                                                 "request_sample", "drift_history",
                                                 "reference")) + figures
-    assert list(combined) == names(CombinedSummary, ("figures",)) + figures
+    assert list(combined) == names(CombinedSummary, ("figures", "findings")) + figures
     for view in (proc, combined):
         assert list(view["timeline"]) == names(TimelineFigures)
         assert list(view["hidden_state_passes"][0]) == names(HiddenStatePass)

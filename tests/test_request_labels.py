@@ -177,7 +177,7 @@ def test_label_values_past_the_cap_are_other_counted_and_reported(recorder):
     assert ("3 requests had a label value past SPECTRACE_REQUEST_LABEL_CAP distinct values "
             "and count as `other` (info)") in text
     assert report.combined is None or not [  # info, not a finding: the verdict is unmoved
-        f for f in report.combined.figures.findings if "label" in f.code]
+        f for f in report.combined.findings if "label" in f.code]
     page = render_html(report)
     assert 'data-key="requests.label_overflow"' in page
     assert 'data-key="requests.by_label.2.finished"' in page

@@ -137,7 +137,7 @@ def test_clues_from_other_breakdowns_plug_in(tmp_path):
     assert v.sentence == ("Verdict: underperforming: mean acceptance length 3.30 over 500 "
                           "request-steps, in contexts of 8k tokens and more (1.08 against 2.30 below 2k). "
                           "Fix: serve a draft trained for long contexts.")
-    assert judge(rep.combined.figures, [Clue(BROKEN, "x (y)", "z")]).state == BROKEN
+    assert judge(rep.combined, [Clue(BROKEN, "x (y)", "z")]).state == BROKEN
 
 
 def test_text_json_and_html_lead_with_the_verdict(tmp_path):
@@ -170,16 +170,18 @@ def test_speculation_slower_than_plain_decoding_is_underperforming(tmp_path):
     from spectrace.report import advisor
     from spectrace.rules import speculation
     rep = write_run(tmp_path, {4: 300})
-    fig = rep.readable[0].figures
-    assert judge(fig).state == HEALTHY
+    view = rep.readable[0]
+    assert judge(view).state == HEALTHY
 
     def costs(step, draft, verify, n=100):
         return {(phase, "1", STEPS): (t * n, t * t * n * 1.0001, n) for phase, t in (
             ("step", step), ("draft", draft), ("verify", verify), ("draft_extend", 2e-3),
             ("between_steps", 1e-3))}
-    def judged(adv):  # the figures with the advice and what the report's rules found in it
+    def judged(adv):  # the view with the advice and what the report's rules found in it
         found = tuple(map(FindingSummary.judged, speculation.findings(adv)))
-        return dataclasses.replace(fig, speculation=adv, findings=fig.findings + found)
+        return dataclasses.replace(
+            view, figures=dataclasses.replace(view.figures, speculation=adv),
+            findings=view.findings + found)
 
     slow = advisor.advise(costs(90e-3, 60e-3, 4e-3), [300] * STEPS, [300] * STEPS, 300,
                           {4: 300}, runtime="sglang")
@@ -233,7 +235,7 @@ def test_a_condition_under_its_floor_is_not_named(tmp_path):
         LABEL: {"chat": {2: 6000}, "math": {1: LABEL.rule.floor - 1}}})
     assert rep.verdict.state == UNDERPERFORMING
     assert "most associated" not in rep.verdict.sentence
-    assert signals.LABEL_GAP not in {f.code for f in rep.combined.figures.findings}
+    assert signals.LABEL_GAP not in {f.code for f in rep.combined.findings}
 
 
 def test_a_label_gap_alone_makes_a_fine_mean_underperforming(tmp_path):
@@ -261,7 +263,7 @@ def test_sampling_only_explains_a_weak_mean(tmp_path):
             "request-step lost to it (acceptance.sampling_gap)") in v.sentence
     rep = write_run(tmp_path / "fine", {4: 300, 3: 100, 2: 50, 1: 50}, by=sampled)
     assert rep.verdict.state == HEALTHY, rep.verdict.sentence
-    [f] = [f for f in rep.combined.figures.findings if f.code == signals.SAMPLING_GAP]
+    [f] = [f for f in rep.combined.findings if f.code == signals.SAMPLING_GAP]
     assert f.severity == "info"
 
 
@@ -282,7 +284,7 @@ def test_underperforming_names_the_prefix_cache_when_it_costs_the_most(tmp_path)
     assert "Fix: rerun the same traffic with prefix caching off" in v.sentence
     [g] = [c for c in v.clues if c.source == signals.GRAMMAR_GAP]
     assert g.kind == EXPLAINS
-    codes = {f.code: f.severity for f in rep.combined.figures.findings}
+    codes = {f.code: f.severity for f in rep.combined.findings}
     assert codes[signals.PREFIX_CACHE_GAP] == "warning" and codes[signals.GRAMMAR_GAP] == "info"
 
 
@@ -292,7 +294,7 @@ def test_equal_prefix_cache_buckets_are_quiet(tmp_path):
     rep = write_run(tmp_path, {3: 6000, 2: 6000}, by={
         PREFIX: {"none": {3: 3000, 2: 3000}, ">=50%": {3: 3000, 2: 3000}}})
     assert rep.verdict.state == HEALTHY, rep.verdict.sentence
-    assert signals.PREFIX_CACHE_GAP not in {f.code for f in rep.combined.figures.findings}
+    assert signals.PREFIX_CACHE_GAP not in {f.code for f in rep.combined.findings}
 
 
 def test_a_breakdown_declared_later_joins_without_code_changes(tmp_path, monkeypatch):
@@ -308,8 +310,10 @@ def test_a_breakdown_declared_later_joins_without_code_changes(tmp_path, monkeyp
         rule=B.GapRule(1000, 0.7, 0.3, ordered=True, min_apart=1), finding=signals.LABEL_GAP,
         message=B.messages.LABEL_GAP)
     monkeypatch.setattr(BF, "BREAKDOWNS", B.BREAKDOWNS + (tier,))
-    fig = write_run(tmp_path, WEAK).combined.figures
+    view = write_run(tmp_path, WEAK).combined
+    fig = view.figures
     rows = BF.breakdown_figures({"kv_tier": {("gpu", 2): 3000, ("remote", 1): 3000}}, 3)
-    v = judge(dataclasses.replace(fig, breakdowns=fig.breakdowns + (rows["kv_tier"],)))
+    v = judge(dataclasses.replace(view, figures=dataclasses.replace(
+        fig, breakdowns=fig.breakdowns + (rows["kv_tier"],))))
     assert "most associated with KV-cache tier: mean accept length 1.00 at remote" \
         in v.sentence, v.sentence

@@ -1,17 +1,15 @@
 """The figures every view of `spectrace report` shows (`Figures`), from raw totals: one
-process's, or their sum over processes (`summary.combine`)."""
+process's, or their sum over processes (`summary.combine`). Numbers only: what the rules
+find in them is `judgement`'s."""
 from __future__ import annotations
-
-from typing import Any
 
 from .. import signals
 from . import advisor
 from ..rules import requests as req_rule
 from ..rules.widths import ExpectedWidths, check_width, expected_width
 from .breakdown_figures import breakdown_figures
-from .judgement import Evidence, judge
 from .records import (
-    Figures, FindingSummary, HiddenStatePass, LabelFigures, PassCount, RawTotals,
+    Figures, HiddenStatePass, LabelFigures, PassCount, RawTotals,
     RequestFigures, RequestRecord, TimelinePoint,
 )
 from .snapshot import finite_sum, num, sort_key
@@ -55,25 +53,6 @@ def _judged_passes(passes: tuple[PassCount, ...], expected: dict
     return tuple(out)
 
 
-def _finding_summaries(raw: RawTotals, findings: dict[str, dict]
-                       ) -> tuple[FindingSummary, ...]:
-    """The findings events named (`snapshot.read_events`' entries), with the metric count of each
-    code a metric counted, by code."""
-    counts: dict[str, Any] = {}
-    entries = dict(findings)
-    for code, n in raw.finding_counts.items():
-        if not n and str(code) not in entries:
-            continue  # every code's series starts at 0: only raised findings are listed
-        entries.setdefault(str(code), {"code": str(code), "severity": None, "message": None,
-                                       "details": None, "events": 0, "times": []})
-        counts[str(code)] = n
-    return tuple(FindingSummary(
-        code=f["code"], severity=f["severity"], message=f["message"], details=f["details"],
-        events=f["events"], times=tuple(f["times"]), count=counts.get(code),
-        first_time=min(f["times"]) if f["times"] else None)
-        for code, f in sorted(entries.items(), key=lambda item: item[1]["code"]))
-
-
 def _request_figures(raw: RawTotals, records: list[RequestRecord], recorded: int
                      ) -> RequestFigures | None:
     dist = {str(k): v for k, v in (raw.requests or {}).items() if v}
@@ -114,13 +93,9 @@ def _label_figures(by_label: dict) -> tuple[LabelFigures, ...]:
                                                 -x.finished, x.value)))
 
 
-def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelinePoint],
-               requests=None, histories=(), reference=None) -> Figures:
-    """The figures every view shows, from raw totals (one process's, or their sum), with
-    the findings the events named and those the report's rules judge (`judgement.RULES`)
-    from these totals, the recorded requests kept (`snapshot.RequestSample`), the totals
-    over time the drift rule compares (`drift_windows.History`, one per counting process)
-    and the acceptance the draft should reach (`rules.reference.Reference`, or None)."""
+def figures_of(raw: RawTotals, points: list[TimelinePoint], requests=None) -> Figures:
+    """The figures every view shows, from raw totals (one process's, or their sum), their
+    `TimelinePoint`s and the recorded requests kept (`snapshot.RequestSample`, or None)."""
     records = requests.records() if requests is not None else []
     breakdowns = breakdown_figures(raw.breakdowns, len(raw.per_position))
     drafts, accepted = raw.drafts, raw.accepted_tokens
@@ -128,9 +103,6 @@ def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelineP
     per_pos, agr_pos, lengths = raw.per_position, raw.agreement_positions, raw.lengths
     pos_keys = sorted(per_pos, key=sort_key)
     agr_keys = sorted(agr_pos, key=sort_key)
-    speculation = _speculation(raw)
-    judged = judge(Evidence(raw, breakdowns, requests, tuple(histories), reference,
-                            speculation))
     return Figures(
         steps=raw.steps,
         drafts=drafts,
@@ -152,10 +124,9 @@ def figures_of(raw: RawTotals, findings: dict[str, dict], points: list[TimelineP
         width_mismatch=raw.width_mismatch,
         internal_errors=raw.internal_errors,
         telemetry_dropped=raw.telemetry_dropped,
-        findings=_finding_summaries(raw, findings) + tuple(map(FindingSummary.judged, judged)),
         timeline=timeline_figures(points),
         breakdowns=tuple(breakdowns.values()),
         draft_context=dict(raw.draft_context or {}),
         requests=_request_figures(raw, records, requests.seen if requests is not None else 0),
-        speculation=speculation,
+        speculation=_speculation(raw),
     )

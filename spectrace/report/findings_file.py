@@ -19,7 +19,7 @@ def read_findings(directory: str) -> list[Finding]:
     `ReportError` for an unusable folder."""
     out = []
     for proc in build_report(directory).readable:
-        for f in proc.figures.findings:
+        for f in proc.findings:
             severity = f.severity if f.severity in SEVERITIES else "error"
             out.append(Finding(f.code, severity, f.message or "",
                                dict(f.details or {}, process=proc.process)))

@@ -30,7 +30,9 @@ from .format import (
 )
 from .html_parts import _cell, _e, _finite, _ratio, _table, _utc
 from .html_speculation import SPECULATION_CHARTS, speculation_chart_data, speculation_tables
-from .records import Figures, HiddenStatePass, ProcessSummary, Report
+from .records import (
+    CombinedSummary, Figures, FindingSummary, HiddenStatePass, ProcessSummary, Report,
+)
 from .verdict import verdict_of
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
@@ -115,9 +117,9 @@ def _widths_table(v: Figures) -> str:
                   ["pass kind", "width", "passes", "expected width", "verdict"], rows)
 
 
-def _findings_table(v: Figures) -> str:
+def _findings_table(findings: tuple[FindingSummary, ...]) -> str:
     rows = []
-    for i, f in enumerate(v.findings):
+    for i, f in enumerate(findings):
         n, sev = finding_count(f), finding_severity(f)
         key = f"findings.{i}.{'events' if f.count is None else 'count'}"
         rows.append(f'<tr class="sev-{_e(sev)}"><th scope=row>{_e(f.code)}</th>'
@@ -157,8 +159,9 @@ CHARTS = (
 )
 
 
-def _chart_data(v: Figures) -> dict:
+def _chart_data(view: ProcessSummary | CombinedSummary) -> dict:
     """What the page's script draws for one view (rounded: the tables hold exact values)."""
+    v = view.figures
     tl = v.timeline
     lengths = {k: n for k, n in v.accept_length_counts.items() if k.isascii() and k.isdigit()}
     return {
@@ -170,7 +173,7 @@ def _chart_data(v: Figures) -> dict:
                      "rate": [_finite(x, 4) for x in tl.acceptance_rate]},
         "findings": [{"code": f.code, "severity": f.severity,
                       "times": [_finite(t, 3) for t in f.times]}
-                     for f in v.findings],
+                     for f in view.findings],
         "widths": [{"label": f"{p.pass_kind} {p.width}", "count": _finite(p.count),
                     "ok": p.expected is not None and not p.finding}
                    for p in v.hidden_state_passes],
@@ -251,8 +254,10 @@ def _labels_table(r) -> str:
                   ["label value", "requests", "by mean accept length"], rows)
 
 
-def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
-    data = _chart_data(v)
+def _view(vid: str, title: str, view: ProcessSummary | CombinedSummary, identity: str
+          ) -> tuple[str, dict]:
+    v = view.figures
+    data = _chart_data(view)
     charts = []
     for kind, label in CHARTS + (SPECULATION_CHARTS if v.speculation is not None else ()):
         if _has_data(kind, data):
@@ -265,7 +270,7 @@ def _view(vid: str, title: str, v: Figures, identity: str) -> tuple[str, dict]:
     body = (f'<section class="view" id="view-{vid}" data-view="{vid}"><h2>{_e(title)}</h2>'
             f"{identity}<div class=grid>{''.join(charts)}</div>"
             f"<div class=tables>{_totals_table(v)}{_positions_table(v)}{_lengths_table(v)}"
-            f"{_widths_table(v)}{''.join(_breakdown_table(b) for b in v.breakdowns)}{_requests_table(v)}{speculation_tables(v)}</div>{_findings_table(v)}{_timeline_table(v)}</section>")
+            f"{_widths_table(v)}{''.join(_breakdown_table(b) for b in v.breakdowns)}{_requests_table(v)}{speculation_tables(v)}</div>{_findings_table(view.findings)}{_timeline_table(v)}</section>")
     return body, data
 
 
@@ -331,7 +336,7 @@ def render_html(report: Report) -> str:
     combined = report.combined
     views, data = [], []
     if combined and len(readable) > 1:
-        body, d = _view("all", f"All {len(readable)} processes together", combined.figures,
+        body, d = _view("all", f"All {len(readable)} processes together", combined,
                         f"<p class=meta>{_e(combined_title(combined).capitalize())}. "
                         "Tensor-parallel ranks of one group see the same request-steps: "
                         "only their rank 0 is added; data-parallel groups add up.</p>")
@@ -341,7 +346,7 @@ def render_html(report: Report) -> str:
         ident = f"<p class=meta>{_e(process_identity(p, models=True))}</p>"
         if p.counted == signals.COUNTED_COPY:
             ident += f"<p class=meta>{_e(COPY_LINE.strip().capitalize())}.</p>"
-        body, d = _view(f"p{i}", f"Process {p.process}", p.figures, ident)
+        body, d = _view(f"p{i}", f"Process {p.process}", p, ident)
         views.append(body)
         data.append({"id": f"p{i}", **d})
     bands = ('<p class="legend-bands meta">Mean acceptance length bands, as on the '

@@ -4,7 +4,8 @@ severity, floor, alert, words) and yielding `Finding`s of the one finding type. 
 are numbers; the verdict and the views read what the rules found, never the rules, so a
 new report finding is its rule module (its declaration and judge) and one line here, and
 a second source of totals (not only the folder) is judged by the same rules. The
-findings' table in docs/metrics.md is written from `RULES`.
+findings' table in docs/metrics.md is written from `RULES`. `findings_of` is what a view
+lists: the findings its processes' events named, then the rules'.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..findings import Finding, FindingSpec
 from ..rules import drift, nothing_accepted, outliers, reference, speculation
 from .breakdown_figures import breakdown_findings
 from .drift_windows import drift_findings
-from .records import BreakdownFigures, RawTotals
+from .records import BreakdownFigures, Figures, FindingSummary, RawTotals
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,13 @@ class Evidence:
     histories: tuple = ()
     reference: Any = None
     advice: Any = None
+
+    @classmethod
+    def of(cls, raw: RawTotals, figures: Figures, requests=None, histories: tuple = (),
+           reference=None) -> "Evidence":
+        """The evidence of one view: its totals and the figures made from them."""
+        return cls(raw, {b.name: b for b in figures.breakdowns}, requests, tuple(histories),
+                   reference, figures.speculation)
 
 
 def request_rates(records, positions: int) -> list[outliers.RequestRate]:
@@ -73,6 +81,25 @@ def _speculation(e: Evidence) -> list[Finding]:
     return speculation.findings(e.advice) if e.advice is not None else []
 
 
+def event_findings(raw: RawTotals, findings: dict[str, dict]
+                   ) -> tuple[FindingSummary, ...]:
+    """The findings events named (`snapshot.read_events`' entries), with the metric count of each
+    code a metric counted, by code."""
+    counts: dict[str, Any] = {}
+    entries = dict(findings)
+    for code, n in raw.finding_counts.items():
+        if not n and str(code) not in entries:
+            continue  # every code's series starts at 0: only raised findings are listed
+        entries.setdefault(str(code), {"code": str(code), "severity": None, "message": None,
+                                       "details": None, "events": 0, "times": []})
+        counts[str(code)] = n
+    return tuple(FindingSummary(
+        code=f["code"], severity=f["severity"], message=f["message"], details=f["details"],
+        events=f["events"], times=tuple(f["times"]), count=counts.get(code),
+        first_time=min(f["times"]) if f["times"] else None)
+        for code, f in sorted(entries.items(), key=lambda item: item[1]["code"]))
+
+
 @dataclass(frozen=True)
 class ReportRule:
     """One rule of the report: the findings it may raise, and how it judges a view."""
@@ -106,3 +133,10 @@ def judge(evidence: Evidence) -> list[Finding]:
                                  f"which it does not declare ({sorted(declared)})")
             out.append(f)
     return out
+
+
+def findings_of(evidence: Evidence, events: dict[str, dict]) -> tuple[FindingSummary, ...]:
+    """What one view lists: the findings its events named (`event_findings`), by code, then
+    every rule's (`judge`), each counted once."""
+    return (event_findings(evidence.raw, events)
+            + tuple(map(FindingSummary.judged, judge(evidence))))

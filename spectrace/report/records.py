@@ -215,7 +215,8 @@ class RequestFigures:
 
 @dataclass(frozen=True, slots=True)
 class Figures:
-    """The figures every view shows, of one process or of all together."""
+    """The figures every view shows, of one process or of all together: numbers only (what
+    the rules found in them is the view's `findings`, judged apart: `judgement`)."""
     steps: Number
     drafts: Number
     draft_tokens: Number
@@ -234,7 +235,6 @@ class Figures:
     width_mismatch: Number
     internal_errors: Number
     telemetry_dropped: Number
-    findings: tuple[FindingSummary, ...]  # by code
     timeline: TimelineFigures
     # every declared breakdown, in declaration order (rows only where counted)
     breakdowns: tuple[BreakdownFigures, ...] = ()
@@ -243,7 +243,9 @@ class Figures:
     # is speculation paying off, and the best number of draft tokens (spectrace.report.advisor)
     speculation: Any = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, findings: tuple[FindingSummary, ...] = ()) -> dict[str, Any]:
+        """The figures' part of `--json`, with the view's `findings` where `--json` has
+        always had them (after the counts, before the timeline)."""
         return {
             "steps": self.steps,
             "drafts": self.drafts,
@@ -263,7 +265,7 @@ class Figures:
             "width_mismatch": self.width_mismatch,
             "internal_errors": self.internal_errors,
             "telemetry_dropped": self.telemetry_dropped,
-            "findings": [f.to_json() for f in self.findings],
+            "findings": [f.to_json() for f in findings],
             "timeline": self.timeline.to_json(),
             **{f"by_{b.name}": b.to_json() for b in self.breakdowns},
             "draft_context": dict(self.draft_context or {}),
@@ -298,6 +300,7 @@ class ProcessSummary:
     skipped_lines: int
     spans: int
     figures: Figures
+    findings: tuple[FindingSummary, ...]  # by code: the events' and the report's rules'
     raw: RawTotals
     points: tuple[TimelinePoint, ...]
     # the server settings that change acceptance (`server_settings`: key -> value)
@@ -323,7 +326,7 @@ class ProcessSummary:
                 "metric_snapshots": self.metric_snapshots,
                 "skipped_lines": self.skipped_lines, "spans": self.spans,
                 "settings": dict(self.settings), "model_hash": self.model_hash,
-                "draft_hash": self.draft_hash, **self.figures.to_json()}
+                "draft_hash": self.draft_hash, **self.figures.to_json(self.findings)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,10 +347,11 @@ class CombinedSummary:
     counted_once: tuple[str, ...]
     copies: tuple[str, ...]
     figures: Figures
+    findings: tuple[FindingSummary, ...] = ()  # each process's events' and those judged here
 
     def to_json(self) -> dict[str, Any]:
         return {"processes": list(self.processes), "counted_once": list(self.counted_once),
-                "copies": list(self.copies), **self.figures.to_json()}
+                "copies": list(self.copies), **self.figures.to_json(self.findings)}
 
 
 @dataclass(frozen=True, slots=True)

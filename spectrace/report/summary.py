@@ -1,12 +1,7 @@
-"""What the file exporter wrote, summarised per process (the data behind every view of
-`spectrace report`).
-
-Reads `<DIR>/<process>/{resource.json,metrics.jsonl,events.jsonl}`; the last metrics line
-holds the process's cumulative totals, the earlier ones its timeline (fewer of them for
-older periods of a long run: `export.history`). Files of earlier spectrace releases (a
-plain snapshot per line, uncompacted) read the same way. Torn, garbled or oversized
-lines are skipped and counted (see `reader`). An unusable folder raises `ReportError`
-(exit status 2).
+"""The report built: each process a source observed (`folder_source.Observed`; today the
+folder the file exporter wrote) summarised into its figures (`figures`, numbers only) and
+what the report's rules find in them (`judgement`), all processes combined, and the
+verdict (`verdict`). The views (`text`, `html`, `watch`, `--json`) read the `Report`.
 """
 from __future__ import annotations
 
@@ -17,60 +12,26 @@ from typing import Any
 from .. import server_settings, signals
 from ..counting import counts_once
 from ..families.breakdowns import BREAKDOWNS
-from ..file_layout import EVENTS_FILE, METRICS_FILE, RESOURCE_FILE, SPANS_FILE, is_process_dir
-from .drift_windows import History, recent_window_s
+from .drift_windows import recent_window_s
 from . import judgement
 from .figures import figures_of
+from .folder_source import Observed, ReportError, observe_folder, process_folders
 from .reference_source import from_environment, reference_of
-from .reader import iter_jsonl
-from .records import (
-    CombinedSummary, PassCount, ProcessSummary, RawTotals, Report, UnreadableProcess,
-)
-from .snapshot import (
-    MAX_POINTS, PHASE_FIELDS, SUMMED, PASSES_COUNTED_ONCE, RequestSample, finite_sum,
-    raw_totals, read_events, read_resource, request_record,
-)
-from .timeline import Timeline, merge_points
+from .records import CombinedSummary, PassCount, ProcessSummary, RawTotals, Report, UnreadableProcess
+from .snapshot import MAX_POINTS, PHASE_FIELDS, SUMMED, PASSES_COUNTED_ONCE, RequestSample, finite_sum
+from .timeline import merge_points
 from .verdict import of_report
 
 
-class ReportError(Exception):
-    """Unusable input for the report (exit status 2)."""
-
-
-def summarize_process(path: str) -> ProcessSummary:
-    """One process's summary. Garbled, torn or oversized lines are skipped (and counted
-    in `skipped_lines`); the totals come from the last complete metrics snapshot, the
-    timeline from every snapshot."""
-    resource, started = read_resource(os.path.join(path, RESOURCE_FILE))
-    stats: dict = {}
-    metrics: dict = {}
-    n_snapshots = 0
-    timeline = Timeline()
-    history = History()
-    for snap in iter_jsonl(os.path.join(path, METRICS_FILE), stats):
-        if isinstance(snap.get("metrics"), dict):
-            metrics = snap["metrics"]
-            n_snapshots += 1
-            timeline.add(snap.get("time"), metrics)
-            history.add(snap.get("time"), metrics)
-        else:
-            stats["skipped"] += 1
-    findings = read_events(os.path.join(path, EVENTS_FILE), stats)
-    n_spans = 0
-    kept = RequestSample()
-    for span in iter_jsonl(os.path.join(path, SPANS_FILE), stats):
-        n_spans += 1
-        r = request_record(span)
-        if r is not None:
-            kept.add(r)
-    runtime = resource.get(signals.RES_RUNTIME) or (
-        signals.RUNTIME_SGLANG if signals.RES_SGLANG_VERSION in resource else None)
-    raw = replace(raw_totals(metrics), runtime=runtime)
+def summarize(seen: Observed) -> ProcessSummary:
+    """One process's summary: who it is, its figures, and what the report's rules and its
+    events found in them."""
+    resource, raw = seen.resource, seen.raw
     reference = reference_of(resource, len(raw.per_position))
     counted = resource.get(signals.RES_COUNTED)
+    figures = figures_of(raw, seen.points, seen.requests)
     return ProcessSummary(
-        process=os.path.basename(os.path.normpath(path)),
+        process=seen.process,
         pid=resource.get("process.pid"),
         role=resource.get(signals.RES_ROLE),
         tp_rank=resource.get(signals.RES_TP_RANK),
@@ -82,25 +43,32 @@ def summarize_process(path: str) -> ProcessSummary:
         draft_model=resource.get(signals.RES_DRAFT_MODEL),
         spec_algorithm=resource.get(signals.RES_SPEC_ALGORITHM),
         spec_worker=resource.get(signals.RES_SPEC_WORKER),
-        runtime=runtime,
+        runtime=raw.runtime,
         runtime_version=resource.get(signals.RES_RUNTIME_VERSION,
                                      resource.get(signals.RES_SGLANG_VERSION)),
         sglang_version=resource.get(signals.RES_SGLANG_VERSION),
         spectrace_version=resource.get(signals.RES_SPECTRACE_VERSION),
-        started=started,
-        metric_snapshots=n_snapshots,
-        skipped_lines=stats.get("skipped", 0) + stats.get("torn", 0),
-        spans=n_spans,
-        figures=figures_of(raw, findings, timeline.points, kept, [history], reference),
+        started=seen.started,
+        metric_snapshots=seen.snapshots,
+        skipped_lines=seen.skipped_lines,
+        spans=seen.spans,
+        figures=figures,
+        findings=judgement.findings_of(judgement.Evidence.of(
+            raw, figures, seen.requests, (seen.history,), reference), seen.events),
         raw=raw,
-        points=tuple(timeline.points),
+        points=seen.points,
         settings=server_settings.from_resource(resource),
-        request_sample=kept,
-        drift_history=history,
+        request_sample=seen.requests,
+        drift_history=seen.history,
         reference=reference,
         model_hash=resource.get(signals.RES_MODEL_HASH),
         draft_hash=resource.get(signals.RES_DRAFT_HASH),
     )
+
+
+def summarize_process(path: str) -> ProcessSummary:
+    """One process folder's summary (`folder_source.observe_folder`, then `summarize`)."""
+    return summarize(observe_folder(path))
 
 
 def combine(procs: list[ProcessSummary]) -> CombinedSummary:
@@ -153,7 +121,7 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
             passes[key] = finite_sum((passes.get(key, 0), x.count))
         for k, v in r.expected_widths.items():
             expected_widths.setdefault(k, v)
-        for f in p.figures.findings:
+        for f in p.findings:
             if f.code in judgement.SPECS:
                 continue  # judged again from the combined totals
             c = findings.setdefault(f.code, {
@@ -171,13 +139,15 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
                     phase_costs=phase_costs,
                     drafted_per_position=drafted, topk=topk, runtime=runtime,
                     request_rates=request_rates)
+    figures = figures_of(raw, merge_points([list(p.points) for p in once]), kept)
+    evidence = judgement.Evidence.of(
+        raw, figures, kept, tuple(p.drift_history for p in once if p.drift_history),
+        next((p.reference for p in once if p.reference), None))
     return CombinedSummary(
         processes=tuple(p.process for p in procs),
         counted_once=tuple(p.process for p in once),
         copies=tuple(p.process for p in procs if not counts_once(p.counted)),
-        figures=figures_of(raw, findings, merge_points([list(p.points) for p in once]),
-                           kept, [p.drift_history for p in once if p.drift_history],
-                           next((p.reference for p in once if p.reference), None)))
+        figures=figures, findings=judgement.findings_of(evidence, findings))
 
 
 def read_process(path: str) -> ProcessSummary | UnreadableProcess:
@@ -189,46 +159,17 @@ def read_process(path: str) -> ProcessSummary | UnreadableProcess:
                                  f"{type(exc).__name__}: {exc}")
 
 
-def files_state(path: str) -> tuple:
-    """Size and modification time of each file `summarize_process` reads (None where it
-    cannot be stat'ed): when this is unchanged, so is the summary."""
-    out = []
-    for name in (RESOURCE_FILE, METRICS_FILE, EVENTS_FILE, SPANS_FILE):
-        try:
-            st = os.stat(os.path.join(path, name))
-        except OSError:
-            out.append(None)
-        else:
-            out.append((st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
 def build_report(directory: str, read=read_process) -> Report:
     """Summaries of every process folder under `directory` (or of `directory` itself when
     it is one process's folder), each from `read(path)`. An unusable `directory` raises
     `ReportError` with a one-line message; a process folder that cannot be read is listed
     with its error."""
-    if not os.path.exists(directory):
-        raise ReportError(f"{directory}: no such folder (spectrace writes to "
-                          f"SPECTRACE_OUTPUT_DIR, default ./spectrace-data)")
-    if not os.path.isdir(directory):
-        raise ReportError(f"{directory}: is a file, not a folder; give the folder spectrace "
-                          f"writes to (SPECTRACE_OUTPUT_DIR, default ./spectrace-data)")
+    paths = process_folders(directory)
     try:
         from_environment()
         recent_window_s()
     except ValueError as exc:
         raise ReportError(str(exc)) from None
-    if is_process_dir(directory):
-        paths = [directory]
-    else:
-        try:
-            names = sorted(os.listdir(directory))
-        except OSError as exc:
-            raise ReportError(f"{directory}: cannot read the folder "
-                              f"({exc.strerror or exc})") from None
-        paths = [os.path.join(directory, n) for n in names]
-        paths = [p for p in paths if os.path.isdir(p) and is_process_dir(p)]
     procs = tuple(read(path) for path in paths)
     readable = [p for p in procs if isinstance(p, ProcessSummary)]
     report = Report(directory, procs, combine(readable) if readable else None)

@@ -62,10 +62,10 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
     lines.append(f"  fc bypass events: {count_text(p.fc_bypass)}, width mismatches: "
                  f"{count_text(p.width_mismatch)}, spectrace internal errors"
                  f"{' (all processes)' if combined else ''}: {count_text(p.internal_errors)}")
-    if p.findings:
+    if view.findings:
         lines.append("  findings (raised in each process, summed):" if combined
                      else "  findings:")
-        for f in p.findings:
+        for f in view.findings:
             lines.append(f"  - {f.code} ({finding_severity(f)}, x{count_text(finding_count(f))}): "
                          f"{f.message or ''}")
     else:

@@ -41,7 +41,7 @@ from typing import Any, Iterable
 from .. import server_settings, signals
 from .breakdown_figures import conditions
 from .format import count_text
-from .records import Figures, Report
+from .records import CombinedSummary, Figures, FindingSummary, ProcessSummary, Report
 
 HEALTHY = "healthy"
 BROKEN = "broken"
@@ -92,10 +92,10 @@ def _first_sentence(text: str) -> str:
     return head.rstrip(".") if sep else text.rstrip(".")
 
 
-def finding_clues(figures: Figures) -> list[Clue]:
+def finding_clues(findings: Iterable[FindingSummary]) -> list[Clue]:
     """Error findings are BROKEN clues, warnings UNDERPERFORMING ones, earliest first."""
     out = []
-    order = sorted(figures.findings, key=lambda f: (f.first_time is None, f.first_time or 0))
+    order = sorted(findings, key=lambda f: (f.first_time is None, f.first_time or 0))
     for f in order:
         kind = {"error": BROKEN, "warning": UNDERPERFORMING}.get(f.severity or "")
         if kind is None:
@@ -117,7 +117,7 @@ def setting_clues(per_process) -> list[Clue]:
     return out
 
 
-def condition_clues(figures: Figures) -> list[Clue]:
+def condition_clues(figures: Figures, findings: Iterable[FindingSummary] = ()) -> list[Clue]:
     """The conditions the breakdowns' rules found (`breakdown_figures.conditions`: every
     declared breakdown with a rule, past its floor), largest effect first, each with its
     evidence: the two buckets' mean accept lengths and request-steps, and what the worse
@@ -136,7 +136,7 @@ def condition_clues(figures: Figures) -> list[Clue]:
         kind = UNDERPERFORMING if warning else EXPLAINS
         fix = b.message.fix.format(**facts) if b.message is not None else ""
         if b.judge is not None and b.finding:  # its own words (context: the draft's length)
-            fix = next((_split_fix(f.message or "")[1] for f in figures.findings
+            fix = next((_split_fix(f.message or "")[1] for f in findings
                         if f.code == b.finding), fix)
         out.append(Clue(kind, (
             f"{b.title.split(' (')[0]}: mean accept length "
@@ -198,14 +198,17 @@ def position_clues(figures: Figures) -> list[Clue]:
     return []
 
 
-def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
-    """The verdict on one view's figures plus the clues other breakdowns give."""
-    if figures is None:
+def judge(view: ProcessSummary | CombinedSummary | None, clues: Iterable[Clue] = ()
+          ) -> Verdict:
+    """The verdict on one view (its figures and findings) plus the clues other breakdowns
+    give."""
+    if view is None:
         return Verdict(NOT_ENOUGH_DATA, "Verdict: no data yet: no instrumented process has "
                        "written here.", ())
-    conditions = condition_clues(figures)
+    figures = view.figures
+    conditions = condition_clues(figures, view.findings)
     named = {c.source for c in conditions}
-    found = [c for c in finding_clues(figures) if c.source not in named]
+    found = [c for c in finding_clues(view.findings) if c.source not in named]
     extra = list(clues)
     broken = [c for c in found + extra if c.kind == BROKEN]
     if broken:
@@ -257,19 +260,19 @@ def judge(figures: Figures | None, clues: Iterable[Clue] = ()) -> Verdict:
                    f"no finding.", ())
 
 
-def report_figures(report: Report) -> Figures | None:
+def report_view(report: Report) -> ProcessSummary | CombinedSummary | None:
     """The view the verdict is on: all processes together (a vLLM deployment's accept
     counts are in its engine core, its draft findings in its worker), else the one."""
     if report.combined is not None:
-        return report.combined.figures
+        return report.combined
     readable = report.readable
-    return readable[0].figures if readable else None
+    return readable[0] if readable else None
 
 
 def of_report(report: Report, clues: Iterable[Clue] = ()) -> Verdict:
     """The verdict on the report's view, with the server settings' clues."""
     settings = setting_clues(p.settings for p in report.readable)
-    return judge(report_figures(report), list(clues) + settings)
+    return judge(report_view(report), list(clues) + settings)
 
 
 def verdict_of(report: Report) -> Verdict:

@@ -16,7 +16,8 @@ from .format import (
     HEALTH_BANDS, combined_title, health_band, process_title, settings_lines,
 )
 from .records import ProcessSummary, Report, UnreadableProcess
-from .summary import ReportError, build_report, files_state, read_process
+from .folder_source import ReportError, files_state
+from .summary import build_report, read_process
 from .text import figure_lines
 from .verdict import BROKEN, HEALTHY, UNDERPERFORMING, verdict_of
 
@@ -91,7 +92,7 @@ def render(report: Report, interval: float):
             "dim"))
         body = Text("\n").join([status] + [Text(line) for line in figure_lines(p)])
         parts.append(Panel(body, title=title, title_align="left",
-                           border_style="red" if p.figures.findings else "blue"))
+                           border_style="red" if p.findings else "blue"))
     return Group(*parts)
 
 
