@@ -1,7 +1,7 @@
 """Run `spectrace report` over every recorded folder the tests keep (tests/recorded/) and
 write what it says, in one canonical file: text, `--json`, `--html` (its markup, with the
 inline scripts and styles reduced to a hash of each), one `--watch` screen, and each
-recorded comparison (`--baseline`). Run it before and after a change to the report: the
+recorded comparison (`--baseline`: text, `--json`, `--html`). Run it before and after a change to the report: the
 two files must be identical except for what the change adds (issue 44: behaviour
 unchanged), like scripts/doctor_snapshot.py for the doctor.
 
@@ -58,10 +58,10 @@ def _hash_blocks(html: str) -> str:
                   flags=re.S)
 
 
-def html(folder: str) -> str:
+def html(folder: str, *more: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "report.html")
-        said = run(["report", folder, "--html", path])
+        said = run(["report", folder, *more, "--html", path])
         page = open(path, encoding="utf-8").read() if os.path.exists(path) else "<none>"
     return said.replace(path, "<html>") + _hash_blocks(page) + "\n"
 
@@ -95,7 +95,9 @@ def main() -> int:
             parts += [f"=== {rel} --baseline {BASELINE}: text",
                       run(["report", folder, "--baseline", base]),
                       f"=== {rel} --baseline {BASELINE}: json",
-                      run(["report", folder, "--baseline", base, "--json"])]
+                      run(["report", folder, "--baseline", base, "--json"]),
+                      f"=== {rel} --baseline {BASELINE}: html",
+                      html(folder, "--baseline", base)]
     with open(sys.argv[1], "w", encoding="utf-8") as f:
         f.write(normalise("\n".join(parts)))
     print(f"wrote {sys.argv[1]}: {len(folders())} recorded folders")

@@ -124,7 +124,7 @@ def render_comparison_html(c: RunComparison, current: Report, baseline: Report) 
     for vid, name, rep in (("cur", "Current", current), ("base", "Baseline", baseline)):
         if rep.combined is None:
             continue
-        body, d = _view(vid, f"{name}: {rep.directory}", rep.combined.figures, "")
+        body, d = _view(vid, f"{name}: {rep.directory}", rep.combined, "")
         views.append(body)
         data.append({"id": vid, **d})
     header = (f"<header><h1>spectrace report: current against baseline</h1>"
