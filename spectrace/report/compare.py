@@ -175,6 +175,10 @@ class RunComparison:
     config: tuple[ConfigRow, ...]
     result: cmp.Comparison
     sentence: str
+    # the comparison's floors, as its views word them (a split needs this share of the
+    # current request-steps in compared buckets; a bucket this many request-steps)
+    min_coverage: float = cmp.MIN_COVERAGE
+    min_bucket_steps: int = cmp.MIN_BUCKET_STEPS
 
     @property
     def changed_config(self) -> tuple[ConfigRow, ...]:

@@ -4,8 +4,12 @@ position with intervals, speed-up), and every breakdown's buckets in both runs w
 split into traffic and system (`report.compare`)."""
 from __future__ import annotations
 
-from ..rules import compare as cmp
+from typing import TYPE_CHECKING
+
 from .compare import MIX, RunComparison
+
+if TYPE_CHECKING:  # the type only: the views read the comparison, never run its rule
+    from ..rules.compare import Estimate
 
 
 def _value(v) -> str:
@@ -18,11 +22,11 @@ def _value(v) -> str:
     return "on" if v is True else "off" if v is False else str(v)
 
 
-def _est(e: cmp.Estimate | None) -> str:
+def _est(e: Estimate | None) -> str:
     return "-" if e is None else f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
 
 
-def _change(e: cmp.Estimate | None) -> str:
+def _change(e: Estimate | None) -> str:
     return "-" if e is None else f"{e.value:+.2f} [{e.low:+.2f}, {e.high:+.2f}]"
 
 
@@ -60,7 +64,7 @@ def render_comparison_text(c: RunComparison) -> str:
         used = " (explains the change)" if s is res.explained_by else ""
         lines += ["", f"by {s.breakdown.replace('_', ' ')}{used}: compared buckets hold "
                   f"{s.coverage:.0%} of the current request-steps"
-                  + ("" if s.usable else f" (a split needs {cmp.MIN_COVERAGE:.0%})")]
+                  + ("" if s.usable else f" (a split needs {c.min_coverage:.0%})")]
         if s.system is not None:
             lines.append(f"  baseline standardised to the current mix: "
                          f"{s.standardised_baseline:.2f}; system {_change(s.system)}, "
@@ -73,5 +77,5 @@ def render_comparison_text(c: RunComparison) -> str:
                 f"mean {'-' if bl is None else f'{bl:.2f}'} -> "
                 f"{'-' if cl is None else f'{cl:.2f}'}, change "
                 + (_change(x.change) if x.change else
-                   f"not compared (fewer than {cmp.MIN_BUCKET_STEPS} request-steps)"))
+                   f"not compared (fewer than {c.min_bucket_steps} request-steps)"))
     return "\n".join(lines)
