@@ -219,8 +219,8 @@ ACCEPT_LENGTH_RED_BELOW = 1.2
 ACCEPT_LENGTH_AMBER_BELOW = 2.0
 POSITION0_RED_BELOW = 0.2
 
-# Codes only the static checks (`spectrace doctor`) raise (docs/doctor.md has an example
-# of each).
+# Codes only the static checks (`spectrace doctor`) raise (declared beside each check:
+# `doctor.judge.codes.DOCTOR_SPECS`; docs/doctor.md has an example of each).
 FC_CONFIG_WIDTH_MISMATCH = "fc.width_mismatch"
 AUX_LAYER_IDS_OUT_OF_RANGE = "aux.layer_ids_out_of_range"
 AUX_LAYER_IDS_MISREAD = "aux.layer_ids_misread"  # ids read in another convention / ignored
@@ -232,9 +232,6 @@ VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
 POSITIONS_BEYOND_DRAFT = "positions.beyond_draft"  # served longer than the draft's positions
 POSITIONS_ROPE_CHANGED = "positions.rope_changed"  # the draft's RoPE is not the target's
 AUX_LAYER_IDS_DEFAULT = "aux.layer_ids_default"    # no ids: the runtime captures its default
-DOCTOR_FINDINGS = (FC_CONFIG_WIDTH_MISMATCH, AUX_LAYER_IDS_OUT_OF_RANGE, AUX_LAYER_IDS_MISREAD,
-                   SHAPE_MISMATCH, CONFIG_LAYERS_UNSUPPORTED, CONFIG_UNSUPPORTED,
-                   CONFIG_SETTING_IGNORED, VOCAB_D2T_DTYPE)
 # dtype, quantized target, tokenizer (docs/doctor.md "Beyond the weight keys")
 DTYPE_FLOAT16_OVERFLOW = "dtype.float16_overflow"  # weights beyond float16's range, run in float16
 DTYPE_FLOAT16 = "dtype.float16"                    # a wider-range draft run in float16
@@ -242,10 +239,6 @@ DTYPE_CAST = "dtype.cast"                          # run in another dtype than s
 TARGET_QUANTIZED = "target.quantized"              # the target is served quantized
 VOCAB_TOKENIZER_MISMATCH = "vocab.tokenizer_mismatch"  # draft and target tokenizer files differ
 VOCAB_SPECIAL_TOKENS_MISMATCH = "vocab.special_tokens_mismatch"  # bos/eos/pad ids differ
-DOCTOR_FINDINGS += (DTYPE_FLOAT16_OVERFLOW, DTYPE_FLOAT16, DTYPE_CAST, TARGET_QUANTIZED,
-                    VOCAB_TOKENIZER_MISMATCH, VOCAB_SPECIAL_TOKENS_MISMATCH)
-DOCTOR_FINDINGS += (POSITIONS_BEYOND_DRAFT, POSITIONS_ROPE_CHANGED, AUX_LAYER_IDS_DEFAULT)
 # the draft's training chat template against the target's (doctor.judge.chat_templates)
 # (where nothing is recorded the report's `chat template:` line says so: no finding)
 CHAT_TEMPLATE_MISMATCH = "chat_template.mismatch"    # trained with another template
-DOCTOR_FINDINGS += (CHAT_TEMPLATE_MISMATCH,)

@@ -134,7 +134,8 @@ def test_message_catalogue_covers_every_finding_code():
     from spectrace.report import judgement
     catalogue = [m for m in vars(messages).values() if isinstance(m, messages.Message)]
     catalogue += [s.message for s in judgement.SPECS.values() if s.message is not None]
-    codes = ({s.code for s in RUNTIME_SPECS} | set(signals.DOCTOR_FINDINGS)
+    from spectrace.doctor.judge.codes import BY_CODE
+    codes = ({s.code for s in RUNTIME_SPECS} | set(BY_CODE)
              | set(judgement.SPECS))
     assert {m.code for m in catalogue} == codes
     for m in catalogue:

@@ -59,9 +59,14 @@ def write_target(d: Path, cfg: dict | None = None) -> Path:
 
 def doctor(tmp_path: Path, cfg: dict | None = None, sd: dict | None = None,
            version: str | None = NEWEST, mode: str = "random", layout: str = "midlayer"):
+    """The doctor's report, each finding checked against its declaration
+    (`doctor.judge.codes`: a known code, at most its declared severity)."""
+    from spectrace.doctor.judge.codes import undeclared
     draft = write_draft(tmp_path / "draft", cfg or draft_config(mode), sd or
                         state_dict(mode, layout))
-    return check_checkpoint(draft, write_target(tmp_path / "target"), version)
+    report = check_checkpoint(draft, write_target(tmp_path / "target"), version)
+    assert undeclared(report.findings) == [], undeclared(report.findings)
+    return report
 
 
 def codes(report, severity: str | None = None) -> set[str]:

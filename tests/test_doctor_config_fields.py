@@ -11,7 +11,7 @@ config_fields.py), checked against the real classes and against the doctor's own
 2. The doctor's model predicts the same: `draft_params.expected_params` differs by the same
    parameters, and its `Loader` fields, `ties_lm_head`, `uses_fc` and
    `positions.honours_window` agree with the switches (fast: pure functions).
-3. The table in docs/doctor.md is the one scripts/config_fields_table.py generates.
+3. The table in docs/doctor.md is the one scripts/doctor_tables.py generates.
 """
 from __future__ import annotations
 
@@ -61,11 +61,11 @@ def variant(fact: cf.FieldFact) -> dict:
 def test_docs_table_is_generated_from_the_facts():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import config_fields_table as gen
+        import doctor_tables as gen
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     doc = (ROOT / "docs" / "doctor.md").read_text(encoding="utf-8")
-    assert gen.replaced(doc) == doc, "run: python scripts/config_fields_table.py --write"
+    assert gen.replaced(doc) == doc, "run: python scripts/doctor_tables.py --write"
 
 
 def test_the_named_fields_are_covered_for_both_runtimes():

@@ -22,6 +22,7 @@ import torch
 
 from harness import checkpoint_formats as cf, tiny_mla  # noqa: E402
 from harness.tiny_models import DV, H, V  # noqa: E402
+from spectrace.doctor.judge.codes import undeclared  # noqa: E402
 from spectrace.doctor.judge.fix_plan import plan_fix  # noqa: E402
 from spectrace.rules.vocab import check_vocab_map  # noqa: E402
 from spectrace.doctor import UnusableInput, check_checkpoint  # noqa: E402
@@ -129,6 +130,9 @@ def write(tmp: Path, fmt: str, fault=None, mode: str = "random", target: str = "
 
 
 def errors(report) -> set[str]:
+    """The error codes of a doctor report, each finding first checked against its
+    declaration (`doctor.judge.codes`: a known code, at most its declared severity)."""
+    assert undeclared(report.findings) == [], undeclared(report.findings)
     return {f.code for f in report.findings if f.severity == ERROR}
 
 
@@ -476,13 +480,12 @@ def test_progress_plain_line_and_rich():
 
 
 def test_every_doctor_code_is_documented_with_an_example():
-    from spectrace import signals
+    """Every declared code (`doctor.judge.codes`) has its section in docs/doctor.md with
+    real output, and a row in the table of codes written from the declarations."""
+    from spectrace.doctor.judge.codes import BY_CODE
     doc = (ROOT / "docs" / "doctor.md").read_text()
-    raised = set(signals.DOCTOR_FINDINGS) | {
-        signals.WEIGHTS_UNUSED_KEYS, signals.WEIGHTS_MISSING_PARAMS, signals.VOCAB_D2T_MISSING,
-        signals.VOCAB_D2T_ABSOLUTE, signals.VOCAB_D2T_OUT_OF_RANGE, signals.VOCAB_D2T_DUPLICATES,
-        signals.AUX_CAPTURE_DISABLED, signals.AUX_COUNT_MISMATCH}
-    for code in raised:
+    for code in BY_CODE:
+        assert f"| [`{code}`](#{code.replace('.', '')}) |" in doc, f"no table row for {code}"
         section = doc.split(f"### `{code}`", 1)
         assert len(section) == 2, code
         assert f" {code}: " in section[1].split("### ", 1)[0], f"no example output for {code}"

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 from ... import messages, signals
 from ...chat_template import ChatTemplate, same
-from ...findings import WARNING, Finding
+from ...findings import WARNING, Finding, FindingSpec
+
+
+# The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
+# docs/doctor.md's table of codes is written from them).
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec(signals.CHAT_TEMPLATE_MISMATCH, WARNING,
+                "the draft was trained with another chat template than the target's"),
+)
 
 # role and turn markers as templates spell them: <|im_start|>, <|start_header_id|>,
 # <start_of_turn>, [INST], <<SYS>>, <think>

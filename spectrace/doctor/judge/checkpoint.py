@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ... import messages, signals
-from ...findings import ERROR, WARNING, Finding
+from ...findings import ERROR, WARNING, Finding, FindingSpec
 from ...runtimes import SGLANG, VLLM
 from . import formats
 from .checkpoint_aux import check_fc_and_aux
@@ -33,6 +33,28 @@ from .translation import (borrows_target_head, q_lora_rows, suggest_renames, tra
 from ...rules.vocab import check_vocab_map
 from ...rules.weights import (MAX_NAMES, is_network_weight, missing_params_finding, tied_head_cause,
                       unused_keys_finding)
+
+
+# The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
+# docs/doctor.md's table of codes is written from them).
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec(signals.CONFIG_UNSUPPORTED, ERROR,
+                "the runtime cannot build an EAGLE-3 draft from this config at all (it cannot "
+                "read it, has no class for the architecture, or builds another class); says "
+                "whether `--fix` can translate it"),
+    FindingSpec(signals.CONFIG_LAYERS_UNSUPPORTED, ERROR,
+                "`num_hidden_layers` is not 1 for a loader that builds one layer and raises "
+                "otherwise"),
+    FindingSpec(signals.CONFIG_SETTING_IGNORED, ERROR,
+                "the draft was trained with a setting the runtime computes differently (it "
+                "lacks the option or its config reader drops it); also raised by `positions` "
+                "for its window and RoPE settings"),
+    FindingSpec(signals.SHAPE_MISMATCH, ERROR,
+                "a tensor's shape disagrees with the parameter it loads into as the config "
+                "sizes it (a warning for a vocabulary size unlike the target's)"),
+    FindingSpec(signals.VOCAB_D2T_DTYPE, ERROR,
+                "`d2t` is not an integer tensor"),
+)
 
 INT_DTYPES = ("I64", "I32")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ... import messages, signals
-from ...findings import ERROR, INFO, WARNING, Finding
+from ...findings import ERROR, INFO, WARNING, Finding, FindingSpec
 from ...runtimes import VLLM
 from ...rules import aux
 from .formats import Format, FormatName
@@ -24,6 +24,23 @@ from .layer_ids import capturable, captured_inputs, id_inputs, keeps_ids, misrea
 from .draft_params import Geometry, eagle_config, geometry
 from .load_replay import route_key
 from .loaders import AuxCount, Loader
+
+
+# The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
+# docs/doctor.md's table of codes is written from them).
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR,
+                "`fc`'s input width cannot be (aux layers) x (target hidden size) for this "
+                "loader"),
+    FindingSpec(signals.AUX_LAYER_IDS_OUT_OF_RANGE, ERROR,
+                "an aux layer id makes the target capture a layer input it cannot capture"),
+    FindingSpec(signals.AUX_LAYER_IDS_MISREAD, ERROR,
+                "the target would capture other layers than the draft was trained on (the ids "
+                "read in the other convention, or ignored for a default that differs)"),
+    FindingSpec(signals.AUX_LAYER_IDS_DEFAULT, WARNING,
+                "the draft names no aux layer ids, so the runtime captures its default for "
+                "this target (a warning where that is not what the draft was trained on)"),
+)
 
 
 @dataclass(frozen=True)

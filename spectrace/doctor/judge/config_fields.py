@@ -11,7 +11,7 @@ with `sets` applied, without weights (harness/sglang_draft_probe.py in SGLang's
 environment, harness/vllm_draft_probe.py in vLLM's), and fails when the difference is not
 `changes`; it also checks that the doctor's own model (`loaders.expected_params`,
 `Loader` fields, `positions.honours_window`) predicts the same. The table in docs/doctor.md
-is generated from these rows (`scripts/config_fields_table.py`) and kept in step by a test.
+is generated from these rows (`scripts/doctor_tables.py`) and kept in step by a test.
 Verified on the releases in `VERIFIED`; other releases take the `loaders` rows, whose facts
 are checked against their sources.
 """

@@ -21,8 +21,22 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ... import messages, signals
-from ...findings import ERROR, INFO, WARNING, Finding
+from ...findings import ERROR, INFO, WARNING, Finding, FindingSpec
 from ...runtimes import SGLANG, Runtime
+
+
+# The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
+# docs/doctor.md's table of codes is written from them).
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec(signals.DTYPE_FLOAT16_OVERFLOW, ERROR,
+                "the draft runs in float16 and some of its weights lie beyond float16's range "
+                "(inf at load, inf/nan out)"),
+    FindingSpec(signals.DTYPE_FLOAT16, WARNING,
+                "the draft runs in float16 but was saved in a wider-range dtype; no weight is "
+                "out of range"),
+    FindingSpec(signals.DTYPE_CAST, INFO,
+                "the draft runs in another dtype than it was saved in, within range"),
+)
 
 AUTO = "auto"
 FLOAT16, BFLOAT16, FLOAT32 = "float16", "bfloat16", "float32"

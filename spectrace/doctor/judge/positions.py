@@ -21,12 +21,23 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ... import messages, signals
-from ...findings import INFO, WARNING, Finding
+from ...findings import INFO, WARNING, Finding, FindingSpec
 from ...runtimes import SGLANG, VLLM
 from .formats import Format, FormatName
 from .inputs import Target
 from ...runtimes import parse_version
 from .loaders import DraftClass, Loader
+
+
+# The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
+# docs/doctor.md's table of codes is written from them).
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec(signals.POSITIONS_BEYOND_DRAFT, WARNING,
+                "the draft's context is shorter than the context the pair is served at"),
+    FindingSpec(signals.POSITIONS_ROPE_CHANGED, WARNING,
+                "the draft's RoPE differs from the target's (information where it cannot "
+                "matter at the served context)"),
+)
 
 SGLANG_WINDOW_FLAG_FROM = (0, 5, 12)  # --speculative-draft-window-size
 # Model Optimizer's `eagle_export_rope_scaling` default (modelopt/torch/speculative/config.py)

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ... import messages, signals
-from ...findings import INFO, Finding
+from ...findings import INFO, Finding, FindingSpec
+
+
+# The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
+# docs/doctor.md's table of codes is written from them).
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec(signals.TARGET_QUANTIZED, INFO,
+                "the target is served quantized: its hidden states and accepted tokens are the "
+                "quantized model's"),
+)
 
 
 @dataclass(frozen=True)

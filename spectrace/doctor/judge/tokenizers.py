@@ -15,7 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ... import messages, signals
-from ...findings import ERROR, INFO, WARNING, Finding
+from ...findings import ERROR, INFO, WARNING, Finding, FindingSpec
+
+
+# The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
+# docs/doctor.md's table of codes is written from them).
+SPECS: tuple[FindingSpec, ...] = (
+    FindingSpec(signals.VOCAB_TOKENIZER_MISMATCH, ERROR,
+                "the draft's tokenizer files differ from the target's (an error where the "
+                "vocabularies differ)"),
+    FindingSpec(signals.VOCAB_SPECIAL_TOKENS_MISMATCH, WARNING,
+                "the draft's special tokens differ from the target's (information where only "
+                "config.json's bos/eos/pad ids do)"),
+)
 
 SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
 SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")

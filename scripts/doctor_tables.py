@@ -1,9 +1,11 @@
-"""The config-field table of docs/doctor.md, generated from `spectrace.doctor.judge.config_fields`
-(every row there is checked against the runtimes' real draft classes by
-tests/test_doctor_config_fields.py, and the docs against this output by the same module).
+"""The generated tables of docs/doctor.md: the config fields, from
+`spectrace.doctor.judge.config_fields` (every row there is checked against the runtimes'
+real draft classes by tests/test_doctor_config_fields.py, and the docs against this output
+by the same module), and the codes, from their declarations
+(`spectrace.doctor.judge.codes.DOCTOR_SPECS`; checked by tests/test_doctor_formats.py).
 
-    python scripts/config_fields_table.py           # print the table
-    python scripts/config_fields_table.py --write   # rewrite it in docs/doctor.md
+    python scripts/doctor_tables.py           # print the tables
+    python scripts/doctor_tables.py --write   # rewrite them in docs/doctor.md
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from spectrace.doctor.judge import codes  # noqa: E402
 from spectrace.doctor.judge import config_fields as cf  # noqa: E402
 from spectrace.doctor.judge.loaders import DraftClass  # noqa: E402
 from spectrace.runtimes import SGLANG, VLLM, Runtime  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "doctor.md")
 BEGIN, END = "<!-- config-fields:begin -->", "<!-- config-fields:end -->"
+CODES_BEGIN, CODES_END = "<!-- doctor-codes:begin -->", "<!-- doctor-codes:end -->"
 TITLES = {DraftClass.LLAMA: "Llama draft", DraftClass.MLA: "MLA draft (Kimi-K2.x / DeepSeek)",
           DraftClass.QWEN3: "Qwen3 draft"}
 
@@ -64,9 +68,19 @@ def table() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def codes_table() -> str:
+    return "\n".join(codes.codes_table()) + "\n"
+
+
+def _between(doc: str, begin: str, end: str, text: str) -> str:
+    start, stop = doc.index(begin) + len(begin), doc.index(end)
+    return doc[:start] + "\n" + text + doc[stop:]
+
+
 def replaced(doc: str) -> str:
-    start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-    return doc[:start] + "\n" + table() + doc[end:]
+    """`doc` with both generated tables written anew."""
+    doc = _between(doc, BEGIN, END, table())
+    return _between(doc, CODES_BEGIN, CODES_END, codes_table())
 
 
 def main() -> None:
@@ -75,9 +89,9 @@ def main() -> None:
             new = replaced(f.read())
         with open(DOC, "w", encoding="utf-8") as f:
             f.write(new)
-        print(f"wrote the config-field table into {DOC}")
+        print(f"wrote the config-field and code tables into {DOC}")
     else:
-        print(table(), end="")
+        print(table() + "\n" + codes_table(), end="")
 
 
 if __name__ == "__main__":
