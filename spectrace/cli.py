@@ -18,7 +18,7 @@ def _report(args) -> int:
         from .report.watch import watch
         return watch(args.directory, args.interval)
     try:
-        rep = build_report(args.directory)
+        rep = _prometheus_report(args) if args.prometheus else build_report(args.directory)
         base = build_report(args.baseline) if args.baseline else None
     except ReportError as exc:
         print(f"spectrace report: {exc}", file=sys.stderr)
@@ -38,6 +38,18 @@ def _report(args) -> int:
         print(f"\nwrote {args.html} ({size / 1024:.0f} KiB, self-contained: open it in any "
               f"browser, offline)", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _prometheus_report(args):
+    """`--prometheus URL`: the report on the processes a Prometheus server holds."""
+    from .report.prometheus_source import PrometheusRange, duration_s
+    from .report.summary import ReportError, prometheus_report
+    try:
+        since = duration_s(args.since)
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
+    return prometheus_report(PrometheusRange(args.prometheus, args.selector or "", since,
+                                             timeout_s=args.timeout))
 
 
 def _comparison(args, rep, base) -> int:
@@ -93,6 +105,22 @@ def main(argv: list[str] | None = None) -> int:
                         "folder against draft B's, served side by side): what changed in "
                         "the run configuration, acceptance side by side with intervals, and "
                         "how much of a change is the traffic mix and how much the system")
+    r.add_argument("--prometheus", metavar="URL",
+                   help="read the processes from a Prometheus server (or any store with its "
+                        "query API) instead of a folder: each scrape target with spectrace's "
+                        "target_info is a process, all of them together the fleet; "
+                        "credentials from SPECTRACE_PROMETHEUS_TOKEN (bearer) or "
+                        "SPECTRACE_PROMETHEUS_USER and _PASSWORD, a CA bundle from "
+                        "SPECTRACE_PROMETHEUS_CA_FILE")
+    r.add_argument("--selector", metavar="MATCHERS",
+                   help="with --prometheus: label matchers on the processes' target_info, "
+                        "e.g. 'service_name=\"prod\"' (deployment), "
+                        "'spectrace_draft_model=~\".*v2\"' or 'instance=\"host:9464\"'")
+    r.add_argument("--since", default="1h", metavar="DURATION",
+                   help="with --prometheus: what the counters gained over the last DURATION "
+                        "(30m, 1h, 7d; default 1h)")
+    r.add_argument("--timeout", type=_interval, default=30.0, metavar="SECONDS",
+                   help="with --prometheus: each query's timeout (default 30)")
     r.add_argument("--watch", action="store_true",
                    help="a live view of a running server in the terminal (Ctrl-C ends it); "
                         "needs the 'cli' extra")
@@ -118,12 +146,18 @@ def main(argv: list[str] | None = None) -> int:
         pass
     args = p.parse_args(argv)
     if args.command == "report":
+        if args.prometheus and (args.watch or args.directory is not None):
+            p.error("--prometheus reads the processes from Prometheus: give no folder and "
+                    "no --watch")
         if args.directory is None:
             import os
             args.directory = os.environ.get("SPECTRACE_OUTPUT_DIR") or "./spectrace-data"
         if args.watch and (args.json or args.html or args.baseline):
             p.error("--watch shows a live view; it cannot be combined with --json, --html "
                     "or --baseline")
+        if not args.prometheus and (args.selector or args.since != "1h"):
+            p.error("--selector and --since choose what --prometheus reads; give "
+                    "--prometheus URL")
         if args.interval is not None and not args.watch:
             p.error("--interval sets how often --watch refreshes; give it with --watch")
     try:

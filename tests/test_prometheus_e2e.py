@@ -233,6 +233,9 @@ class Run:
     own: dict = field(default_factory=dict)        # the runtime's own totals
     naive: dict = field(default_factory=dict)      # sums over every endpoint, copies too
     report: dict = field(default_factory=dict)     # `spectrace report --json`
+    # `spectrace report --prometheus URL --json`, and with a selector that matches nothing
+    from_prometheus: dict = field(default_factory=dict)
+    no_match: subprocess.CompletedProcess | None = None
     logs: str = ""
 
 
@@ -389,11 +392,24 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         run.firing = {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
         run.naive = {spec.name: prom.value(f"sum({spec.prometheus_name})", at) for spec in (
             S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS, S.SPEC_AGREEMENT_DRAFTS)}
+        url = f"http://127.0.0.1:{prom.port}"
+        said = _spectrace("report", "--prometheus", url, "--since", "1h", "--json")
+        assert said.returncode == 0, said.stderr
+        run.from_prometheus = json.loads(said.stdout)
+        run.no_match = _spectrace("report", "--prometheus", url,
+                                  "--selector", 'service_name="no-such-deployment"')
         return run
     finally:
         if server is not None:
             server.stop()
         prom.stop()
+
+
+def _spectrace(*args: str) -> subprocess.CompletedProcess:
+    """The `spectrace` command, as an operator runs it."""
+    import sys
+    return subprocess.run([sys.executable, "-m", "spectrace.cli", *args], capture_output=True,
+                          text=True, timeout=120)
 
 
 def _endpoint_value(port: int, metric: str) -> float:
@@ -689,6 +705,41 @@ def test_tensor_parallel_dashboards_count_each_request_step_once(runs, runtime):
     once_agreement = run.report["combined"]["agreement_drafts"]
     assert run.naive[agreement] == 2 * once_agreement > 0
     assert run.naive[S.SPEC_DRAFTS.name] == {"sglang": 2, "vllm": 1}[runtime] * own["drafts"]
+
+
+def _runtime_codes(view: dict) -> set[str]:
+    from spectrace.families.findings import RUNTIME_SPECS
+    return {f["code"] for f in view["findings"]} & {s.code for s in RUNTIME_SPECS}
+
+
+@pytest.mark.sglang
+@needs_prometheus
+@RUNTIMES
+@pytest.mark.parametrize("mode,tp", [("partial", 1), ("bypass", 1), ("partial", 2)])
+def test_report_from_prometheus_equals_the_folder(runs, runtime, mode, tp):
+    """`spectrace report --prometheus URL` on the Prometheus that scraped the run judges it
+    as the report on the run's folder: the same processes, request-steps and accepted tokens
+    exactly (each request-step once at TP=2, equal to the runtime's own), per position and
+    by accept length, the same mean accept length, the same run-time finding codes and the
+    same verdict; a selector that matches no process is one line and exit status 2."""
+    run = runs(runtime, mode, tp=tp)
+    folder, prom = run.report, run.from_prometheus
+    assert len(prom["processes"]) == len(folder["processes"]), (prom["processes"], run.logs)
+    fc, pc = folder["combined"], prom["combined"]
+    for key in ("drafts", "accepted_tokens", "draft_tokens", "accepted_per_position",
+                "accept_length_counts", "agreement_drafts"):
+        assert pc[key] == fc[key], (key, pc[key], fc[key], run.logs)
+    assert (pc["drafts"], pc["accepted_tokens"]) == (run.own["drafts"],
+                                                     run.own["accepted_tokens"])
+    assert pc["mean_acceptance_length"] == pytest.approx(fc["mean_acceptance_length"],
+                                                         abs=0.01)
+    assert _runtime_codes(pc) == _runtime_codes(fc)
+    assert prom["verdict"]["state"] == folder["verdict"]["state"], (prom["verdict"],
+                                                                   folder["verdict"])
+    assert run.no_match.returncode == 2 and "Traceback" not in run.no_match.stderr
+    assert run.no_match.stderr.count("\n") == 1
+    assert 'no spectrace process matches {service_name="no-such-deployment"}' \
+        in run.no_match.stderr
 
 
 # -- spectrace's endpoint itself (in process, no SGLang) ----------------------------------

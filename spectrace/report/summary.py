@@ -170,7 +170,23 @@ def build_report(directory: str, read=read_process) -> Report:
         recent_window_s()
     except ValueError as exc:
         raise ReportError(str(exc)) from None
-    procs = tuple(read(path) for path in paths)
+    return report_of(directory, tuple(read(path) for path in paths))
+
+
+def report_of(title: str, procs: tuple) -> Report:
+    """The report on these processes (`title`: the folder, or the source and its range):
+    all of them combined, and the verdict."""
     readable = [p for p in procs if isinstance(p, ProcessSummary)]
-    report = Report(directory, procs, combine(readable) if readable else None)
+    report = Report(title, procs, combine(readable) if readable else None)
     return replace(report, verdict=of_report(report))
+
+
+def prometheus_report(r) -> Report:
+    """The report on the processes a Prometheus server holds (`prometheus_source`: its
+    `PrometheusRange`), judged as a folder's."""
+    from .prometheus_source import observe_prometheus
+    try:
+        from_environment()
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
+    return report_of(r.title, tuple(summarize(o) for o in observe_prometheus(r)))

@@ -1,0 +1,390 @@
+"""The report's second source: a Prometheus server, or any store that answers its HTTP query
+API (Thanos, Mimir, VictoriaMetrics), read into the same `Observed` per process as the
+folder (`folder_source`), so the figures, the judgement and the verdict are the folder's.
+
+A process is a scrape target (`job`, `instance`: one endpoint per rank) with a
+`target_info` series from spectrace (its resource attributes, as labels). Its totals are
+what each of its counters gained over the range: the last sample at the range's end
+against the last one at its start (`last_over_time`, so a process that stopped within the
+range, whose series Prometheus marks stale at once, still counts; one that started within
+it counts from 0), and where the end is below the start the counter was reset (the process
+restarted on that endpoint): then its value at the end, as PromQL's `increase` reads a
+reset. No extrapolation: counts are whole, as the runtime counted them. Gauges (the draft's
+expected widths and context, its top-k) are their last value.
+
+What Prometheus does not hold is said, not guessed: the findings' counts by code and
+severity arrive, their first event's words do not (the meaning declared with the code
+stands in: the process's events or logs have the rest); sampled request spans (the
+outlier rules, the lowest requests) and the drift windows need the folder or a trace
+store.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import re
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from .. import names, server_settings, signals
+from ..families.findings import RUNTIME_SPECS
+from .drift_windows import History
+from .folder_source import Observed, ReportError
+from .snapshot import RequestSample, raw_totals
+
+INFO_SERIES = "target_info"
+SPECTRACE_SERIES = '__name__=~"spectrace_.+"'
+# data-point attributes spectrace records as integers (labels arrive as text)
+INTEGER_ATTRIBUTES = (names.ATTR_POSITION, names.ATTR_LENGTH, names.ATTR_WIDTH,
+                      names.ATTR_NUM_STEPS)
+# resource attributes spectrace records as numbers or booleans (json-encoded as labels)
+TYPED_RESOURCE = (names.RES_PROCESS_PID, names.RES_TP_RANK, names.RES_DP_RANK,
+                  names.RES_PP_RANK, names.RES_EXPECTED_ACCEPT_LENGTH)
+SCRAPE_LABELS = ("job", "instance")
+TOKEN_VARIABLE = "SPECTRACE_PROMETHEUS_TOKEN"    # a bearer token, never printed
+USER_VARIABLE = "SPECTRACE_PROMETHEUS_USER"      # basic auth: user ...
+PASSWORD_VARIABLE = "SPECTRACE_PROMETHEUS_PASSWORD"  # ... and password, never printed
+CA_VARIABLE = "SPECTRACE_PROMETHEUS_CA_FILE"     # a CA bundle for an https URL
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d|w)$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration_s(text: str) -> float:
+    """'90s', '15m', '1h', '7d' as seconds; anything else is a `ValueError` naming it."""
+    m = _DURATION.match(text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"--since {text!r}: expected a duration such as 30m, 1h or 7d")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+@dataclass(frozen=True)
+class PrometheusRange:
+    """What to read: the server's `url`, a label `selector` matched against the processes'
+    `target_info` (e.g. `service_name="prod", spectrace_draft_model=~".*v2"`; job and
+    instance too), the range (`since_s` before `end`, which is now by default) and the
+    HTTP timeout."""
+    url: str
+    selector: str = ""
+    since_s: float = 3600.0
+    end: float | None = None
+    timeout_s: float = 30.0
+
+    @property
+    def title(self) -> str:
+        sel = f"{{{self.selector}}}" if self.selector else ""
+        return f"{self.url.rstrip('/')} {INFO_SERIES}{sel}, last {_span(self.since_s)}"
+
+
+def _span(seconds: float) -> str:
+    for unit in ("w", "d", "h", "m"):
+        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
+            return f"{seconds / _UNITS[unit]:g}{unit}"
+    return f"{seconds:g}s"
+
+
+class Client:
+    """Prometheus's HTTP query API, with the credentials the environment gives (never
+    printed) and a timeout; every failure is a `ReportError` of one line."""
+
+    def __init__(self, url: str, timeout_s: float = 30.0, env=os.environ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ReportError(f"--prometheus {url!r}: expected an http:// or https:// URL")
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.headers = {"Accept": "application/json"}
+        if env.get(TOKEN_VARIABLE):
+            self.headers["Authorization"] = f"Bearer {env[TOKEN_VARIABLE]}"
+        elif env.get(USER_VARIABLE):
+            pair = f"{env[USER_VARIABLE]}:{env.get(PASSWORD_VARIABLE, '')}".encode()
+            self.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        self.context = None
+        if env.get(CA_VARIABLE):
+            try:
+                self.context = ssl.create_default_context(cafile=env[CA_VARIABLE])
+            except (OSError, ssl.SSLError) as exc:
+                raise ReportError(f"{CA_VARIABLE}={env[CA_VARIABLE]}: cannot read it as a "
+                                  f"CA bundle ({exc})") from None
+
+    def query(self, promql: str, at: float, kind: str = "vector") -> list[dict]:
+        """An instant query's result: a vector ([{"metric": {...}, "value": [t, "v"]}, ...])
+        or, for a range selector, a matrix ("values": every sample in the range)."""
+        body = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"}).encode()
+        req = urllib.request.Request(f"{self.url}/api/v1/query", data=body,
+                                     headers=self.headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s,
+                                        context=self.context) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise ReportError(self._http_error(exc)) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            why = getattr(exc, "reason", exc)
+            raise ReportError(f"--prometheus {self.url}: cannot reach it ({why})") from None
+        answer = self._json(raw)
+        if answer.get("status") != "success" or not isinstance(answer.get("data"), dict):
+            raise ReportError(f"--prometheus {self.url}: the query failed "
+                              f"({answer.get('error') or 'no data in the answer'})")
+        data = answer["data"]
+        if data.get("resultType") != kind or not isinstance(data.get("result"), list):
+            raise ReportError(f"--prometheus {self.url}: expected a {kind} from the query "
+                              f"API, got {data.get('resultType')!r}")
+        return data["result"]
+
+    def _http_error(self, exc: urllib.error.HTTPError) -> str:
+        if exc.code in (401, 403):
+            return (f"--prometheus {self.url}: refused ({exc.code}); set {TOKEN_VARIABLE} "
+                    f"(a bearer token) or {USER_VARIABLE} and {PASSWORD_VARIABLE}")
+        try:
+            said = json.loads(exc.read()).get("error")
+        except (ValueError, OSError, AttributeError):
+            said = None
+        return f"--prometheus {self.url}: HTTP {exc.code}" + (f" ({said})" if said else
+                                                              " (is it Prometheus's API?)")
+
+    def _json(self, raw: bytes) -> dict:
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or "status" not in answer:
+            raise ReportError(f"--prometheus {self.url}: the answer is not Prometheus's query "
+                              f"API (give the server's base URL, e.g. http://host:9090)")
+        return answer
+
+
+def _process_key(labels: dict) -> tuple[str, str]:
+    return labels.get("job", ""), labels.get("instance", "")
+
+
+def _series_key(labels: dict) -> tuple:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+
+
+def _number(text) -> float | None:
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _edge(le: str) -> float | None:
+    """A histogram bucket's upper edge (`le`: a number or `+Inf`)."""
+    try:
+        v = float(le)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) or v == -math.inf else v
+
+
+def _resource(labels: dict) -> dict[str, Any]:
+    """`target_info`'s labels as the resource attributes they were (dots for the
+    underscores the exporter wrote; numbers and booleans decoded where spectrace records
+    them so)."""
+    known = {a.replace(".", "_"): a for a in (
+        names.RES_SERVICE_NAME, names.RES_PROCESS_PID, names.RES_HOST_NAME, names.RES_RUNTIME,
+        names.RES_RUNTIME_VERSION, names.RES_SGLANG_VERSION, names.RES_SPECTRACE_VERSION,
+        names.RES_TP_RANK, names.RES_DP_RANK, names.RES_PP_RANK, names.RES_ROLE,
+        names.RES_COUNTED, names.RES_MODEL, names.RES_DRAFT_MODEL, names.RES_DRAFT_HASH,
+        names.RES_MODEL_HASH, names.RES_SPEC_ALGORITHM, names.RES_SPEC_WORKER,
+        names.RES_EXPECTED_ACCEPT_LENGTH, *(s.attribute for s in server_settings.SETTINGS))}
+    out: dict[str, Any] = {}
+    for label, value in labels.items():
+        attr = known.get(label)
+        if attr is None:
+            continue
+        if attr in TYPED_RESOURCE or attr.startswith(server_settings.PREFIX):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                decoded = value
+            value = decoded if isinstance(decoded, (bool, int, float, str)) else value
+        out[attr] = value
+    return out
+
+
+def _metric_specs() -> dict[str, tuple[signals.MetricSpec, str]]:
+    """Prometheus name -> (the metric, which part: '' or a histogram's `bucket`/`count`/`sum`)."""
+    out = {}
+    for spec in signals.ALL_METRICS:
+        base = spec.prometheus_name
+        if spec.kind == names.HISTOGRAM:
+            for part in ("bucket", "count", "sum"):
+                out[f"{base}_{part}"] = (spec, part)
+        else:
+            out[base] = (spec, "")
+    return out
+
+
+def _attributes(labels: dict) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in labels.items():
+        if k in ("__name__", "le", "otel_scope_name", "otel_scope_version") or k in SCRAPE_LABELS:
+            continue
+        if k in INTEGER_ATTRIBUTES:
+            n = _number(v)
+            out[k] = int(n) if n is not None and n == int(n) else v
+        else:
+            out[k] = v
+    return out
+
+
+def _gained(end: dict, start: dict) -> dict:
+    """Each counter series' gain over the range: end - start, or end where the counter was
+    reset (end below start), 0 where it had no sample at the end."""
+    out = {}
+    for key, (labels, v_end) in end.items():
+        v_start = start.get(key, (None, 0.0))[1]
+        out[key] = (labels, v_end - v_start if v_end >= v_start else v_end)
+    return out
+
+
+def _snapshot(series: list[tuple[dict, float]], specs: dict) -> dict:
+    """A process's series as the folder's metrics snapshot (`snapshot.raw_totals` reads it):
+    metric name -> [{"attributes": ..., "value": ...}], a histogram's buckets folded back
+    into one point per attribute set."""
+    metrics: dict[str, list] = {}
+    histograms: dict[tuple, dict] = {}
+    for labels, value in series:
+        spec, part = specs[labels["__name__"]]
+        attrs = _attributes(labels)
+        if not part:
+            metrics.setdefault(spec.name, []).append({"attributes": attrs, "value": value})
+            continue
+        h = histograms.setdefault((spec.name, _series_key(attrs)),
+                                  {"attributes": attrs, "count": 0, "sum": 0.0, "le": {}})
+        if part == "bucket":
+            h["le"][labels.get("le", "")] = value
+        else:
+            h[part] = value
+    for (name, _), h in histograms.items():
+        edges = sorted((_edge(le), n) for le, n in h["le"].items() if _edge(le) is not None)
+        cumulative = [n for _, n in edges]
+        bounds = [le for le, _ in edges if math.isfinite(le)]
+        if len(cumulative) != len(bounds) + 1:
+            continue  # no +Inf bucket: not a whole histogram
+        buckets = [c - p for c, p in zip(cumulative, [0.0] + cumulative[:-1])]
+        metrics.setdefault(name, []).append({"attributes": h["attributes"], "value": {
+            "count": h["count"], "sum": h["sum"], "bounds": bounds, "buckets": buckets}})
+    return metrics
+
+
+def _events(metrics: dict) -> dict[str, dict]:
+    """The findings counted, as the folder's event entries: code, severity (the label),
+    and in place of the first event's words the meaning declared with the code."""
+    what = {s.code: s.what for s in RUNTIME_SPECS}
+    out: dict[str, dict] = {}
+    for p in metrics.get(signals.FINDINGS.name, []):
+        code, sev = p["attributes"].get(names.ATTR_CODE), p["attributes"].get(
+            names.ATTR_SEVERITY)
+        if not isinstance(code, str) or not p["value"]:
+            continue
+        out.setdefault(code, {"code": code, "severity": sev, "message": what.get(code),
+                              "details": None, "events": 0, "times": []})
+    return out
+
+
+def observe_prometheus(r: PrometheusRange, client: Client | None = None) -> list[Observed]:
+    """Every process the selector matches, as it stood over the range."""
+    client = client or Client(r.url, r.timeout_s)
+    end = r.end if r.end is not None else time.time()
+    start = end - r.since_s
+    window = f"{r.since_s:.0f}s"
+    sel = f", {r.selector}" if r.selector else ""
+    info = client.query(f'last_over_time({INFO_SERIES}{{spectrace_version!=""{sel}}}'
+                        f'[{window}])', end)
+    if not info:
+        raise ReportError(
+            f"--prometheus {client.url}: no spectrace process"
+            + (f" matches {{{r.selector}}}" if r.selector else "")
+            + f" in the last {_span(r.since_s)} (a process is its {INFO_SERIES} series, "
+            "with spectrace_version; the selector matches its labels)")
+    processes = {_process_key(s["metric"]): s["metric"] for s in info}
+    specs = _metric_specs()
+
+    def read(at: float) -> dict:
+        out = {}
+        for s in client.query(f"last_over_time({{{SPECTRACE_SERIES}}}[{window}])", at):
+            labels = s["metric"]
+            v = _number(s.get("value", [None, None])[1])
+            if (v is not None and _process_key(labels) in processes
+                    and labels.get("__name__") in specs):
+                out[_series_key(labels) + (("__name__", labels["__name__"]),)] = (labels, v)
+        return out
+    at_end, at_start = read(end), read(start)
+    gained = _gained({k: v for k, v in at_end.items() if _counts(v[0], specs)},
+                     at_start)
+    for key in _reset(client, specs, window, end, processes) & gained.keys():
+        labels = gained[key][0]
+        gained[key] = (labels, _gain_over_samples(client, labels, window, end,
+                                                  at_start.get(key, (None, 0.0))[1]))
+    by_process: dict[tuple, list] = {key: [] for key in processes}
+    for key, (labels, v) in at_end.items():
+        value = gained[key][1] if key in gained else v
+        by_process[_process_key(labels)].append((labels, value))
+    out = []
+    for key in sorted(processes):
+        resource = _resource(processes[key])
+        metrics = _snapshot(by_process[key], specs)
+        runtime = resource.get(names.RES_RUNTIME)
+        raw = raw_totals(metrics)
+        out.append(Observed(
+            process=f"{key[1]} ({key[0]})" if key[0] else key[1], resource=resource,
+            started=None, raw=_with_runtime(raw, runtime), points=(), events=_events(metrics),
+            requests=RequestSample(), history=History(), snapshots=0))
+    return out
+
+
+def _reset(client: Client, specs: dict, window: str, end: float, processes: dict) -> set:
+    """The counting series that were reset within the range (`resets()`, one query per
+    metric: a function drops the metric's name, so series of several would collide)."""
+    out = set()
+    for prom_name, (spec, _) in specs.items():
+        if spec.kind == names.GAUGE:
+            continue
+        for s in client.query(f"resets({prom_name}[{window}]) > 0", end):
+            labels = {**s["metric"], "__name__": prom_name}
+            if _process_key(labels) in processes:
+                out.add(_series_key(labels) + (("__name__", prom_name),))
+    return out
+
+
+def _gain_over_samples(client: Client, labels: dict, window: str, end: float,
+                       before: float) -> float:
+    """What a reset counter gained over the range, from its samples: each rise, and after
+    a reset the value it restarted to (as `increase` reads a reset, without extrapolating)."""
+    matchers = ", ".join(f'{k}="{_quoted(v)}"' for k, v in sorted(labels.items())
+                         if k != "__name__")
+    gain, prev = 0.0, before
+    for series in client.query(f"{labels['__name__']}{{{matchers}}}[{window}]", end,
+                               kind="matrix"):
+        for _, text in series.get("values", []):
+            v = _number(text)
+            if v is None:
+                continue
+            gain += v - prev if v >= prev else v
+            prev = v
+    return gain
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _counts(labels: dict, specs: dict) -> bool:
+    """A counter's series (or a histogram's parts, which count too)."""
+    spec, part = specs[labels["__name__"]]
+    return spec.kind != names.GAUGE or bool(part)
+
+
+def _with_runtime(raw, runtime):
+    from dataclasses import replace
+    return replace(raw, runtime=runtime)

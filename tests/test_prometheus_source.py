@@ -1,0 +1,293 @@
+"""`spectrace report --prometheus URL`: the report from a Prometheus server (the report's
+second source, `spectrace.report.prometheus_source`).
+
+On a real Prometheus whose storage was backfilled by `promtool tsdb create-blocks-from
+openmetrics` (as the issue's fleet benchmark does): three processes of two deployments over
+an hour, one restarted on its endpoint and then stopped; the counts each process gained are
+exact over the whole hour and over its second half, a selector picks a deployment and its
+verdict, a counter reset is read as PromQL's `increase` reads it (without extrapolating).
+The live tests (tests/test_prometheus_e2e.py) check the same report against the folder of
+real SGLang and vLLM runs. Bad input is one line naming what was wrong, exit status 2."""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from spectrace import signals as S
+from spectrace.report.prometheus_source import PrometheusRange, duration_s
+from spectrace.report.summary import ReportError, prometheus_report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
+
+
+def needs_prometheus(test):
+    """The `prometheus` tier: a real server and promtool (in CI a missing one fails)."""
+    return pytest.mark.prometheus(pytest.mark.skipif(
+        (PROMETHEUS is None or PROMTOOL is None) and not os.environ.get("CI"),
+        reason="needs Prometheus and promtool: apt-get install -y prometheus")(test))
+
+STEP = 15  # seconds between samples, as a scrape interval
+HOUR = 3600
+
+
+def spectrace(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "spectrace.cli", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env=env)
+
+
+def one_line_error(said: subprocess.CompletedProcess, *words: str) -> None:
+    assert said.returncode == 2, said
+    assert "Traceback" not in said.stderr and said.stderr.count("\n") == 1, said.stderr
+    for w in words:
+        assert w in said.stderr, said.stderr
+
+
+# -- a backfilled Prometheus ----------------------------------------------------------------
+def drafts_a(t: float) -> float | None:
+    """Process a: 100 request-steps in its first 10 minutes, restarted on its endpoint
+    (its counters from 0 again), 40 more by minute 20, then stopped (no sample after)."""
+    if t <= 600:
+        return round(100 * t / 600)
+    if t <= 1200:
+        return round(40 * (t - 600) / 600)
+    return None
+
+
+def drafts_b(t: float) -> float:
+    return round(60 * t / HOUR)
+
+
+def drafts_c(t: float) -> float:
+    return round(30 * t / HOUR)
+
+
+PROCESSES = {  # instance -> (deployment, its request-steps over time, fc-bypass findings)
+    "a:9464": ("prod", drafts_a, 0),
+    "b:9464": ("prod", drafts_b, 0),
+    "c:9464": ("canary", drafts_c, 3),
+}
+
+
+def openmetrics(t0: float) -> str:
+    """An hour of three processes' series, every `STEP` s from `t0`, as spectrace's
+    endpoint names them (`MetricSpec.prometheus_name`): each request-step accepts one draft
+    token of two (accept length 2, position 0 always, position 1 never)."""
+    families: dict[str, list[str]] = {}
+    once = f'{S.ATTR_COUNTED}="{S.COUNTED_ONCE}"'
+
+    def add(spec, labels: str, value: float, t: float) -> None:
+        families.setdefault(spec.prometheus_name, []).append(
+            f"{spec.prometheus_name}{{{labels}}} {value} {t0 + t:.3f}")
+    for instance, (deployment, drafts, bypass) in PROCESSES.items():
+        base = f'job="spectrace",instance="{instance}"'
+        for i in range(HOUR // STEP + 1):
+            t = i * STEP
+            n = drafts(t)
+            if n is None:
+                continue
+            families.setdefault("target_info", []).append(
+                f'target_info{{{base},service_name="{deployment}",spectrace_version="0.0.0",'
+                f'spectrace_runtime="sglang",spectrace_process_role="scheduler",'
+                f'spectrace_counted="once",spectrace_tp_rank="0"}} 1 {t0 + t:.3f}')
+            add(S.SPEC_STEPS, base, n, t)
+            add(S.SPEC_DRAFTS, f"{base},{once}", n, t)
+            add(S.SPEC_DRAFT_TOKENS, f"{base},{once}", 2 * n, t)
+            add(S.SPEC_ACCEPTED_TOKENS, f"{base},{once}", n, t)
+            add(S.SPEC_ACCEPTED_PER_POSITION, f'{base},{once},{S.ATTR_POSITION}="0"', n, t)
+            add(S.SPEC_ACCEPTED_PER_POSITION, f'{base},{once},{S.ATTR_POSITION}="1"', 0, t)
+            add(S.SPEC_ACCEPT_LENGTH, f'{base},{once},{S.ATTR_LENGTH}="2"', n, t)
+            add(S.FINDINGS, f'{base},{S.ATTR_CODE}="{S.FC_BYPASS}",{S.ATTR_SEVERITY}="error"',
+                bypass, t)
+    out = []
+    for name, lines in families.items():
+        kind = "gauge" if name == "target_info" else "counter"
+        family = name[:-len("_total")] if kind == "counter" else name
+        out += [f"# TYPE {family} {kind}", *lines]
+    return "\n".join(out + ["# EOF", ""])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory):
+    """(url, t0): a Prometheus serving only the backfilled hour that starts at t0."""
+    work = tmp_path_factory.mktemp("prom")
+    t0 = float(int(time.time()) - 3 * HOUR)  # whole seconds, inside the default retention
+    (work / "series.om").write_text(openmetrics(t0))
+    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics",
+                    str(work / "series.om"), str(work / "tsdb")], check=True,
+                   capture_output=True, timeout=300)
+    (work / "prometheus.yml").write_text("global: {}\n")
+    port = free_port()
+    log = open(work / "prometheus.log", "w")
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={work}/prometheus.yml",
+                             f"--storage.tsdb.path={work}/tsdb",
+                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:  # ready only on a 200 (503 while it loads the blocks)
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (work / "prometheus.log").read_text()
+            assert time.time() < deadline, "Prometheus did not get ready"
+            time.sleep(0.25)
+        yield url, t0
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def by_process(report) -> dict[str, float]:
+    return {p.process.split(" ")[0]: p.figures.drafts for p in report.readable}
+
+
+@needs_prometheus
+def test_the_whole_hour_counts_every_process_exactly(backfilled):
+    """Over the whole hour: a's 100 request-steps before its restart and 40 after (its reset
+    read from its samples), though it stopped at minute 20; b's 60 and c's 30; each
+    process's figures and all of them together, as the folder's report shows them."""
+    url, t0 = backfilled
+    rep = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
+    assert by_process(rep) == {"a:9464": 140, "b:9464": 60, "c:9464": 30}
+    c = rep.combined.figures
+    assert (c.drafts, c.accepted_tokens, c.draft_tokens) == (230, 230, 460)
+    assert c.accepted_per_position == (230, 0)
+    assert c.accept_length_counts == {"2": 230}
+    assert c.mean_acceptance_length == 2.0
+    # c's fc-bypass findings: counted, with the severity its label carries, and the verdict
+    assert [(f.code, f.severity, f.count) for f in rep.combined.findings] == [
+        (S.FC_BYPASS, "error", 3)]
+    assert rep.verdict.state == "broken" and S.FC_BYPASS in rep.verdict.sentence
+
+
+@needs_prometheus
+def test_a_later_range_counts_what_it_gained(backfilled):
+    """The hour's second half: what each counter gained since minute 30 (b 30, c 15); a,
+    stopped at minute 20, is no process of that range."""
+    url, t0 = backfilled
+    rep = prometheus_report(PrometheusRange(url, since_s=HOUR / 2, end=t0 + HOUR))
+    assert by_process(rep) == {"b:9464": 30, "c:9464": 15}
+
+
+@needs_prometheus
+def test_a_selector_picks_a_deployment_and_its_verdict(backfilled):
+    """`--selector` matches the processes' target_info labels: prod (a and b) is healthy,
+    the canary (c) broken by its fc bypass; one that matches nothing is a clear error."""
+    url, t0 = backfilled
+    prod = prometheus_report(PrometheusRange(url, 'service_name="prod"', HOUR + 60, t0 + HOUR))
+    assert by_process(prod) == {"a:9464": 140, "b:9464": 60}
+    assert prod.verdict.state == "healthy", prod.verdict.sentence
+    canary = prometheus_report(PrometheusRange(url, 'service_name="canary"', HOUR + 60,
+                                               t0 + HOUR))
+    assert canary.verdict.state == "broken"
+    with pytest.raises(ReportError, match=r'no spectrace process matches \{service_name="x"\}'):
+        prometheus_report(PrometheusRange(url, 'service_name="x"', HOUR + 60, t0 + HOUR))
+
+
+@needs_prometheus
+def test_the_command_reads_prometheus(backfilled):
+    """`spectrace report --prometheus URL --since 4h --json`: the same report as a command
+    (the range ends now, so the backfilled hour, 2-3 hours ago, is inside 4h)."""
+    url, _ = backfilled
+    said = spectrace("report", "--prometheus", url, "--since", "4h", "--json")
+    assert said.returncode == 0, said.stderr
+    out = json.loads(said.stdout)
+    assert out["combined"]["drafts"] == 230
+    assert out["verdict"]["state"] == "broken"
+    assert out["directory"].startswith(url) and "last 4h" in out["directory"]
+    text = spectrace("report", "--prometheus", url, "--since", "4h",
+                     "--selector", 'service_name="prod"')
+    assert text.returncode == 0 and text.stdout.startswith("Verdict: healthy"), text
+
+
+# -- bad input: one line, exit status 2 (no Prometheus needed) --------------------------------
+def test_an_unreachable_url_is_one_line():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    one_line_error(spectrace("report", "--prometheus", f"http://127.0.0.1:{port}"),
+                   "cannot reach it")
+
+
+def test_a_bad_url_or_duration_is_one_line():
+    one_line_error(spectrace("report", "--prometheus", "prometheus:9090"),
+                   "expected an http:// or https:// URL")
+    one_line_error(spectrace("report", "--prometheus", "http://x:9090", "--since", "an hour"),
+                   "--since 'an hour'", "30m, 1h or 7d")
+    assert duration_s("90s") == 90 and duration_s("1.5h") == 5400 and duration_s("7d") == 604800
+    said = spectrace("report", "--selector", 'job="x"')
+    assert said.returncode == 2 and "give --prometheus URL" in said.stderr
+
+
+class _Site(http.server.BaseHTTPRequestHandler):
+    """An HTTP server that is not Prometheus: a web page, or a proxy asking for a token."""
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        if self.server.wants_token and self.headers.get("Authorization") != "Bearer s3cret":
+            self.send_response(401)
+            self.end_headers()
+            return
+        body = b"<html><body>Grafana</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def site():
+    def start(wants_token: bool):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+        server.wants_token = wants_token
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+    started: list = []
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_answer_that_is_not_prometheus_is_one_line(site):
+    one_line_error(spectrace("report", "--prometheus", site(False)),
+                   "not Prometheus's query API", "http://host:9090")
+
+
+def test_credentials_come_from_the_environment_and_are_never_printed(site):
+    url = site(True)
+    one_line_error(spectrace("report", "--prometheus", url), "refused (401)",
+                   "SPECTRACE_PROMETHEUS_TOKEN")
+    env = {**os.environ, "SPECTRACE_PROMETHEUS_TOKEN": "s3cret"}
+    said = spectrace("report", "--prometheus", url, env=env)  # past the proxy: a web page
+    one_line_error(said, "not Prometheus's query API")
+    assert "s3cret" not in said.stderr + said.stdout
+    bad_ca = {**os.environ, "SPECTRACE_PROMETHEUS_CA_FILE": "/nonexistent/ca.pem"}
+    one_line_error(spectrace("report", "--prometheus", url, env=bad_ca),
+                   "SPECTRACE_PROMETHEUS_CA_FILE=/nonexistent/ca.pem")
