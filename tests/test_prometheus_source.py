@@ -184,6 +184,39 @@ def test_the_whole_hour_counts_every_process_exactly(backfilled):
 
 
 @needs_prometheus
+def test_each_deployment_is_judged_on_its_own(backfilled):
+    """A fleet of two deployments: besides each process and all of them together, each
+    deployment's processes together with its own verdict (prod healthy, the canary broken
+    by its fc bypass), in text, JSON, HTML and --watch."""
+    from rich.console import Console
+
+    from spectrace.report.html import render_html
+    from spectrace.report.text import render_text
+    from spectrace.report.watch import render
+    url, t0 = backfilled
+    rep = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
+    assert [(g.group, g.figures.drafts, g.verdict.state) for g in rep.groups] == [
+        ({"service.name": "canary"}, 30, "broken"), ({"service.name": "prod"}, 200, "healthy")]
+    assert rep.groups[1].processes == ("a:9464 (spectrace)", "b:9464 (spectrace)")
+    text = render_text(rep)
+    assert "\ndeployment prod: all 2 processes together" in text
+    assert f"\n  {rep.groups[1].verdict.sentence}\n" in text
+    assert text.index("deployment canary") < text.index("\nall 3 processes together")
+    out = rep.to_json()
+    assert [(g["group"], g["verdict"]["state"], g["drafts"]) for g in out["groups"]] == [
+        ({"service.name": "canary"}, "broken", 30), ({"service.name": "prod"}, "healthy", 200)]
+    assert [p["service_name"] for p in out["processes"]] == ["prod", "prod", "canary"]
+    page = render_html(rep)
+    assert 'id="view-g0"' in page and 'id="view-g1"' in page
+    assert f'data-state="healthy">{rep.groups[1].verdict.sentence}</p>' in page
+    console = Console(record=True, width=200, color_system=None)
+    console.print(render(rep, 2.0))
+    screen = console.export_text()
+    assert "deployment prod: all 2 processes together" in screen
+    assert rep.groups[0].verdict.sentence[:60] in screen
+
+
+@needs_prometheus
 def test_a_later_range_counts_what_it_gained(backfilled):
     """The hour's second half: what each counter gained since minute 30 (b 30, c 15); a,
     stopped at minute 20, is no process of that range."""

@@ -397,7 +397,9 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
     rep = build_report(str(tmp_path))
     out = json.loads(cli(tmp_path, "--json").stdout)
     assert out == json.loads(json.dumps(rep.to_json()))
-    assert list(out) == ["verdict", "directory", "settings", "processes", "combined"]
+    assert list(out) == ["verdict", "directory", "settings", "processes", "combined",
+                         "groups"]
+    assert out["groups"] == []  # one deployment: no group of its own
     from spectrace.families.breakdowns import BREAKDOWNS
     figures = names(Figures)
     at = figures.index("breakdowns")  # one `by_<name>` key per declared breakdown
@@ -408,7 +410,9 @@ def test_every_record_field_reaches_the_json_in_order(tmp_path):
     assert list(proc) == names(ProcessSummary, ("figures", "findings", "raw", "points",
                                                 "request_sample", "drift_history",
                                                 "reference")) + figures
-    assert list(combined) == names(CombinedSummary, ("figures", "findings")) + figures
+    # the fleet's view; a deployment's (`Report.groups`) leads with its group and verdict
+    assert list(combined) == names(CombinedSummary, ("figures", "findings", "group",
+                                                     "verdict")) + figures
     for view in (proc, combined):
         assert list(view["timeline"]) == names(TimelineFigures)
         assert list(view["hidden_state_passes"][0]) == names(HiddenStatePass)

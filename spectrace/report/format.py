@@ -93,6 +93,15 @@ def combined_title(c: CombinedSummary) -> str:
             f"findings and errors summed over processes")
 
 
+GROUP_WORDS = {signals.RES_SERVICE_NAME: "deployment", signals.RES_DRAFT_MODEL: "draft"}
+
+
+def group_title(c: CombinedSummary) -> str:
+    """A deployment's processes together: what they share, then what is counted how."""
+    what = ", ".join(f"{GROUP_WORDS.get(k, k)} {v}" for k, v in (c.group or {}).items())
+    return f"{what or 'no deployment recorded'}: {combined_title(c)}"
+
+
 COPY_LINE = ("  a copy: these request-steps and draft passes are its group's rank 0's "
              "(the same requests); shown per rank, left out of the totals")
 

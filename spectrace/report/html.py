@@ -26,7 +26,7 @@ import time
 from .. import signals
 from .format import (
     COPY_LINE, HEALTH_BANDS, combined_title, count_text, expected_widths_text, finding_count,
-    finding_severity, process_identity, runtime_label, settings_lines,
+    finding_severity, group_title, process_identity, runtime_label, settings_lines,
 )
 from .html_parts import _cell, _e, _finite, _ratio, _table, _utc
 from .html_speculation import SPECULATION_CHARTS, speculation_chart_data, speculation_tables
@@ -342,6 +342,14 @@ def render_html(report: Report) -> str:
                         "only their rank 0 is added; data-parallel groups add up.</p>")
         views.append(body)
         data.append({"id": "all", **d})
+    for i, g in enumerate(report.groups):  # each deployment's together, in a fleet
+        state = g.verdict.state
+        body, d = _view(f"g{i}", group_title(g).split(": ")[0].capitalize(), g,
+                        f'<p class="verdict v-{_e(state)}" data-state="{_e(state)}">'
+                        f"{_e(g.verdict.sentence)}</p>"
+                        f"<p class=meta>{_e(group_title(g).capitalize())}.</p>")
+        views.append(body)
+        data.append({"id": f"g{i}", **d})
     for i, p in enumerate(readable):
         ident = f"<p class=meta>{_e(process_identity(p, models=True))}</p>"
         if p.counted == signals.COUNTED_COPY:

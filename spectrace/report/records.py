@@ -314,6 +314,7 @@ class ProcessSummary:
     # the content hashes of the target and the draft (`model_hash`), where recorded
     model_hash: Any = None
     draft_hash: Any = None
+    service_name: Any = None  # its deployment (OTEL_SERVICE_NAME), where recorded
 
     def to_json(self) -> dict[str, Any]:
         return {"process": self.process, "pid": self.pid, "role": self.role,
@@ -326,7 +327,8 @@ class ProcessSummary:
                 "metric_snapshots": self.metric_snapshots,
                 "skipped_lines": self.skipped_lines, "spans": self.spans,
                 "settings": dict(self.settings), "model_hash": self.model_hash,
-                "draft_hash": self.draft_hash, **self.figures.to_json(self.findings)}
+                "draft_hash": self.draft_hash, "service_name": self.service_name,
+                **self.figures.to_json(self.findings)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,10 +350,18 @@ class CombinedSummary:
     copies: tuple[str, ...]
     figures: Figures
     findings: tuple[FindingSummary, ...] = ()  # each process's events' and those judged here
+    # a deployment's processes together (`Report.groups`): what they share (resource
+    # attribute -> value: service.name, the draft) and their own verdict; None for all
+    group: dict | None = None
+    verdict: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"processes": list(self.processes), "counted_once": list(self.counted_once),
-                "copies": list(self.copies), **self.figures.to_json(self.findings)}
+        head = {} if self.group is None else {
+            "group": dict(self.group),
+            "verdict": self.verdict.to_json() if self.verdict is not None else None}
+        return {**head, "processes": list(self.processes),
+                "counted_once": list(self.counted_once), "copies": list(self.copies),
+                **self.figures.to_json(self.findings)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +371,9 @@ class Report:
     processes: tuple[ProcessSummary | UnreadableProcess, ...]
     combined: CombinedSummary | None
     verdict: Any = None  # `verdict.Verdict`, judged when the report is built (`summary`)
+    # each deployment's processes together, when they are of more than one (a fleet:
+    # `summary.GROUP_BY`), each with its verdict; none for one deployment
+    groups: tuple[CombinedSummary, ...] = ()
 
     @property
     def settings(self) -> dict:
@@ -374,4 +387,5 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict.to_json(), "directory": self.directory,
                 "settings": self.settings, "processes": [p.to_json() for p in self.processes],
-                "combined": self.combined.to_json() if self.combined else None}
+                "combined": self.combined.to_json() if self.combined else None,
+                "groups": [g.to_json() for g in self.groups]}

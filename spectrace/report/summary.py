@@ -20,7 +20,7 @@ from .reference_source import from_environment, reference_of
 from .records import CombinedSummary, PassCount, ProcessSummary, RawTotals, Report, UnreadableProcess
 from .snapshot import MAX_POINTS, PHASE_FIELDS, SUMMED, PASSES_COUNTED_ONCE, RequestSample, finite_sum
 from .timeline import merge_points
-from .verdict import of_report
+from .verdict import of_report, of_view
 
 
 def summarize(seen: Observed) -> ProcessSummary:
@@ -63,6 +63,7 @@ def summarize(seen: Observed) -> ProcessSummary:
         reference=reference,
         model_hash=resource.get(signals.RES_MODEL_HASH),
         draft_hash=resource.get(signals.RES_DRAFT_HASH),
+        service_name=resource.get(signals.RES_SERVICE_NAME),
     )
 
 
@@ -173,12 +174,30 @@ def build_report(directory: str, read=read_process) -> Report:
     return report_of(directory, tuple(read(path) for path in paths))
 
 
+# what tells a fleet's deployments apart: the service (OTEL_SERVICE_NAME) and the draft
+GROUP_BY = (signals.RES_SERVICE_NAME, signals.RES_DRAFT_MODEL)
+
+
+def group_of(p: ProcessSummary) -> dict:
+    """The deployment a process belongs to (`GROUP_BY`: the attributes it has)."""
+    values = {signals.RES_SERVICE_NAME: p.service_name, signals.RES_DRAFT_MODEL: p.draft_model}
+    return {k: values[k] for k in GROUP_BY if values[k] is not None}
+
+
 def report_of(title: str, procs: tuple) -> Report:
     """The report on these processes (`title`: the folder, or the source and its range):
-    all of them combined, and the verdict."""
+    all of them combined, each deployment's together where there are several (`GROUP_BY`),
+    and the verdicts."""
     readable = [p for p in procs if isinstance(p, ProcessSummary)]
     report = Report(title, procs, combine(readable) if readable else None)
-    return replace(report, verdict=of_report(report))
+    keys: dict[tuple, list] = {}
+    for p in readable:
+        keys.setdefault(tuple(sorted(group_of(p).items())), []).append(p)
+    groups = []
+    for key, members in sorted(keys.items()) if len(keys) > 1 else ():
+        group = replace(combine(members), group=dict(key))
+        groups.append(replace(group, verdict=of_view(group, members)))
+    return replace(report, verdict=of_report(report), groups=tuple(groups))
 
 
 def prometheus_report(r) -> Report:

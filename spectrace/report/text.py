@@ -9,7 +9,7 @@ from .. import signals
 from .runtime_settings import describe
 from .format import (
     COPY_LINE, algorithm_text, combined_title, count_text, expected_widths_text, finding_count,
-    finding_severity, process_title, ratio_text, settings_lines,
+    finding_severity, group_title, process_title, ratio_text, settings_lines,
 )
 from .records import CombinedSummary, ProcessSummary, Report, UnreadableProcess
 from .verdict import verdict_of
@@ -136,6 +136,11 @@ def render_text(report: Report) -> str:
             continue
         lines.append(process_title(p))
         lines.extend(figure_lines(p))
+    for g in report.groups:  # each deployment's together, in a fleet of several
+        lines.append("")
+        lines.append(group_title(g))
+        lines.append(f"  {g.verdict.sentence}")
+        lines.extend(figure_lines(g))
     combined = report.combined
     if combined and len(combined.processes) > 1:
         lines.append("")

@@ -271,8 +271,14 @@ def report_view(report: Report) -> ProcessSummary | CombinedSummary | None:
 
 def of_report(report: Report, clues: Iterable[Clue] = ()) -> Verdict:
     """The verdict on the report's view, with the server settings' clues."""
-    settings = setting_clues(p.settings for p in report.readable)
-    return judge(report_view(report), list(clues) + settings)
+    return of_view(report_view(report), report.readable, clues)
+
+
+def of_view(view: ProcessSummary | CombinedSummary | None, procs, clues: Iterable[Clue] = ()
+            ) -> Verdict:
+    """The verdict on one view of these processes, with their server settings' clues."""
+    settings = setting_clues(p.settings for p in procs)
+    return judge(view, list(clues) + settings)
 
 
 def verdict_of(report: Report) -> Verdict:

@@ -13,7 +13,7 @@ import sys
 import time
 
 from .format import (
-    HEALTH_BANDS, combined_title, health_band, process_title, settings_lines,
+    HEALTH_BANDS, combined_title, group_title, health_band, process_title, settings_lines,
 )
 from .records import ProcessSummary, Report, UnreadableProcess
 from .folder_source import ReportError, files_state
@@ -77,6 +77,7 @@ def render(report: Report, interval: float):
         parts.append(Text("no instrumented process has written here yet", style="dim"))
     views = [(f"process {p.process}" if isinstance(p, UnreadableProcess) else process_title(p),
               p) for p in report.processes]
+    views += [(group_title(g), g) for g in report.groups]
     combined = report.combined
     if combined and len(combined.processes) > 1:
         views.append((combined_title(combined), combined))
@@ -90,7 +91,9 @@ def render(report: Report, interval: float):
             "  (mean acceptance length "
             + ", ".join(f"{band}: {verdict}" for band, verdict in HEALTH_BANDS[:2]) + ")",
             "dim"))
-        body = Text("\n").join([status] + [Text(line) for line in figure_lines(p)])
+        own = ([Text(f"  {p.verdict.sentence}")]  # a deployment's own verdict
+               if getattr(p, "verdict", None) is not None else [])
+        body = Text("\n").join([status] + own + [Text(line) for line in figure_lines(p)])
         parts.append(Panel(body, title=title, title_align="left",
                            border_style="red" if p.findings else "blue"))
     return Group(*parts)
