@@ -18,8 +18,11 @@ def _report(args) -> int:
         from .report.watch import watch
         return watch(args.directory, args.interval)
     try:
-        rep = _prometheus_report(args) if args.prometheus else build_report(args.directory)
-        base = build_report(args.baseline) if args.baseline else None
+        if args.prometheus:
+            rep, base = _prometheus_reports(args)
+        else:
+            rep = build_report(args.directory)
+            base = build_report(args.baseline) if args.baseline else None
     except ReportError as exc:
         print(f"spectrace report: {exc}", file=sys.stderr)
         return 2
@@ -40,16 +43,30 @@ def _report(args) -> int:
     return 0
 
 
-def _prometheus_report(args):
-    """`--prometheus URL`: the report on the processes a Prometheus server holds."""
+def _prometheus_reports(args):
+    """`--prometheus URL`: the report on the processes a Prometheus server holds, and the
+    baseline it is compared with: another selector over the same range
+    (`--baseline-selector`: a canary against the fleet, draft A against draft B), the same
+    range earlier (`--baseline-offset`: before and after an upgrade), or both."""
+    import time
+    from dataclasses import replace
+
     from .report.prometheus_source import PrometheusRange, duration_s
     from .report.summary import ReportError, prometheus_report
     try:
         since = duration_s(args.since)
+        ago = (duration_s(args.baseline_offset, "--baseline-offset") if args.baseline_offset
+               else 0.0)
     except ValueError as exc:
         raise ReportError(str(exc)) from None
-    return prometheus_report(PrometheusRange(args.prometheus, args.selector or "", since,
-                                             timeout_s=args.timeout))
+    current = PrometheusRange(args.prometheus, args.selector or "", since, end=time.time(),
+                              timeout_s=args.timeout)
+    rep = prometheus_report(current)
+    if args.baseline_selector is None and not ago:
+        return rep, None
+    base = replace(current, ago_s=ago, selector=current.selector
+                   if args.baseline_selector is None else args.baseline_selector)
+    return rep, prometheus_report(base)
 
 
 def _comparison(args, rep, base) -> int:
@@ -121,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
                         "(30m, 1h, 7d; default 1h)")
     r.add_argument("--timeout", type=_interval, default=30.0, metavar="SECONDS",
                    help="with --prometheus: each query's timeout (default 30)")
+    r.add_argument("--baseline-selector", metavar="MATCHERS",
+                   help="with --prometheus: compare with the processes these matchers select "
+                        "over the same range (a canary against the rest of the fleet, draft A "
+                        "against draft B), as --baseline compares two folders")
+    r.add_argument("--baseline-offset", metavar="DURATION",
+                   help="with --prometheus: compare with the same range DURATION earlier "
+                        "(1d: today against yesterday, before and after an upgrade)")
     r.add_argument("--watch", action="store_true",
                    help="a live view of a running server in the terminal (Ctrl-C ends it); "
                         "needs the 'cli' extra")
@@ -155,9 +179,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.watch and (args.json or args.html or args.baseline):
             p.error("--watch shows a live view; it cannot be combined with --json, --html "
                     "or --baseline")
-        if not args.prometheus and (args.selector or args.since != "1h"):
-            p.error("--selector and --since choose what --prometheus reads; give "
-                    "--prometheus URL")
+        if not args.prometheus and (args.selector or args.since != "1h"
+                                    or args.baseline_selector or args.baseline_offset):
+            p.error("--selector, --since and --baseline-selector/--baseline-offset choose "
+                    "what --prometheus reads; give --prometheus URL")
+        if args.prometheus and args.baseline:
+            p.error("--baseline BASEDIR compares two folders; with --prometheus use "
+                    "--baseline-selector or --baseline-offset")
         if args.interval is not None and not args.watch:
             p.error("--interval sets how often --watch refreshes; give it with --watch")
     try:

@@ -56,58 +56,64 @@ def one_line_error(said: subprocess.CompletedProcess, *words: str) -> None:
 
 # -- a backfilled Prometheus ----------------------------------------------------------------
 def drafts_a(t: float) -> float | None:
-    """Process a: 100 request-steps in its first 10 minutes, restarted on its endpoint
-    (its counters from 0 again), 40 more by minute 20, then stopped (no sample after)."""
+    """Process a: 1000 request-steps in its first 10 minutes, restarted on its endpoint
+    (its counters from 0 again), 400 more by minute 20, then stopped (no sample after)."""
     if t <= 600:
-        return round(100 * t / 600)
+        return round(1000 * t / 600)
     if t <= 1200:
-        return round(40 * (t - 600) / 600)
+        return round(400 * (t - 600) / 600)
     return None
 
 
 def drafts_b(t: float) -> float:
-    return round(60 * t / HOUR)
+    return round(6000 * t / HOUR)
 
 
 def drafts_c(t: float) -> float:
-    return round(30 * t / HOUR)
+    return round(3000 * t / HOUR)
 
 
-PROCESSES = {  # instance -> (deployment, its request-steps over time, fc-bypass findings)
-    "a:9464": ("prod", drafts_a, 0),
-    "b:9464": ("prod", drafts_b, 0),
-    "c:9464": ("canary", drafts_c, 3),
+# instance -> (deployment, draft, its request-steps over time, the share of them that
+# accept position 0, its fc-bypass findings): prod's draft v1 accepts position 0 always,
+# the canary's v2 half the time
+PROCESSES = {
+    "a:9464": ("prod", "/models/draft-v1", drafts_a, 1.0, 0),
+    "b:9464": ("prod", "/models/draft-v1", drafts_b, 1.0, 0),
+    "c:9464": ("canary", "/models/draft-v2", drafts_c, 0.5, 3),
 }
 
 
 def openmetrics(t0: float) -> str:
     """An hour of three processes' series, every `STEP` s from `t0`, as spectrace's
-    endpoint names them (`MetricSpec.prometheus_name`): each request-step accepts one draft
-    token of two (accept length 2, position 0 always, position 1 never)."""
+    endpoint names them (`MetricSpec.prometheus_name`): each request-step proposes two draft
+    tokens and accepts position 0 (accept length 2) or nothing (1), never position 1."""
     families: dict[str, list[str]] = {}
     once = f'{S.ATTR_COUNTED}="{S.COUNTED_ONCE}"'
 
     def add(spec, labels: str, value: float, t: float) -> None:
         families.setdefault(spec.prometheus_name, []).append(
             f"{spec.prometheus_name}{{{labels}}} {value} {t0 + t:.3f}")
-    for instance, (deployment, drafts, bypass) in PROCESSES.items():
+    for instance, (deployment, draft, drafts, share, bypass) in PROCESSES.items():
         base = f'job="spectrace",instance="{instance}"'
         for i in range(HOUR // STEP + 1):
             t = i * STEP
             n = drafts(t)
             if n is None:
                 continue
+            k = round(share * n)  # request-steps that accepted position 0
             families.setdefault("target_info", []).append(
                 f'target_info{{{base},service_name="{deployment}",spectrace_version="0.0.0",'
                 f'spectrace_runtime="sglang",spectrace_process_role="scheduler",'
-                f'spectrace_counted="once",spectrace_tp_rank="0"}} 1 {t0 + t:.3f}')
+                f'spectrace_counted="once",spectrace_tp_rank="0",'
+                f'spectrace_draft_model="{draft}"}} 1 {t0 + t:.3f}')
             add(S.SPEC_STEPS, base, n, t)
             add(S.SPEC_DRAFTS, f"{base},{once}", n, t)
             add(S.SPEC_DRAFT_TOKENS, f"{base},{once}", 2 * n, t)
-            add(S.SPEC_ACCEPTED_TOKENS, f"{base},{once}", n, t)
-            add(S.SPEC_ACCEPTED_PER_POSITION, f'{base},{once},{S.ATTR_POSITION}="0"', n, t)
+            add(S.SPEC_ACCEPTED_TOKENS, f"{base},{once}", k, t)
+            add(S.SPEC_ACCEPTED_PER_POSITION, f'{base},{once},{S.ATTR_POSITION}="0"', k, t)
             add(S.SPEC_ACCEPTED_PER_POSITION, f'{base},{once},{S.ATTR_POSITION}="1"', 0, t)
-            add(S.SPEC_ACCEPT_LENGTH, f'{base},{once},{S.ATTR_LENGTH}="2"', n, t)
+            add(S.SPEC_ACCEPT_LENGTH, f'{base},{once},{S.ATTR_LENGTH}="1"', n - k, t)
+            add(S.SPEC_ACCEPT_LENGTH, f'{base},{once},{S.ATTR_LENGTH}="2"', k, t)
             add(S.FINDINGS, f'{base},{S.ATTR_CODE}="{S.FC_BYPASS}",{S.ATTR_SEVERITY}="error"',
                 bypass, t)
     out = []
@@ -166,17 +172,17 @@ def by_process(report) -> dict[str, float]:
 
 @needs_prometheus
 def test_the_whole_hour_counts_every_process_exactly(backfilled):
-    """Over the whole hour: a's 100 request-steps before its restart and 40 after (its reset
-    read from its samples), though it stopped at minute 20; b's 60 and c's 30; each
-    process's figures and all of them together, as the folder's report shows them."""
+    """Over the whole hour: a's 1000 request-steps before its restart and 400 after (its
+    reset read from its samples), though it stopped at minute 20; b's 6000 and c's 3000;
+    each process's figures and all of them together, as the folder's report shows them."""
     url, t0 = backfilled
     rep = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
-    assert by_process(rep) == {"a:9464": 140, "b:9464": 60, "c:9464": 30}
+    assert by_process(rep) == {"a:9464": 1400, "b:9464": 6000, "c:9464": 3000}
     c = rep.combined.figures
-    assert (c.drafts, c.accepted_tokens, c.draft_tokens) == (230, 230, 460)
-    assert c.accepted_per_position == (230, 0)
-    assert c.accept_length_counts == {"2": 230}
-    assert c.mean_acceptance_length == 2.0
+    assert (c.drafts, c.accepted_tokens, c.draft_tokens) == (10400, 8900, 20800)
+    assert c.accepted_per_position == (8900, 0)
+    assert c.accept_length_counts == {"1": 1500, "2": 8900}
+    assert c.mean_acceptance_length == 1 + 8900 / 10400
     # c's fc-bypass findings: counted, with the severity its label carries, and the verdict
     assert [(f.code, f.severity, f.count) for f in rep.combined.findings] == [
         (S.FC_BYPASS, "error", 3)]
@@ -195,16 +201,18 @@ def test_each_deployment_is_judged_on_its_own(backfilled):
     from spectrace.report.watch import render
     url, t0 = backfilled
     rep = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
+    canary = {"service.name": "canary", "spectrace.draft_model": "/models/draft-v2"}
+    prod = {"service.name": "prod", "spectrace.draft_model": "/models/draft-v1"}
     assert [(g.group, g.figures.drafts, g.verdict.state) for g in rep.groups] == [
-        ({"service.name": "canary"}, 30, "broken"), ({"service.name": "prod"}, 200, "healthy")]
+        (canary, 3000, "broken"), (prod, 7400, "healthy")]
     assert rep.groups[1].processes == ("a:9464 (spectrace)", "b:9464 (spectrace)")
     text = render_text(rep)
-    assert "\ndeployment prod: all 2 processes together" in text
+    assert "\ndeployment prod, draft /models/draft-v1: all 2 processes together" in text
     assert f"\n  {rep.groups[1].verdict.sentence}\n" in text
     assert text.index("deployment canary") < text.index("\nall 3 processes together")
     out = rep.to_json()
     assert [(g["group"], g["verdict"]["state"], g["drafts"]) for g in out["groups"]] == [
-        ({"service.name": "canary"}, "broken", 30), ({"service.name": "prod"}, "healthy", 200)]
+        (canary, "broken", 3000), (prod, "healthy", 7400)]
     assert [p["service_name"] for p in out["processes"]] == ["prod", "prod", "canary"]
     page = render_html(rep)
     assert 'id="view-g0"' in page and 'id="view-g1"' in page
@@ -212,17 +220,17 @@ def test_each_deployment_is_judged_on_its_own(backfilled):
     console = Console(record=True, width=200, color_system=None)
     console.print(render(rep, 2.0))
     screen = console.export_text()
-    assert "deployment prod: all 2 processes together" in screen
+    assert "deployment prod, draft /models/draft-v1: all 2 processes together" in screen
     assert rep.groups[0].verdict.sentence[:60] in screen
 
 
 @needs_prometheus
 def test_a_later_range_counts_what_it_gained(backfilled):
-    """The hour's second half: what each counter gained since minute 30 (b 30, c 15); a,
-    stopped at minute 20, is no process of that range."""
+    """The hour's second half: what each counter gained since minute 30 (b 3000, c 1500);
+    a, stopped at minute 20, is no process of that range."""
     url, t0 = backfilled
     rep = prometheus_report(PrometheusRange(url, since_s=HOUR / 2, end=t0 + HOUR))
-    assert by_process(rep) == {"b:9464": 30, "c:9464": 15}
+    assert by_process(rep) == {"b:9464": 3000, "c:9464": 1500}
 
 
 @needs_prometheus
@@ -231,7 +239,7 @@ def test_a_selector_picks_a_deployment_and_its_verdict(backfilled):
     the canary (c) broken by its fc bypass; one that matches nothing is a clear error."""
     url, t0 = backfilled
     prod = prometheus_report(PrometheusRange(url, 'service_name="prod"', HOUR + 60, t0 + HOUR))
-    assert by_process(prod) == {"a:9464": 140, "b:9464": 60}
+    assert by_process(prod) == {"a:9464": 1400, "b:9464": 6000}
     assert prod.verdict.state == "healthy", prod.verdict.sentence
     canary = prometheus_report(PrometheusRange(url, 'service_name="canary"', HOUR + 60,
                                                t0 + HOUR))
@@ -248,12 +256,54 @@ def test_the_command_reads_prometheus(backfilled):
     said = spectrace("report", "--prometheus", url, "--since", "4h", "--json")
     assert said.returncode == 0, said.stderr
     out = json.loads(said.stdout)
-    assert out["combined"]["drafts"] == 230
+    assert out["combined"]["drafts"] == 10400
     assert out["verdict"]["state"] == "broken"
     assert out["directory"].startswith(url) and "last 4h" in out["directory"]
     text = spectrace("report", "--prometheus", url, "--since", "4h",
                      "--selector", 'service_name="prod"')
     assert text.returncode == 0 and text.stdout.startswith("Verdict: healthy"), text
+
+
+@needs_prometheus
+def test_a_canary_against_the_fleet_names_the_drafts_change(backfilled):
+    """`--baseline-selector`: the canary (draft v2) against prod (v1) over the same range,
+    through the comparison two folders get (`--baseline`): acceptance fell at position 0,
+    the system and not the traffic, after the draft's change."""
+    url, _ = backfilled
+    said = spectrace("report", "--prometheus", url, "--since", "4h", "--selector",
+                     'service_name="canary"', "--baseline-selector", 'service_name="prod"',
+                     "--json")
+    assert said.returncode == 0, said.stderr
+    out = json.loads(said.stdout)
+    c = out["comparison"]
+    assert c["sentence"].startswith("the system: acceptance fell 0.50 (mean accept length "
+                                    "2.00 -> 1.50"), c["sentence"]
+    assert "draft /models/draft-v1 -> /models/draft-v2" in c["sentence"]
+    assert "draft_model" in c["config_differs"]
+    assert (out["current"]["combined"]["drafts"], out["baseline"]["combined"]["drafts"]) == (
+        3000, 7400)
+    text = spectrace("report", "--prometheus", url, "--since", "4h", "--selector",
+                     'service_name="canary"', "--baseline-selector", 'service_name="prod"')
+    assert text.returncode == 0 and text.stdout.startswith("the system: acceptance fell")
+
+
+@needs_prometheus
+def test_a_range_against_the_same_range_earlier(backfilled):
+    """`--baseline-offset`: prod's last half hour of the backfilled hour against the half
+    hour before it (the same draft: no change); the baseline's range is named."""
+    url, t0 = backfilled
+    from spectrace.report.compare import compare_reports
+    now = PrometheusRange(url, 'service_name="prod"', HOUR / 2, end=t0 + HOUR)
+    before = PrometheusRange(url, 'service_name="prod"', HOUR / 2, end=t0 + HOUR,
+                             ago_s=HOUR / 2)
+    cur, base = prometheus_report(now), prometheus_report(before)
+    assert by_process(cur) == {"b:9464": 3000}
+    assert by_process(base) == {"a:9464": 1400, "b:9464": 3000}  # a's restart inside
+    assert base.directory.endswith("30m ending 30m ago")
+    assert compare_reports(cur, base).sentence.startswith("no change in acceptance")
+    said = spectrace("report", "--prometheus", url, "--since", "30m", "--baseline-offset",
+                     "1 day")
+    one_line_error(said, "--baseline-offset '1 day'")
 
 
 # -- bad input: one line, exit status 2 (no Prometheus needed) --------------------------------

@@ -56,11 +56,12 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d|w)$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def duration_s(text: str) -> float:
-    """'90s', '15m', '1h', '7d' as seconds; anything else is a `ValueError` naming it."""
+def duration_s(text: str, option: str = "--since") -> float:
+    """'90s', '15m', '1h', '7d' as seconds; anything else is a `ValueError` naming the
+    option and the text."""
     m = _DURATION.match(text.strip())
     if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"--since {text!r}: expected a duration such as 30m, 1h or 7d")
+        raise ValueError(f"{option} {text!r}: expected a duration such as 30m, 1h or 7d")
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -75,11 +76,14 @@ class PrometheusRange:
     since_s: float = 3600.0
     end: float | None = None
     timeout_s: float = 30.0
+    ago_s: float = 0.0  # the range ends this long before `end` (a baseline: `--baseline-offset`)
 
     @property
     def title(self) -> str:
         sel = f"{{{self.selector}}}" if self.selector else ""
-        return f"{self.url.rstrip('/')} {INFO_SERIES}{sel}, last {_span(self.since_s)}"
+        when = (f"last {_span(self.since_s)}" if not self.ago_s else
+                f"{_span(self.since_s)} ending {_span(self.ago_s)} ago")
+        return f"{self.url.rstrip('/')} {INFO_SERIES}{sel}, {when}"
 
 
 def _span(seconds: float) -> str:
@@ -295,7 +299,7 @@ def _events(metrics: dict) -> dict[str, dict]:
 def observe_prometheus(r: PrometheusRange, client: Client | None = None) -> list[Observed]:
     """Every process the selector matches, as it stood over the range."""
     client = client or Client(r.url, r.timeout_s)
-    end = r.end if r.end is not None else time.time()
+    end = (r.end if r.end is not None else time.time()) - r.ago_s
     start = end - r.since_s
     window = f"{r.since_s:.0f}s"
     sel = f", {r.selector}" if r.selector else ""
@@ -305,7 +309,7 @@ def observe_prometheus(r: PrometheusRange, client: Client | None = None) -> list
         raise ReportError(
             f"--prometheus {client.url}: no spectrace process"
             + (f" matches {{{r.selector}}}" if r.selector else "")
-            + f" in the last {_span(r.since_s)} (a process is its {INFO_SERIES} series, "
+            + f" in the {r.title.split(', ', 1)[1]} (a process is its {INFO_SERIES} series, "
             "with spectrace_version; the selector matches its labels)")
     processes = {_process_key(s["metric"]): s["metric"] for s in info}
     specs = _metric_specs()
