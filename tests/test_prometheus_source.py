@@ -73,14 +73,25 @@ def drafts_c(t: float) -> float:
     return round(3000 * t / HOUR)
 
 
+def drafts_d(t: float) -> float:
+    return round(4000 * t / HOUR)
+
+
+def share_d(t: float) -> float:
+    """d's draft accepts position 0 always, until the hour's last 15 minutes: never."""
+    return 1.0 if t <= 2700 else 2700 / t  # its cumulative share: 3000 of 4000 t / HOUR
+
+
 # instance -> (deployment, draft, its request-steps over time, the share of them that
-# accept position 0, its fc-bypass findings): prod's draft v1 accepts position 0 always,
-# the canary's v2 half the time
+# accept position 0 (so far), its fc-bypass findings): prod's draft v1 accepts position 0
+# always, the canary's v2 half the time, and d's stops accepting for the last 15 minutes
 PROCESSES = {
-    "a:9464": ("prod", "/models/draft-v1", drafts_a, 1.0, 0),
-    "b:9464": ("prod", "/models/draft-v1", drafts_b, 1.0, 0),
-    "c:9464": ("canary", "/models/draft-v2", drafts_c, 0.5, 3),
+    "a:9464": ("prod", "/models/draft-v1", drafts_a, lambda t: 1.0, 0),
+    "b:9464": ("prod", "/models/draft-v1", drafts_b, lambda t: 1.0, 0),
+    "c:9464": ("canary", "/models/draft-v2", drafts_c, lambda t: 0.5, 3),
+    "d:9464": ("drifting", "/models/draft-v1", drafts_d, share_d, 0),
 }
+REQUEST_STEPS = 5  # request-steps per finished request
 
 
 def openmetrics(t0: float) -> str:
@@ -100,7 +111,7 @@ def openmetrics(t0: float) -> str:
             n = drafts(t)
             if n is None:
                 continue
-            k = round(share * n)  # request-steps that accepted position 0
+            k = round(share(t) * n)  # request-steps that accepted position 0
             families.setdefault("target_info", []).append(
                 f'target_info{{{base},service_name="{deployment}",spectrace_version="0.0.0",'
                 f'spectrace_runtime="sglang",spectrace_process_role="scheduler",'
@@ -114,6 +125,8 @@ def openmetrics(t0: float) -> str:
             add(S.SPEC_ACCEPTED_PER_POSITION, f'{base},{once},{S.ATTR_POSITION}="1"', 0, t)
             add(S.SPEC_ACCEPT_LENGTH, f'{base},{once},{S.ATTR_LENGTH}="1"', n - k, t)
             add(S.SPEC_ACCEPT_LENGTH, f'{base},{once},{S.ATTR_LENGTH}="2"', k, t)
+            add(S.SPEC_REQUESTS, f'{base},{once},{S.ATTR_REQUEST_LENGTH}="1.75-2.00"',
+                n // REQUEST_STEPS, t)
             add(S.FINDINGS, f'{base},{S.ATTR_CODE}="{S.FC_BYPASS}",{S.ATTR_SEVERITY}="error"',
                 bypass, t)
     out = []
@@ -173,27 +186,37 @@ def by_process(report) -> dict[str, float]:
 @needs_prometheus
 def test_the_whole_hour_counts_every_process_exactly(backfilled):
     """Over the whole hour: a's 1000 request-steps before its restart and 400 after (its
-    reset read from its samples), though it stopped at minute 20; b's 6000 and c's 3000;
-    each process's figures and all of them together, as the folder's report shows them."""
+    reset read from its samples), though it stopped at minute 20; b's 6000, c's 3000 and
+    d's 4000; each process's figures and all of them together, as the folder's report
+    shows them, with a timeline that ends at those totals."""
     url, t0 = backfilled
     rep = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
-    assert by_process(rep) == {"a:9464": 1400, "b:9464": 6000, "c:9464": 3000}
+    assert by_process(rep) == {"a:9464": 1400, "b:9464": 6000, "c:9464": 3000,
+                               "d:9464": 4000}
     c = rep.combined.figures
-    assert (c.drafts, c.accepted_tokens, c.draft_tokens) == (10400, 8900, 20800)
-    assert c.accepted_per_position == (8900, 0)
-    assert c.accept_length_counts == {"1": 1500, "2": 8900}
-    assert c.mean_acceptance_length == 1 + 8900 / 10400
+    assert (c.drafts, c.accepted_tokens, c.draft_tokens) == (14400, 11900, 28800)
+    assert c.accepted_per_position == (11900, 0)
+    assert c.accept_length_counts == {"1": 2500, "2": 11900}
+    assert c.mean_acceptance_length == 1 + 11900 / 14400
+    assert c.requests.finished == 14400 // REQUEST_STEPS
     # c's fc-bypass findings: counted, with the severity its label carries, and the verdict
-    assert [(f.code, f.severity, f.count) for f in rep.combined.findings] == [
-        (S.FC_BYPASS, "error", 3)]
+    assert [(f.code, f.severity, f.count) for f in rep.combined.findings
+            if f.code == S.FC_BYPASS] == [(S.FC_BYPASS, "error", 3)]
+    # the timeline: every 15 s of the range, ending at the totals (a, restarted, too)
+    b = next(p for p in rep.readable if p.process.startswith("b:"))
+    assert len(b.points) >= 200 and b.points[-1].drafts == 6000
+    a = next(p for p in rep.readable if p.process.startswith("a:"))
+    assert [x.drafts for x in a.points] == sorted(x.drafts for x in a.points)
+    assert a.points[-1].drafts == 1400
+    assert c.timeline.drafts[-1] == 14400
     assert rep.verdict.state == "broken" and S.FC_BYPASS in rep.verdict.sentence
 
 
 @needs_prometheus
 def test_each_deployment_is_judged_on_its_own(backfilled):
-    """A fleet of two deployments: besides each process and all of them together, each
+    """A fleet of three deployments: besides each process and all of them together, each
     deployment's processes together with its own verdict (prod healthy, the canary broken
-    by its fc bypass), in text, JSON, HTML and --watch."""
+    by its fc bypass, d's drifting), in text, JSON, HTML and --watch."""
     from rich.console import Console
 
     from spectrace.report.html import render_html
@@ -203,20 +226,25 @@ def test_each_deployment_is_judged_on_its_own(backfilled):
     rep = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
     canary = {"service.name": "canary", "spectrace.draft_model": "/models/draft-v2"}
     prod = {"service.name": "prod", "spectrace.draft_model": "/models/draft-v1"}
+    drifting = {"service.name": "drifting", "spectrace.draft_model": "/models/draft-v1"}
     assert [(g.group, g.figures.drafts, g.verdict.state) for g in rep.groups] == [
-        (canary, 3000, "broken"), (prod, 7400, "healthy")]
-    assert rep.groups[1].processes == ("a:9464 (spectrace)", "b:9464 (spectrace)")
+        (canary, 3000, "broken"), (drifting, 4000, "underperforming"),
+        (prod, 7400, "healthy")]
+    assert rep.groups[2].processes == ("a:9464 (spectrace)", "b:9464 (spectrace)")
     text = render_text(rep)
     assert "\ndeployment prod, draft /models/draft-v1: all 2 processes together" in text
-    assert f"\n  {rep.groups[1].verdict.sentence}\n" in text
-    assert text.index("deployment canary") < text.index("\nall 3 processes together")
+    assert f"\n  {rep.groups[2].verdict.sentence}\n" in text
+    assert text.index("deployment canary") < text.index("\nall 4 processes together")
     out = rep.to_json()
     assert [(g["group"], g["verdict"]["state"], g["drafts"]) for g in out["groups"]] == [
-        (canary, "broken", 3000), (prod, "healthy", 7400)]
-    assert [p["service_name"] for p in out["processes"]] == ["prod", "prod", "canary"]
+        (canary, "broken", 3000), (drifting, "underperforming", 4000),
+        (prod, "healthy", 7400)]
+    assert [p["service_name"] for p in out["processes"]] == ["prod", "prod", "canary",
+                                                             "drifting"]
     page = render_html(rep)
-    assert 'id="view-g0"' in page and 'id="view-g1"' in page
-    assert f'data-state="healthy">{rep.groups[1].verdict.sentence}</p>' in page
+    assert 'id="view-g0"' in page and 'id="view-g2"' in page
+    assert f'data-state="healthy">{rep.groups[2].verdict.sentence}</p>' in page
+    assert 'data-chart="mal" data-view="g2"' in page  # the timeline's chart, from Prometheus
     console = Console(record=True, width=200, color_system=None)
     console.print(render(rep, 2.0))
     screen = console.export_text()
@@ -230,7 +258,7 @@ def test_a_later_range_counts_what_it_gained(backfilled):
     a, stopped at minute 20, is no process of that range."""
     url, t0 = backfilled
     rep = prometheus_report(PrometheusRange(url, since_s=HOUR / 2, end=t0 + HOUR))
-    assert by_process(rep) == {"b:9464": 3000, "c:9464": 1500}
+    assert by_process(rep) == {"b:9464": 3000, "c:9464": 1500, "d:9464": 2000}
 
 
 @needs_prometheus
@@ -256,12 +284,28 @@ def test_the_command_reads_prometheus(backfilled):
     said = spectrace("report", "--prometheus", url, "--since", "4h", "--json")
     assert said.returncode == 0, said.stderr
     out = json.loads(said.stdout)
-    assert out["combined"]["drafts"] == 10400
+    assert out["combined"]["drafts"] == 14400
     assert out["verdict"]["state"] == "broken"
     assert out["directory"].startswith(url) and "last 4h" in out["directory"]
     text = spectrace("report", "--prometheus", url, "--since", "4h",
                      "--selector", 'service_name="prod"')
     assert text.returncode == 0 and text.stdout.startswith("Verdict: healthy"), text
+
+
+@needs_prometheus
+def test_drift_is_judged_from_the_range(backfilled):
+    """d's draft stopped accepting in the last 15 minutes: the drift rule, over the
+    windows read from Prometheus, finds the system moved (its traffic did not); prod,
+    steady, has no drift."""
+    url, t0 = backfilled
+    rep = prometheus_report(PrometheusRange(url, 'service_name="drifting"', HOUR + 60,
+                                            t0 + HOUR))
+    [drift] = [f for f in rep.combined.findings if f.code == S.ACCEPTANCE_DRIFT]
+    assert drift.severity == "warning", drift.message
+    assert rep.verdict.state == "underperforming" and S.ACCEPTANCE_DRIFT in rep.verdict.sentence
+    prod = prometheus_report(PrometheusRange(url, 'service_name="prod"', HOUR + 60,
+                                             t0 + HOUR))
+    assert S.ACCEPTANCE_DRIFT not in {f.code for f in prod.combined.findings}
 
 
 @needs_prometheus

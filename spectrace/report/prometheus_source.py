@@ -34,10 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import names, server_settings, signals
+from ..families.breakdowns import BREAKDOWNS
 from ..families.findings import RUNTIME_SPECS
 from .drift_windows import History
 from .folder_source import Observed, ReportError
 from .snapshot import RequestSample, raw_totals
+from .timeline import Timeline
 
 INFO_SERIES = "target_info"
 SPECTRACE_SERIES = '__name__=~"spectrace_.+"'
@@ -120,8 +122,11 @@ class Client:
     def query(self, promql: str, at: float, kind: str = "vector") -> list[dict]:
         """An instant query's result: a vector ([{"metric": {...}, "value": [t, "v"]}, ...])
         or, for a range selector, a matrix ("values": every sample in the range)."""
-        body = urllib.parse.urlencode({"query": promql, "time": f"{at:.3f}"}).encode()
-        req = urllib.request.Request(f"{self.url}/api/v1/query", data=body,
+        return self._post("/api/v1/query", {"query": promql, "time": f"{at:.3f}"}, kind)
+
+    def _post(self, path: str, params: dict, kind: str) -> list[dict]:
+        body = urllib.parse.urlencode(params).encode()
+        req = urllib.request.Request(f"{self.url}{path}", data=body,
                                      headers=self.headers, method="POST")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s,
@@ -141,6 +146,12 @@ class Client:
             raise ReportError(f"--prometheus {self.url}: expected a {kind} from the query "
                               f"API, got {data.get('resultType')!r}")
         return data["result"]
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        """A range query's matrix: [{"metric": {...}, "values": [[t, "v"], ...]}, ...]."""
+        return self._post("/api/v1/query_range", {
+            "query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
+            "step": f"{step:.3f}"}, "matrix")
 
     def _http_error(self, exc: urllib.error.HTTPError) -> str:
         if exc.code in (401, 403):
@@ -334,16 +345,69 @@ def observe_prometheus(r: PrometheusRange, client: Client | None = None) -> list
     for key, (labels, v) in at_end.items():
         value = gained[key][1] if key in gained else v
         by_process[_process_key(labels)].append((labels, value))
+    over_time = _over_time(client, processes, specs, start, end, at_start)
     out = []
     for key in sorted(processes):
         resource = _resource(processes[key])
         metrics = _snapshot(by_process[key], specs)
         runtime = resource.get(names.RES_RUNTIME)
         raw = raw_totals(metrics)
+        timeline, history = over_time.get(key, (Timeline(), History()))
         out.append(Observed(
             process=f"{key[1]} ({key[0]})" if key[0] else key[1], resource=resource,
-            started=None, raw=_with_runtime(raw, runtime), points=(), events=_events(metrics),
-            requests=RequestSample(), history=History(), snapshots=0))
+            started=None, raw=_with_runtime(raw, runtime), points=tuple(timeline.points),
+            events=_events(metrics), requests=RequestSample(), history=history,
+            snapshots=len(timeline.points)))
+    return out
+
+
+# what the timeline and the drift windows read of each snapshot (`timeline.Timeline`,
+# `drift_windows.History`): the request-steps, tokens, finished requests and every
+# breakdown's accept lengths
+OVER_TIME = (signals.SPEC_DRAFTS, signals.SPEC_ACCEPTED_TOKENS, signals.SPEC_DRAFT_TOKENS,
+             signals.SPEC_REQUESTS, *(b.accept_length for b in BREAKDOWNS))
+POINTS = 240  # snapshots read over the range (a 15 s step over an hour)
+
+
+def _over_time(client: Client, processes: dict, specs: dict, start: float, end: float,
+               at_start: dict) -> dict[tuple, tuple[Timeline, History]]:
+    """Each process's timeline and drift history over the range, from one range query: at
+    each step, what each of its counters had gained since the range's start (resets read
+    as above), as the snapshots a folder holds."""
+    step = max((end - start) / POINTS, 1.0)
+    first = end - step * math.floor((end - start) / step)  # the last step falls on `end`
+    wanted = "|".join(sorted({s.prometheus_name for s in OVER_TIME}))
+    gains: dict[tuple, list[tuple[dict, list]]] = {}
+    for series in client.query_range(f'{{__name__=~"{wanted}"}}', first, end, step):
+        labels = series.get("metric", {})
+        pkey = _process_key(labels)
+        if pkey not in processes or labels.get("__name__") not in specs:
+            continue
+        key = _series_key(labels) + (("__name__", labels["__name__"]),)
+        prev, gain, path = at_start.get(key, (None, 0.0))[1], 0.0, []
+        for t, text in series.get("values", []):
+            v = _number(text)
+            if v is None:
+                continue
+            gain += v - prev if v >= prev else v
+            prev = v
+            path.append((float(t), gain))
+        gains.setdefault(pkey, []).append((labels, path))
+    out = {}
+    for pkey, series in gains.items():
+        timeline, history = Timeline(), History()
+        read = [0] * len(series)  # each series' steps passed so far
+        now = [0.0] * len(series)  # each series' gain at its last step passed (0 before)
+        for t in sorted({t for _, path in series for t, _ in path}):
+            for i, (_, path) in enumerate(series):
+                while read[i] < len(path) and path[read[i]][0] <= t:
+                    now[i] = path[read[i]][1]
+                    read[i] += 1
+            snapshot = _snapshot([(labels, now[i]) for i, (labels, _) in enumerate(series)],
+                                 specs)
+            timeline.add(t, snapshot)
+            history.add(t, snapshot)
+        out[pkey] = (timeline, history)
     return out
 
 
