@@ -62,7 +62,8 @@ class FindingSpec:
     `severity` (the highest it is raised with), `what` it means and the `floor` it needs
     before it is raised (in words, from the rule's own constants: docs/metrics.md's
     findings table is written from them), the Prometheus `alert` that restates it (None for
-    none) and its words (`message`, a `messages.Message` over the rule's facts)."""
+    none), its words (`message`, a `messages.Message` over the rule's facts) and its
+    section of docs/metrics.md (`doc_title`, `doc`), where it has one."""
 
     code: str
     severity: str
@@ -70,6 +71,10 @@ class FindingSpec:
     floor: str = ""
     alert: Alert | None = None
     message: Any = None
+    # its section of docs/metrics.md, where it has one beyond the findings table: a title
+    # and markdown paragraphs (from the rule's own constants), written beside the rule
+    doc_title: str = ""
+    doc: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:

@@ -186,3 +186,18 @@ def test_judged_findings_are_judged_again_for_all_processes(tmp_path):
     data = rep.to_json()
     assert all(NOTHING not in {f["code"] for f in p["findings"]} for p in data["processes"])
     assert NOTHING in {f["code"] for f in data["combined"]["findings"]}
+
+
+def test_a_rules_doc_section_is_declared_with_it():
+    """A finding's section of docs/metrics.md (`FindingSpec.doc_title`, `doc`) is written
+    from its declaration, beside the rule (drift, the reference), in `RULES` order."""
+    from spectrace.findings import FindingSpec
+    from spectrace.grafana import metrics_doc, rules_doc
+    page = metrics_doc.render()
+    declared = [s for s in judgement.SPECS.values() if s.doc_title]
+    assert [s.doc_title for s in declared] == ["Drift over time", "A reference"]
+    for s in declared:
+        assert f"## {s.doc_title}\n\n" + "\n\n".join(s.doc) + "\n" in page
+    new = FindingSpec("acceptance.example", "info", "an example", doc_title="An example",
+                      doc=("One.", "Two."))
+    assert rules_doc.declared_sections([new]) == ["## An example", "", "One.", "", "Two.", ""]

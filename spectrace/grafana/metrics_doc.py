@@ -181,6 +181,11 @@ def runtime_findings() -> list[str]:
     ]
 
 
+def _report_specs():
+    from ..report.judgement import SPECS
+    return SPECS.values()
+
+
 def report_findings() -> list[str]:
     """The findings `spectrace report` judges from the totals, one row each, written from
     their declarations (`report.judgement.RULES`)."""
@@ -336,7 +341,7 @@ def render() -> str:
         *rules_doc.breakdown_rules(),
         *runtime_findings(),
         *report_findings(),
-        *rules_doc.drift_and_reference(),
+        *rules_doc.declared_sections(_report_specs()),
         "## Counting once across ranks",
         "",
         "Ranks that run the same requests at the same pipeline stage see the same "

@@ -1,12 +1,10 @@
-"""docs/metrics.md's paragraphs on the run-time rules over the breakdowns, drift and the
-reference: their floors and the false alarms measured for them, written from the rules'
-own constants (`metrics_doc.render` places them)."""
+"""docs/metrics.md's paragraphs on the report's rules: the breakdowns' (their floors and
+the false alarms measured for them, from the rules' own constants) and the sections the
+findings' declarations carry (`FindingSpec.doc`: drift, the reference), which
+`metrics_doc.render` places."""
 from __future__ import annotations
 
-from .. import signals as S
 from ..families.breakdowns import PREFIX_CACHE as PREFIX, REQUEST_LABEL as LABEL
-from ..rules import drift as D
-from ..rules import reference as R
 
 
 def breakdown_rules() -> list[str]:
@@ -87,64 +85,13 @@ def breakdown_rules() -> list[str]:
     ]
 
 
-def drift_and_reference() -> list[str]:
-    """The drift rule and the reference: their floors and the measured false alarms."""
-    return [
-        "## Drift over time",
-        "",
-        f"`spectrace report` compares each process's last {D.RECENT_S // 60} minutes (the "
-        "later half of a shorter run, counted from its first request-step; "
-        "`SPECTRACE_DRIFT_WINDOW=SECONDS` set for the report asks for another length, e.g. "
-        "the time since a change) with up to "
-        f"{D.EARLIER_S // 3600} hours before them (`spectrace/rules/drift.py`). "
-        f"`{S.ACCEPTANCE_DRIFT}` is raised when both windows hold at least {D.FLOOR} "
-        f"request-steps and {D.MIN_REQUESTS} finished requests (`spectrace.spec.requests`) "
-        "and the recent window's accepted draft tokens per request-step are at most "
-        f"{D.RATIO:g}x the earlier ones' and {D.DROP:g} fewer. It then compares within "
-        "each breakdown's buckets: a breakdown whose mix moved (at least "
-        f"{D.MIN_SHIFT:.0%} of the request-steps changed bucket) while acceptance within "
-        f"the buckets both windows share (at least {D.BUCKET_FLOOR} earlier request-steps) "
-        "held at the recent mix, or whose recent traffic sits in buckets the earlier "
-        "windows lacked, explains the fall: the finding is `info` and names the breakdown, "
-        "the bucket that grew and its shares (the traffic moved). Otherwise acceptance "
-        "fell within the buckets: a `warning` (the system moved). The alert "
-        "`SpectraceAcceptanceDrift` (warning, for 5 minutes) applies the same floors, "
-        "ratio and drop to each counting process's last 15 minutes against the 6 hours "
-        "before them (`offset 15m`); it cannot tell the traffic from the system, its "
-        "description says to run the report. The overview's drift panel plots the same "
-        "ratio where both windows pass the floors. vLLM counts finished requests only "
-        "with `--per-request-spec-decode-metrics`, so without it the rule never fires there.",
-        "",
-        "False alarms, measured on steady runs (`python benchmarks/drift_false_alarms.py`, "
-        "results in benchmarks/results/drift-false-alarms.json: two windows of the same "
-        "simulated workload, requests of 16-256 steps, K 3 or 5, per-position acceptance "
-        "0.3-0.85 with requests alike or spread as a Beta of concentration 30 or 5, 200 "
-        "runs each): at the floors, at most 1.0 % of runs (K 5, mean 0.5, concentration "
-        "5: code, chat and other languages mixed), 0.06 % averaged over the 24 workloads, "
-        "none where requests are alike. The floor of finished requests is what keeps it "
-        "there: with 20 requests a window the same runs alarm up to 18.5 % (a window of a "
-        "few long requests is noisy however many request-steps it holds). A fall of "
-        "per-position acceptance to 0.6x is found in every run from mean 0.5 up; at 0.3 "
-        "the fall is under 0.3 tokens and not called drift.",
-        "",
-        "## A reference",
-        "",
-        f"`{S.BELOW_REFERENCE}` (warning) is raised when a run's mean accept length over at "
-        f"least {R.FLOOR} request-steps is at most {1 - R.MARGIN:.0%} of the draft's "
-        f"reference and {R.SIGMAS:g} standard errors below it "
-        "(`spectrace/rules/reference.py`); the finding names the reference's source. "
-        f"The reference, first found: `{R.SETTING}` set for `spectrace report`; the same "
-        "setting on the server (recorded in its resource as "
-        f"`{S.RES_EXPECTED_ACCEPT_LENGTH}`); the trainer's evaluation next to the draft. "
-        "Of the trainers, only speculators writes one there: `val_metrics.json` in the "
-        "epoch folder its `save_pretrained` writes the draft to "
-        "(`speculators.train.checkpointer.BaseCheckpointer.save_val_metrics`), whose "
-        "`full_acc_<i>_epoch` is the share of validation positions with draft steps 0..i "
-        "all right (`speculators.models.metrics.compute_accuracy_single_step`): the "
-        "reference is 1 + their sum over the served draft steps. SpecForge (0.2) keeps "
-        "`eval/simulated_acc_len` in the training folder's `<run_id>.best_meta.json` "
-        "(`specforge.training.checkpoint.CheckpointManager.update_best`), beside training "
-        "state, not in the draft `specforge.export.to_sglang` writes; NVIDIA Model "
-        "Optimizer (0.47) writes no acceptance figure. For those, set the figure.",
-        "",
-    ]
+def declared_sections(specs) -> list[str]:
+    """The sections the findings' declarations carry (`FindingSpec.doc_title`, `doc`: the
+    drift rule, the reference), in the order given."""
+    out: list[str] = []
+    for spec in specs:
+        if spec.doc_title:
+            out += [f"## {spec.doc_title}", ""]
+            for paragraph in spec.doc:
+                out += [paragraph, ""]
+    return out

@@ -33,13 +33,34 @@ SIGMAS = 3.0    # ... and that many standard errors below it
 SETTING = "SPECTRACE_EXPECTED_ACCEPT_LENGTH"
 SPECULATORS_FILE = "val_metrics.json"
 
+# docs/metrics.md's section on the rule (its floor, where the reference comes from)
+DOC = (
+    f"`{names.BELOW_REFERENCE}` (warning) is raised when a run's mean accept length over at "
+    f"least {FLOOR} request-steps is at most {1 - MARGIN:.0%} of the draft's "
+    f"reference and {SIGMAS:g} standard errors below it "
+    "(`spectrace/rules/reference.py`); the finding names the reference's source. "
+    f"The reference, first found: `{SETTING}` set for `spectrace report`; the same "
+    "setting on the server (recorded in its resource as "
+    f"`{names.RES_EXPECTED_ACCEPT_LENGTH}`); the trainer's evaluation next to the draft. "
+    "Of the trainers, only speculators writes one there: `val_metrics.json` in the "
+    "epoch folder its `save_pretrained` writes the draft to "
+    "(`speculators.train.checkpointer.BaseCheckpointer.save_val_metrics`), whose "
+    "`full_acc_<i>_epoch` is the share of validation positions with draft steps 0..i "
+    "all right (`speculators.models.metrics.compute_accuracy_single_step`): the "
+    "reference is 1 + their sum over the served draft steps. SpecForge (0.2) keeps "
+    "`eval/simulated_acc_len` in the training folder's `<run_id>.best_meta.json` "
+    "(`specforge.training.checkpoint.CheckpointManager.update_best`), beside training "
+    "state, not in the draft `specforge.export.to_sglang` writes; NVIDIA Model "
+    "Optimizer (0.47) writes no acceptance figure. For those, set the figure.",
+)
+
 SPEC = FindingSpec(
     names.BELOW_REFERENCE, WARNING,
     "the run's mean accept length well below the acceptance its draft should reach (the "
     f"operator's {SETTING}, or the trainer's validation figures); it names the source",
     floor=f"{FLOOR} request-steps; at most {1 - MARGIN:.0%} of the reference and "
           f"{SIGMAS:g} standard errors below it",
-    message=messages.BELOW_REFERENCE)
+    message=messages.BELOW_REFERENCE, doc_title="A reference", doc=DOC)
 
 
 @dataclass(frozen=True)
