@@ -203,6 +203,7 @@ def rows(flt: str = F) -> list[list[dict]]:
                            "{{instance}} {{hook}}")], (8, 8), steps=ZERO_IS_GOOD),
         ],
         side_by_side_row(flt),
+        fleet_row(flt),
         *breakdown_rows(flt),
         [
             _stat("Estimated speed-up vs no speculation", "Mean accept length x a plain "
@@ -277,6 +278,31 @@ SIDE_BY_SIDE = ("One bar per deployment (service_name: OTEL_SERVICE_NAME) and dr
                 "labelled from its target_info, then added up (replicas of one deployment "
                 "add).")
 SIDE_BY_SIDE_LEGEND = "{{%s}} {{%s}} {{%s}}" % Q.SIDE_BY_SIDE
+
+
+FLEET_WORST = 10  # instances the fleet's worst-instances panel lists
+
+
+def fleet_row(flt: str = F) -> list[dict]:
+    """A fleet, where per-instance panels would be hundreds of lines: the worst instances,
+    and the findings each deployment and draft raised (`spectrace report --prometheus`
+    judges each deployment; docs/report.md)."""
+    return [
+        _bars(f"Worst {FLEET_WORST} instances by mean acceptance length", "The processes "
+              "with the lowest 1 + accepted/request-steps over the selected range, each "
+              "with its deployment (service_name) and draft from target_info: one bad "
+              f"replica in a fleet. {HEALTHY_ACCEPT_LENGTH}. " + ONCE,
+              [_target(Q.worst_instances(RANGE, FLEET_WORST, flt),
+                       "{{%s}} {{%s}} {{instance}}" % (Q.DEPLOYMENT, Q.DRAFT))], (12, 8),
+              steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _bars("Findings by deployment and draft", "Findings raised since process start, "
+              "by deployment (service_name), draft, code and severity, added up over each "
+              "deployment's processes (every process raises its own; a healthy fleet shows "
+              "0 for every code); docs/doctor.md explains each code. " + PER_PROCESS,
+              [_target(Q.findings_side_by_side(flt=flt),
+                       "{{%s}} {{%s}} {{code}} ({{severity}})" % (Q.DEPLOYMENT, Q.DRAFT))],
+              (12, 8), steps=ZERO_IS_GOOD),
+    ]
 
 
 def side_by_side_row(flt: str = F) -> list[dict]:

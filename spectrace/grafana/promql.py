@@ -372,3 +372,21 @@ def per_position_acceptance_side_by_side(window: str, labels=SIDE_BY_SIDE, flt="
     return (f"{_side_by_side(S.SPEC_ACCEPTED_PER_POSITION, window, labels, flt, pos)}"
             f" / ignoring({S.ATTR_POSITION}) group_left"
             f" {_side_by_side(S.SPEC_DRAFTS, window, labels, flt)}")
+
+
+# -- a fleet: the worst instances, and what each deployment raised ----------------------------
+def worst_instances(window: str, n: int = 10, flt="") -> str:
+    """The `n` processes with the lowest mean acceptance length over `window`, each with its
+    deployment and draft (from `target_info`): where a fleet's hundreds of lines hide one
+    bad replica. Tensor-parallel copies are left out (they repeat their rank 0)."""
+    inner = mean_acceptance_length(window, SCRAPE_LABELS, flt)
+    return f"bottomk({n}, {with_resource(inner, (DEPLOYMENT, DRAFT), flt)})"
+
+
+def findings_side_by_side(labels=(DEPLOYMENT, DRAFT), flt="") -> str:
+    """Findings raised since process start, by deployment, draft, code and severity: each
+    process's counts labelled from its `target_info`, then added up (every process raises
+    its own)."""
+    by = (S.ATTR_CODE, S.ATTR_SEVERITY)
+    inner = stotal(S.FINDINGS, SCRAPE_LABELS + by, flt)
+    return _sum(tuple(labels) + by, with_resource(inner, labels, flt))
