@@ -50,6 +50,7 @@ INTEGER_ATTRIBUTES = (names.ATTR_POSITION, names.ATTR_LENGTH, names.ATTR_WIDTH,
 TYPED_RESOURCE = (names.RES_PROCESS_PID, names.RES_TP_RANK, names.RES_DP_RANK,
                   names.RES_PP_RANK, names.RES_EXPECTED_ACCEPT_LENGTH)
 SCRAPE_LABELS = ("job", "instance")
+COUNTED_LABEL = names.RES_COUNTED.replace(".", "_")  # on target_info: once, or a copy
 TOKEN_VARIABLE = "SPECTRACE_PROMETHEUS_TOKEN"    # a bearer token, never printed
 USER_VARIABLE = "SPECTRACE_PROMETHEUS_USER"      # basic auth: user ...
 PASSWORD_VARIABLE = "SPECTRACE_PROMETHEUS_PASSWORD"  # ... and password, never printed
@@ -371,9 +372,11 @@ POINTS = 240  # snapshots read over the range (a 15 s step over an hour)
 
 def _over_time(client: Client, processes: dict, specs: dict, start: float, end: float,
                at_start: dict) -> dict[tuple, tuple[Timeline, History]]:
-    """Each process's timeline and drift history over the range, from one range query: at
-    each step, what each of its counters had gained since the range's start (resets read
-    as above), as the snapshots a folder holds."""
+    """Each counting process's timeline and drift history over the range, from one range
+    query: at each step, what each of its counters had gained since the range's start
+    (resets read as above), as the snapshots a folder holds. A tensor-parallel copy
+    (`counted` copy) has none: its request-steps are its rank 0's, which the combined view
+    and the drift rule read (of a fleet at TP=8, seven processes in eight)."""
     step = max((end - start) / POINTS, 1.0)
     first = end - step * math.floor((end - start) / step)  # the last step falls on `end`
     wanted = "|".join(sorted({s.prometheus_name for s in OVER_TIME}))
@@ -381,7 +384,8 @@ def _over_time(client: Client, processes: dict, specs: dict, start: float, end: 
     for series in client.query_range(f'{{__name__=~"{wanted}"}}', first, end, step):
         labels = series.get("metric", {})
         pkey = _process_key(labels)
-        if pkey not in processes or labels.get("__name__") not in specs:
+        if (pkey not in processes or labels.get("__name__") not in specs
+                or processes[pkey].get(COUNTED_LABEL) == names.COUNTED_COPY):
             continue
         key = _series_key(labels) + (("__name__", labels["__name__"]),)
         prev, gain, path = at_start.get(key, (None, 0.0))[1], 0.0, []
