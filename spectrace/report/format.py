@@ -88,7 +88,8 @@ def combined_title(c: CombinedSummary) -> str:
     n, k, copies = len(c.processes), len(c.counted_once), len(c.copies)
     left_out = (f"; {_plural(copies, 'copy', 'copies')} of a rank 0 left out" if copies
                 else "")
-    return (f"all {n} processes together: request-steps, draft passes and agreement "
+    whole = f"all {n} processes together" if n != 1 else "its 1 process"
+    return (f"{whole}: request-steps, draft passes and agreement "
             f"counted once (from {_plural(k, 'process', 'processes')}{left_out}); "
             f"findings and errors summed over processes")
 
