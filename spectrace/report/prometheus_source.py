@@ -381,7 +381,9 @@ def _over_time(client: Client, processes: dict, specs: dict, start: float, end: 
     first = end - step * math.floor((end - start) / step)  # the last step falls on `end`
     wanted = "|".join(sorted({s.prometheus_name for s in OVER_TIME}))
     gains: dict[tuple, list[tuple[dict, list]]] = {}
-    for series in client.query_range(f'{{__name__=~"{wanted}"}}', first, end, step):
+    not_copies = f'{names.ATTR_COUNTED}!="{names.COUNTED_COPY}"'  # left out by Prometheus
+    for series in client.query_range(f'{{__name__=~"{wanted}", {not_copies}}}', first, end,
+                                     step):
         labels = series.get("metric", {})
         pkey = _process_key(labels)
         if (pkey not in processes or labels.get("__name__") not in specs
