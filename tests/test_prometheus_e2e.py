@@ -229,6 +229,8 @@ class Run:
     rule_parts: dict = field(default_factory=dict)  # rule_part_queries() part -> result list
     variables: dict = field(default_factory=dict)  # variable -> label values
     docs: dict = field(default_factory=dict)       # docs/metrics.md figure -> result list
+    series: list = field(default_factory=list)     # series per (instance, metric name)
+    info: list = field(default_factory=list)       # target_info, one per instance
     firing: set = field(default_factory=set)       # alert names firing
     own: dict = field(default_factory=dict)        # the runtime's own totals
     naive: dict = field(default_factory=dict)      # sums over every endpoint, copies too
@@ -325,7 +327,7 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
             "SPECTRACE_OUTPUT_DIR": data_dir, "SPECTRACE_REQUEST_LABEL": "routing_key"}, tp)
         drafts = S.SPEC_DRAFTS.prometheus_name
         position = S.SPEC_ACCEPTED_PER_POSITION.prometheus_name
-        prom.wait(lambda: len(prom.query(f'up{{job="spectrace"}} == 1')) == len(ports), 30,
+        prom.wait(lambda: len(prom.query('up{job="spectrace"} == 1')) == len(ports), 30,
                   f"{run.logs}: Prometheus never scraped every spectrace endpoint")
         # Warm-up requests, so every series (positions, lengths, and those by batch-size
         # bucket: request-steps, step costs) exists before the measured window: a series'
@@ -390,6 +392,8 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         run.variables = {n: {s.get(label) for s in prom.series(substitute(m, window))}
                          for n, m, label in variable_queries()}
         run.docs = {t: prom.query(e, at) for t, e, _ in metrics_doc.derived_queries()}
+        run.series = prom.query('count by (instance, __name__) ({job="spectrace"})', at)
+        run.info = prom.query('target_info{job="spectrace"}', at)
         run.firing = {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
         run.naive = {spec.name: prom.value(f"sum({spec.prometheus_name})", at) for spec in (
             S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS, S.SPEC_AGREEMENT_DRAFTS)}
@@ -472,6 +476,30 @@ def test_every_panel_query_returns_data(runs, runtime):
         assert history <= empty, (history, run.logs)
         assert empty - history == (empty_on_vllm if runtime == "vllm" else set()) - history, (
             f"panels without data: {sorted(empty)} ({run.logs})")
+
+
+@pytest.mark.sglang
+@needs_prometheus
+@RUNTIMES
+def test_each_process_exports_within_the_series_budget(runs, runtime):
+    """What Prometheus stored of each real process, metric by metric, is within the series
+    budget (docs/metrics.md, "Series per process") at the K the process served with; a
+    series the budget does not know (any name but Prometheus's own `up` and `scrape_*`)
+    fails it."""
+    from spectrace.grafana import series_budget
+    run = runs(runtime, "partial")
+    k_of = {r["metric"]["instance"]: int(r["metric"]["spectrace_setting_spec_num_steps"])
+            for r in run.info}
+    stored: dict = {}
+    for r in run.series:
+        name = r["metric"]["__name__"]
+        if name != "up" and not name.startswith("scrape_"):
+            stored.setdefault(r["metric"]["instance"], {})[name] = int(r["value"][1])
+    assert set(stored) == set(k_of) and stored
+    for instance, counts in stored.items():
+        allowed = series_budget.budget(series_budget.Shape(k_of[instance]))
+        over = {n: (c, allowed.get(n)) for n, c in counts.items() if c > allowed.get(n, 0)}
+        assert over == {}, f"{instance} (K={k_of[instance]}): over the budget: {over}"
 
 
 @pytest.mark.sglang

@@ -5,7 +5,7 @@ from .. import server_settings, signals as S
 from ..families.breakdowns import BREAKDOWNS
 
 from . import promql as Q
-from . import rules_doc
+from . import rules_doc, series_budget
 from . import overview
 from .overview import HEALTHY_ACCEPT_LENGTH
 
@@ -407,6 +407,7 @@ def render() -> str:
         "|---|---|---|",
     ]
     lines += [_row([f"`{a}`", f"`{lbl}`", doc]) for a, lbl, doc in RESOURCE]
+    lines += ["", *series_budget.doc_lines()]
     lines += [
         "",
         "## Spans",
