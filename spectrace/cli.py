@@ -51,16 +51,18 @@ def _prometheus_reports(args):
     import time
     from dataclasses import replace
 
-    from .report.prometheus_source import PrometheusRange, duration_s
+    from .report.prometheus_api import PrometheusRange, duration_s, end_time
     from .report.summary import ReportError, prometheus_report
+    now = time.time()
     try:
         since = duration_s(args.since)
         ago = (duration_s(args.baseline_offset, "--baseline-offset") if args.baseline_offset
                else 0.0)
+        end = now if args.until is None else end_time(args.until, now)
     except ValueError as exc:
         raise ReportError(str(exc)) from None
-    current = PrometheusRange(args.prometheus, args.selector or "", since, end=time.time(),
-                              timeout_s=args.timeout)
+    current = PrometheusRange(args.prometheus, args.selector or "", since, end=end,
+                              timeout_s=args.timeout, until=args.until is not None)
     rep = prometheus_report(current)
     if args.baseline_selector is None and not ago:
         return rep, None
@@ -136,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--since", default="1h", metavar="DURATION",
                    help="with --prometheus: what the counters gained over the last DURATION "
                         "(30m, 1h, 7d; default 1h)")
+    r.add_argument("--until", metavar="TIME",
+                   help="with --prometheus: the range ends at TIME instead of now (an RFC 3339 "
+                        "time such as 2026-12-07T10:00:00Z, a Unix time, or a duration ago "
+                        "such as 2h): the hour before an incident")
     r.add_argument("--timeout", type=_interval, default=30.0, metavar="SECONDS",
                    help="with --prometheus: each query's timeout (default 30)")
     r.add_argument("--baseline-selector", metavar="MATCHERS",
@@ -179,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.watch and (args.json or args.html or args.baseline):
             p.error("--watch shows a live view; it cannot be combined with --json, --html "
                     "or --baseline")
-        if not args.prometheus and (args.selector or args.since != "1h"
+        if not args.prometheus and (args.selector or args.since != "1h" or args.until
                                     or args.baseline_selector or args.baseline_offset):
-            p.error("--selector, --since and --baseline-selector/--baseline-offset choose "
-                    "what --prometheus reads; give --prometheus URL")
+            p.error("--selector, --since, --until and --baseline-selector/--baseline-offset "
+                    "choose what --prometheus reads; give --prometheus URL")
         if args.prometheus and args.baseline:
             p.error("--baseline BASEDIR compares two folders; with --prometheus use "
                     "--baseline-selector or --baseline-offset")

@@ -25,7 +25,7 @@ import urllib.request
 import pytest
 
 from spectrace import signals as S
-from spectrace.report.prometheus_source import PrometheusRange, duration_s
+from spectrace.report.prometheus_api import PrometheusRange, duration_s, end_time
 from spectrace.report.summary import ReportError, prometheus_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -350,6 +350,25 @@ def test_a_range_against_the_same_range_earlier(backfilled):
     one_line_error(said, "--baseline-offset '1 day'")
 
 
+@needs_prometheus
+def test_until_ends_the_range_where_the_operator_says(backfilled):
+    """`--until TIME`: the half hour ending at minute 30 of the backfilled hour (an RFC 3339
+    time, and the same as a Unix time): what each counter gained from minute 0 to 30, a's
+    restart inside; the range is named by its end."""
+    import datetime
+    url, t0 = backfilled
+    at = datetime.datetime.fromtimestamp(t0 + HOUR / 2, datetime.timezone.utc)
+    said = spectrace("report", "--prometheus", url, "--since", "30m", "--until",
+                     at.strftime("%Y-%m-%dT%H:%M:%SZ"), "--json")
+    assert said.returncode == 0, said.stderr
+    rep = json.loads(said.stdout)
+    assert rep["combined"]["drafts"] == 1400 + 3000 + 1500 + 2000
+    assert rep["directory"].endswith(f"30m ending {at.strftime('%Y-%m-%dT%H:%M:%SZ')}")
+    unix = spectrace("report", "--prometheus", url, "--since", "30m", "--until",
+                     f"{t0 + HOUR / 2:.0f}", "--json")
+    assert json.loads(unix.stdout)["combined"]["drafts"] == rep["combined"]["drafts"]
+
+
 # -- bad input: one line, exit status 2 (no Prometheus needed) --------------------------------
 def test_an_unreachable_url_is_one_line():
     with socket.socket() as s:  # a port nothing listens on
@@ -365,6 +384,10 @@ def test_a_bad_url_or_duration_is_one_line():
     one_line_error(spectrace("report", "--prometheus", "http://x:9090", "--since", "an hour"),
                    "--since 'an hour'", "30m, 1h or 7d")
     assert duration_s("90s") == 90 and duration_s("1.5h") == 5400 and duration_s("7d") == 604800
+    for bad in ("yesterday", "2026-12-07T10:00:00"):  # no zone: whose 10:00?
+        one_line_error(spectrace("report", "--prometheus", "http://x:9090", "--until", bad),
+                       f"--until {bad!r}", "with its zone")
+    assert end_time("2h", now=10_000.0) == 2800 and end_time("1700000000", 0) == 1.7e9
     said = spectrace("report", "--selector", 'job="x"')
     assert said.returncode == 2 and "give --prometheus URL" in said.stderr
 

@@ -20,17 +20,9 @@ store.
 """
 from __future__ import annotations
 
-import base64
 import json
 import math
-import os
-import re
-import ssl
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass
 from typing import Any
 
 from .. import names, server_settings, signals
@@ -38,10 +30,10 @@ from ..families.breakdowns import BREAKDOWNS
 from ..families.findings import RUNTIME_SPECS
 from .drift_windows import History
 from .folder_source import Observed, ReportError
+from .prometheus_api import INFO_SERIES, Client, PrometheusRange
 from .snapshot import RequestSample, raw_totals
 from .timeline import Timeline
 
-INFO_SERIES = "target_info"
 SPECTRACE_SERIES = '__name__=~"spectrace_.+"'
 # data-point attributes spectrace records as integers (labels arrive as text)
 INTEGER_ATTRIBUTES = (names.ATTR_POSITION, names.ATTR_LENGTH, names.ATTR_WIDTH,
@@ -51,129 +43,6 @@ TYPED_RESOURCE = (names.RES_PROCESS_PID, names.RES_TP_RANK, names.RES_DP_RANK,
                   names.RES_PP_RANK, names.RES_EXPECTED_ACCEPT_LENGTH)
 SCRAPE_LABELS = ("job", "instance")
 COUNTED_LABEL = names.RES_COUNTED.replace(".", "_")  # on target_info: once, or a copy
-TOKEN_VARIABLE = "SPECTRACE_PROMETHEUS_TOKEN"    # a bearer token, never printed
-USER_VARIABLE = "SPECTRACE_PROMETHEUS_USER"      # basic auth: user ...
-PASSWORD_VARIABLE = "SPECTRACE_PROMETHEUS_PASSWORD"  # ... and password, never printed
-CA_VARIABLE = "SPECTRACE_PROMETHEUS_CA_FILE"     # a CA bundle for an https URL
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d|w)$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def duration_s(text: str, option: str = "--since") -> float:
-    """'90s', '15m', '1h', '7d' as seconds; anything else is a `ValueError` naming the
-    option and the text."""
-    m = _DURATION.match(text.strip())
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"{option} {text!r}: expected a duration such as 30m, 1h or 7d")
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
-@dataclass(frozen=True)
-class PrometheusRange:
-    """What to read: the server's `url`, a label `selector` matched against the processes'
-    `target_info` (e.g. `service_name="prod", spectrace_draft_model=~".*v2"`; job and
-    instance too), the range (`since_s` before `end`, which is now by default) and the
-    HTTP timeout."""
-    url: str
-    selector: str = ""
-    since_s: float = 3600.0
-    end: float | None = None
-    timeout_s: float = 30.0
-    ago_s: float = 0.0  # the range ends this long before `end` (a baseline: `--baseline-offset`)
-
-    @property
-    def title(self) -> str:
-        sel = f"{{{self.selector}}}" if self.selector else ""
-        when = (f"last {_span(self.since_s)}" if not self.ago_s else
-                f"{_span(self.since_s)} ending {_span(self.ago_s)} ago")
-        return f"{self.url.rstrip('/')} {INFO_SERIES}{sel}, {when}"
-
-
-def _span(seconds: float) -> str:
-    for unit in ("w", "d", "h", "m"):
-        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
-            return f"{seconds / _UNITS[unit]:g}{unit}"
-    return f"{seconds:g}s"
-
-
-class Client:
-    """Prometheus's HTTP query API, with the credentials the environment gives (never
-    printed) and a timeout; every failure is a `ReportError` of one line."""
-
-    def __init__(self, url: str, timeout_s: float = 30.0, env=os.environ) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ReportError(f"--prometheus {url!r}: expected an http:// or https:// URL")
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.headers = {"Accept": "application/json"}
-        if env.get(TOKEN_VARIABLE):
-            self.headers["Authorization"] = f"Bearer {env[TOKEN_VARIABLE]}"
-        elif env.get(USER_VARIABLE):
-            pair = f"{env[USER_VARIABLE]}:{env.get(PASSWORD_VARIABLE, '')}".encode()
-            self.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
-        self.context = None
-        if env.get(CA_VARIABLE):
-            try:
-                self.context = ssl.create_default_context(cafile=env[CA_VARIABLE])
-            except (OSError, ssl.SSLError) as exc:
-                raise ReportError(f"{CA_VARIABLE}={env[CA_VARIABLE]}: cannot read it as a "
-                                  f"CA bundle ({exc})") from None
-
-    def query(self, promql: str, at: float, kind: str = "vector") -> list[dict]:
-        """An instant query's result: a vector ([{"metric": {...}, "value": [t, "v"]}, ...])
-        or, for a range selector, a matrix ("values": every sample in the range)."""
-        return self._post("/api/v1/query", {"query": promql, "time": f"{at:.3f}"}, kind)
-
-    def _post(self, path: str, params: dict, kind: str) -> list[dict]:
-        body = urllib.parse.urlencode(params).encode()
-        req = urllib.request.Request(f"{self.url}{path}", data=body,
-                                     headers=self.headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s,
-                                        context=self.context) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise ReportError(self._http_error(exc)) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            why = getattr(exc, "reason", exc)
-            raise ReportError(f"--prometheus {self.url}: cannot reach it ({why})") from None
-        answer = self._json(raw)
-        if answer.get("status") != "success" or not isinstance(answer.get("data"), dict):
-            raise ReportError(f"--prometheus {self.url}: the query failed "
-                              f"({answer.get('error') or 'no data in the answer'})")
-        data = answer["data"]
-        if data.get("resultType") != kind or not isinstance(data.get("result"), list):
-            raise ReportError(f"--prometheus {self.url}: expected a {kind} from the query "
-                              f"API, got {data.get('resultType')!r}")
-        return data["result"]
-
-    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
-        """A range query's matrix: [{"metric": {...}, "values": [[t, "v"], ...]}, ...]."""
-        return self._post("/api/v1/query_range", {
-            "query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
-            "step": f"{step:.3f}"}, "matrix")
-
-    def _http_error(self, exc: urllib.error.HTTPError) -> str:
-        if exc.code in (401, 403):
-            return (f"--prometheus {self.url}: refused ({exc.code}); set {TOKEN_VARIABLE} "
-                    f"(a bearer token) or {USER_VARIABLE} and {PASSWORD_VARIABLE}")
-        try:
-            said = json.loads(exc.read()).get("error")
-        except (ValueError, OSError, AttributeError):
-            said = None
-        return f"--prometheus {self.url}: HTTP {exc.code}" + (f" ({said})" if said else
-                                                              " (is it Prometheus's API?)")
-
-    def _json(self, raw: bytes) -> dict:
-        try:
-            answer = json.loads(raw)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict) or "status" not in answer:
-            raise ReportError(f"--prometheus {self.url}: the answer is not Prometheus's query "
-                              f"API (give the server's base URL, e.g. http://host:9090)")
-        return answer
 
 
 def _process_key(labels: dict) -> tuple[str, str]:
