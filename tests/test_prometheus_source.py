@@ -94,7 +94,7 @@ PROCESSES = {
 REQUEST_STEPS = 5  # request-steps per finished request
 
 
-def openmetrics(t0: float) -> str:
+def openmetrics(t0: float, processes: dict = PROCESSES) -> str:
     """An hour of three processes' series, every `STEP` s from `t0`, as spectrace's
     endpoint names them (`MetricSpec.prometheus_name`): each request-step proposes two draft
     tokens and accepts position 0 (accept length 2) or nothing (1), never position 1."""
@@ -104,7 +104,7 @@ def openmetrics(t0: float) -> str:
     def add(spec, labels: str, value: float, t: float) -> None:
         families.setdefault(spec.prometheus_name, []).append(
             f"{spec.prometheus_name}{{{labels}}} {value} {t0 + t:.3f}")
-    for instance, (deployment, draft, drafts, share, bypass) in PROCESSES.items():
+    for instance, (deployment, draft_at, drafts, share, bypass) in processes.items():
         base = f'job="spectrace",instance="{instance}"'
         for i in range(HOUR // STEP + 1):
             t = i * STEP
@@ -112,6 +112,7 @@ def openmetrics(t0: float) -> str:
             if n is None:
                 continue
             k = round(share(t) * n)  # request-steps that accepted position 0
+            draft = draft_at(t) if callable(draft_at) else draft_at
             families.setdefault("target_info", []).append(
                 f'target_info{{{base},service_name="{deployment}",spectrace_version="0.0.0",'
                 f'spectrace_runtime="sglang",spectrace_process_role="scheduler",'
@@ -146,9 +147,30 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def backfilled(tmp_path_factory):
     """(url, t0): a Prometheus serving only the backfilled hour that starts at t0."""
-    work = tmp_path_factory.mktemp("prom")
+    yield from serving(tmp_path_factory.mktemp("prom"), PROCESSES)
+
+
+def drafts_e(t: float) -> float:
+    """Process e: 3000 request-steps in the first half hour with draft b, then restarted
+    on its endpoint with draft a (its counters from 0 again): 3000 more."""
+    return round(3000 * t / 1800) if t <= 1800 else round(3000 * (t - 1800) / 1800)
+
+
+# e's draft b accepts position 0 always; a, after the restart, half the time
+# (the new draft's name sorts first: Prometheus's order of two identities proves nothing)
+UPGRADED = {"e:9464": ("upgraded", lambda t: "/models/draft-b" if t <= 1800 else
+                       "/models/draft-a", drafts_e, lambda t: 1.0 if t <= 1800 else 0.5, 0)}
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory):
+    """(url, t0): a Prometheus holding the hour of one process restarted with a new draft."""
+    yield from serving(tmp_path_factory.mktemp("prom-upgraded"), UPGRADED)
+
+
+def serving(work, processes: dict):
     t0 = float(int(time.time()) - 3 * HOUR)  # whole seconds, inside the default retention
-    (work / "series.om").write_text(openmetrics(t0))
+    (work / "series.om").write_text(openmetrics(t0, processes))
     subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics",
                     str(work / "series.om"), str(work / "tsdb")], check=True,
                    capture_output=True, timeout=300)
@@ -367,6 +389,27 @@ def test_until_ends_the_range_where_the_operator_says(backfilled):
     unix = spectrace("report", "--prometheus", url, "--since", "30m", "--until",
                      f"{t0 + HOUR / 2:.0f}", "--json")
     assert json.loads(unix.stdout)["combined"]["drafts"] == rep["combined"]["drafts"]
+
+
+@needs_prometheus
+def test_a_range_across_a_restart_with_a_new_draft(upgraded):
+    """e restarted at minute 30 with a worse draft: its last half hour against the half
+    hour before (`--baseline-offset 30m`) names the draft's change and the position that
+    fell, the system and not the traffic, as `--baseline` does on two folders; over the
+    whole hour e is one process, named by the draft it serves now, its counts both runs'."""
+    url, t0 = upgraded
+    said = spectrace("report", "--prometheus", url, "--since", "30m", "--until",
+                     f"{t0 + HOUR:.0f}", "--baseline-offset", "30m", "--json")
+    assert said.returncode == 0, said.stderr
+    c = json.loads(said.stdout)["comparison"]
+    assert c["sentence"].startswith("the system: acceptance fell 0.50 (mean accept length "
+                                    "2.00 -> 1.50"), c["sentence"]
+    assert "draft /models/draft-b -> /models/draft-a" in c["sentence"]
+    assert "draft_model" in c["config_differs"]
+    assert c["positions_fell"] == [0]
+    whole = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
+    assert by_process(whole) == {"e:9464": 6000}
+    assert whole.readable[0].draft_model == "/models/draft-a"
 
 
 # -- bad input: one line, exit status 2 (no Prometheus needed) --------------------------------

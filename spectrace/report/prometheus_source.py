@@ -192,7 +192,7 @@ def observe_prometheus(r: PrometheusRange, client: Client | None = None) -> list
             + (f" matches {{{r.selector}}}" if r.selector else "")
             + f" in the {r.title.split(', ', 1)[1]} (a process is its {INFO_SERIES} series, "
             "with spectrace_version; the selector matches its labels)")
-    processes = {_process_key(s["metric"]): s["metric"] for s in info}
+    processes = _latest_identity(client, info, window, end)
     specs = _metric_specs()
 
     def read(at: float) -> dict:
@@ -228,6 +228,29 @@ def observe_prometheus(r: PrometheusRange, client: Client | None = None) -> list
             started=None, raw=_with_runtime(raw, runtime), points=tuple(timeline.points),
             events=_events(metrics), requests=RequestSample(), history=history,
             snapshots=len(timeline.points)))
+    return out
+
+
+def _latest_identity(client: Client, info: list[dict], window: str, end: float) -> dict:
+    """Each process's `target_info` labels. A process restarted on its endpoint with
+    another identity within the range (a new draft, other settings) has two series: the
+    one sampled last is its identity (its counts include both runs: `--baseline-offset`
+    compares the ranges before and after). Only those endpoints are read again, sample by
+    sample; the rest take the one series they have."""
+    by_key: dict[tuple, list[dict]] = {}
+    for s in info:
+        by_key.setdefault(_process_key(s["metric"]), []).append(s["metric"])
+    out = {}
+    for key, found in by_key.items():
+        if len(found) > 1:
+            job, instance = key
+            matched = {_series_key(m) for m in found}  # the ones the selector chose
+            samples = [s for s in client.query(
+                f'{INFO_SERIES}{{job="{_quoted(job)}", instance="{_quoted(instance)}"}}'
+                f'[{window}]', end, "matrix") if _series_key(s["metric"]) in matched]
+            last = max(samples, key=lambda s: float(s["values"][-1][0]), default=None)
+            found = [last["metric"]] if last else found
+        out[key] = found[-1]
     return out
 
 
