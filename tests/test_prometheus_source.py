@@ -168,6 +168,19 @@ def upgraded(tmp_path_factory):
     yield from serving(tmp_path_factory.mktemp("prom-upgraded"), UPGRADED)
 
 
+# three replicas of one deployment, 6000 request-steps each; r3 accepts position 0 one
+# request-step in five, the others always
+REPLICATED = {f"r{i}:9464": ("replicated", "/models/draft-v1", drafts_b,
+                             (lambda t: 0.2) if i == 3 else (lambda t: 1.0), 0)
+              for i in (1, 2, 3)}
+
+
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory):
+    """(url, t0): a Prometheus holding the hour of three replicas, one gone wrong."""
+    yield from serving(tmp_path_factory.mktemp("prom-replicated"), REPLICATED)
+
+
 def serving(work, processes: dict):
     t0 = float(int(time.time()) - 3 * HOUR)  # whole seconds, inside the default retention
     (work / "series.om").write_text(openmetrics(t0, processes))
@@ -410,6 +423,38 @@ def test_a_range_across_a_restart_with_a_new_draft(upgraded):
     whole = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
     assert by_process(whole) == {"e:9464": 6000}
     assert whole.readable[0].draft_model == "/models/draft-a"
+
+
+@needs_prometheus
+def test_one_replica_accepting_far_less_than_the_rest(replicated):
+    """r3 accepts 0.20 draft tokens per request-step, its two sibling replicas 1.00:
+    `acceptance.replica_low` names r3 in every view (text, JSON, HTML, --watch), with the
+    figures it compared, and the verdict leads with it; the replicas' own views do not
+    raise it (a process alone has no siblings)."""
+    from rich.console import Console
+
+    from spectrace.report.html import render_html
+    from spectrace.report.text import render_text
+    from spectrace.report.watch import render
+    from spectrace.rules import replicas
+    url, t0 = replicated
+    rep = prometheus_report(PrometheusRange(url, since_s=HOUR + 60, end=t0 + HOUR))
+    [f] = [f for f in rep.combined.findings if f.code == replicas.CODE]
+    assert f.severity == "warning" and f.details["process"].startswith("r3:9464")
+    assert (f.details["drafts"], f.details["gain"], f.details["others_gain"]) == (
+        6000, 0.2, 1.0)
+    assert "against 1.00 for the other 2 replicas together of deployment replicated" in f.message
+    assert all(replicas.CODE not in {x.code for x in p.findings} for p in rep.readable)
+    assert replicas.CODE in rep.verdict.sentence, rep.verdict.sentence
+    assert replicas.CODE in render_text(rep)
+    assert replicas.CODE in json.dumps(rep.to_json()["combined"]["findings"])
+    assert replicas.CODE in render_html(rep)
+    console = Console(record=True, width=200, color_system=None)
+    console.print(render(rep, 2.0))
+    assert replicas.CODE in console.export_text()
+    healthy = prometheus_report(PrometheusRange(url, 'instance!="r3:9464"', HOUR + 60,
+                                                t0 + HOUR))
+    assert replicas.CODE not in {x.code for x in healthy.combined.findings}
 
 
 # -- bad input: one line, exit status 2 (no Prometheus needed) --------------------------------

@@ -10,14 +10,23 @@ lists: the findings its processes' events named, then the rules'.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..families.breakdowns import BREAKDOWNS
 from ..findings import Finding, FindingSpec
-from ..rules import drift, nothing_accepted, outliers, reference, speculation
+from ..rules import drift, nothing_accepted, outliers, reference, replicas, speculation
 from .breakdown_figures import breakdown_findings
 from .drift_windows import drift_findings
 from .records import BreakdownFigures, Figures, FindingSummary, RawTotals
+
+
+class Member(NamedTuple):
+    """One counting process of a view of several (the processes together, a deployment):
+    its name, its deployment (`summary.group_of`: service and draft) and its own totals,
+    for the rules that compare a view's processes with each other."""
+    process: str
+    deployment: tuple
+    raw: RawTotals
 
 
 @dataclass(frozen=True)
@@ -25,21 +34,23 @@ class Evidence:
     """What the rules read for one view: its raw totals, its breakdowns' figures, the
     recorded requests kept (`snapshot.RequestSample`, or None), the totals over time of
     each counting process (`drift_windows.History`), the draft's reference
-    (`rules.reference.Reference`, or None) and the advisor's view of its step costs
-    (`advisor.Advice`, or None)."""
+    (`rules.reference.Reference`, or None), the advisor's view of its step costs
+    (`advisor.Advice`, or None) and its counting processes (`Member`s; none for one
+    process's own view)."""
     raw: RawTotals
     breakdowns: dict[str, BreakdownFigures]
     requests: Any = None
     histories: tuple = ()
     reference: Any = None
     advice: Any = None
+    members: tuple[Member, ...] = ()
 
     @classmethod
     def of(cls, raw: RawTotals, figures: Figures, requests=None, histories: tuple = (),
-           reference=None) -> "Evidence":
+           reference=None, members: tuple[Member, ...] = ()) -> "Evidence":
         """The evidence of one view: its totals and the figures made from them."""
         return cls(raw, {b.name: b for b in figures.breakdowns}, requests, tuple(histories),
-                   reference, figures.speculation)
+                   reference, figures.speculation, tuple(members))
 
 
 def request_rates(records, positions: int) -> list[outliers.RequestRate]:
@@ -117,6 +128,9 @@ RULES: tuple[ReportRule, ...] = (
     ReportRule((reference.SPEC,), _reference),
     ReportRule((speculation.SLOWER, speculation.GAINS_LITTLE, speculation.FEWER_STEPS),
                _speculation),
+    ReportRule((replicas.SPEC,), lambda e: replicas.judge(
+        replicas.Replica(m.process, m.deployment, m.raw.drafts, m.raw.accepted_tokens)
+        for m in e.members)),
 )
 SPECS: dict[str, FindingSpec] = {s.code: s for r in RULES for s in r.specs}
 

@@ -143,7 +143,9 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
     figures = figures_of(raw, merge_points([list(p.points) for p in once]), kept)
     evidence = judgement.Evidence.of(
         raw, figures, kept, tuple(p.drift_history for p in once if p.drift_history),
-        next((p.reference for p in once if p.reference), None))
+        next((p.reference for p in once if p.reference), None),
+        tuple(judgement.Member(p.process, tuple(sorted(group_of(p).items())), p.raw)
+              for p in once))
     return CombinedSummary(
         processes=tuple(p.process for p in procs),
         counted_once=tuple(p.process for p in once),
