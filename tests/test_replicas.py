@@ -24,14 +24,14 @@ def fleet(*gains_and_steps, deployment=PROD):
 
 
 @pytest.mark.parametrize("replicas_of,fires", [
-    (fleet((1.5, FLOOR), (1.5, FLOOR), (0.3, FLOOR)), True),       # 0.2x, 1.2 fewer
-    (fleet((2.0, FLOOR), (0.5, FLOOR)), True),                      # 0.25x, 1.5 fewer: at it
-    (fleet((2.0, FLOOR), (0.52, FLOOR)), False),                    # 0.26x: not at most 0.25x
-    (fleet((0.35, FLOOR), (0.07, FLOOR)), False),                   # 0.2x, but 0.28 fewer
-    (fleet((1.5, FLOOR), (0.3, FLOOR - 1)), False),                 # the replica under its floor
-    (fleet((1.5, FLOOR // 2), (1.5, FLOOR // 2 - 1), (0.3, FLOOR)), False),  # the others too
-    (fleet((1.5, FLOOR // 2), (1.5, FLOOR // 2), (0.3, FLOOR)), True),       # together: enough
-    (fleet((0.3, FLOOR)), False),                                   # alone: no siblings
+    (fleet((1.5, FLOOR), (1.5, FLOOR), (0.15, FLOOR)), True),      # 0.1x, 1.35 fewer
+    (fleet((2.0, FLOOR), (0.3, FLOOR)), True),                      # 0.15x, 1.7 fewer: at it
+    (fleet((2.0, FLOOR), (0.32, FLOOR)), False),                    # 0.16x: not at most 0.15x
+    (fleet((0.32, FLOOR), (0.03, FLOOR)), False),                   # 0.1x, but 0.29 fewer
+    (fleet((1.5, FLOOR), (0.1, FLOOR - 1)), False),                 # the replica under its floor
+    (fleet((1.5, FLOOR // 2), (1.5, FLOOR // 2 - 1), (0.1, FLOOR)), False),  # the others too
+    (fleet((1.5, FLOOR // 2), (1.5, FLOOR // 2), (0.1, FLOOR)), True),       # together: enough
+    (fleet((0.1, FLOOR)), False),                                   # alone: no siblings
 ])
 def test_the_rule_and_its_floor(replicas_of, fires):
     found = replicas.judge(replicas_of)

@@ -23,7 +23,7 @@ from ..messages import Message
 
 CODE = "acceptance.replica_low"
 FLOOR = 5000  # request-steps of the replica, and of the others together
-RATIO = 0.25  # its accepted tokens per request-step at most a quarter of the others' ...
+RATIO = 0.15  # its accepted tokens per request-step at most 0.15x the others' ...
 DROP = 0.3    # ... and at least this many fewer
 
 MESSAGE = Message(
