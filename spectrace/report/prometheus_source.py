@@ -259,7 +259,9 @@ def _latest_identity(client: Client, info: list[dict], window: str, end: float) 
 # breakdown's accept lengths
 OVER_TIME = (signals.SPEC_DRAFTS, signals.SPEC_ACCEPTED_TOKENS, signals.SPEC_DRAFT_TOKENS,
              signals.SPEC_REQUESTS, *(b.accept_length for b in BREAKDOWNS))
-POINTS = 240  # snapshots read over the range (a 15 s step over an hour)
+POINTS = 240  # snapshots read over the range (a 15 s step over an hour) ...
+SNAPSHOTS = 6000  # ... fewer where the counting processes would hold more than this in all
+MIN_POINTS = 48   # (a fleet: 125 counting processes, 48 points, a 75 s step over an hour)
 
 
 def _over_time(client: Client, processes: dict, specs: dict, start: float, end: float,
@@ -269,7 +271,9 @@ def _over_time(client: Client, processes: dict, specs: dict, start: float, end: 
     (resets read as above), as the snapshots a folder holds. A tensor-parallel copy
     (`counted` copy) has none: its request-steps are its rank 0's, which the combined view
     and the drift rule read (of a fleet at TP=8, seven processes in eight)."""
-    step = max((end - start) / POINTS, 1.0)
+    counting = sum(p.get(COUNTED_LABEL) != names.COUNTED_COPY for p in processes.values())
+    points = max(MIN_POINTS, min(POINTS, SNAPSHOTS // max(counting, 1)))
+    step = max((end - start) / points, 1.0)
     first = end - step * math.floor((end - start) / step)  # the last step falls on `end`
     wanted = "|".join(sorted({s.prometheus_name for s in OVER_TIME}))
     gains: dict[tuple, list[tuple[dict, list]]] = {}
