@@ -4,7 +4,7 @@ on what SGLang really loaded), so both speak with the same codes and words."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 ERROR = "error"
 WARNING = "warning"
@@ -40,7 +40,9 @@ class Alert:
     What it fires on: at the first count of the `counts` counters (metric names, their sum
     since process start), or with none, at the first finding of a code that declares it;
     `windowed` alerts compare rates over windows instead, their query built in
-    `spectrace.grafana.alerts` from the rule's own constants."""
+    `spectrace.grafana.alerts` from the rule's own constants, or declared with the rule:
+    `query(flt)`, the PromQL the alert compares (`op` `threshold`), written beside the
+    finding it restates."""
 
     name: str
     summary: str
@@ -49,6 +51,9 @@ class Alert:
     for_: str = "0m"
     counts: tuple[str, ...] = ()
     windowed: bool = False
+    query: Callable[[str], str] | None = None  # flt -> PromQL (a report finding's alert)
+    op: str = ">"
+    threshold: float = 0
 
     def __post_init__(self) -> None:
         if self.severity not in ("critical", "warning"):

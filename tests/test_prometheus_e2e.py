@@ -34,6 +34,7 @@ from spectrace import signals as S
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from spectrace.grafana import alerts, metrics_doc, overview
 from spectrace.grafana import promql as Q
+from spectrace.rules import replicas
 from spectrace.families import step_cost
 from spectrace.families.breakdowns import BREAKDOWNS, SGLANG_ONLY, VLLM_PER_REQUEST
 
@@ -202,6 +203,7 @@ def rule_queries() -> list[tuple[str, str]]:
 GAP_RULES = {b.alert: b for b in BREAKDOWNS if b.alert and b.rule}
 SPEEDUP_PART = (alerts.SLOWER, "estimated speed-up")
 DRIFT_PART = (alerts.DRIFT_ALERT, "recent accepted per request-step")
+REPLICA_PART = (replicas.ALERT.name, "accepted per request-step, labelled")
 
 
 def rule_part_queries() -> list[tuple[tuple[str, str], str]]:
@@ -216,7 +218,8 @@ def rule_part_queries() -> list[tuple[tuple[str, str], str]]:
         ((alert, "request-steps"), Q.bucket_request_steps(b, w, by)),
         ((alert, "accepted per request-step"), Q.accepted_per_request_step_by(b, w, by)))] + [
         (SPEEDUP_PART, Q.estimated_speedup(alerts.SPEEDUP_WINDOW)),
-        (DRIFT_PART, Q.window_gain(alerts.DRIFT_RECENT, by)[0])]
+        (DRIFT_PART, Q.window_gain(alerts.DRIFT_RECENT, by)[0]),
+        (REPLICA_PART, replicas.labelled_gain())]
 
 
 # -- one real run per model variant -------------------------------------------------------
@@ -576,6 +579,16 @@ def test_every_rule_query_evaluates(runs, runtime):
             [healthy] = _by(partial.rule_parts[DRIFT_PART], "").values()
             [broken] = _by(bypass.rule_parts[DRIFT_PART], "").values()
             assert healthy == 1.0 and broken < 0.2, (healthy, broken, partial.logs)
+            continue
+        if name == replicas.ALERT.name:  # one process a run: no siblings, never fires
+            assert replicas.labelled_gain() in query
+            for run in (partial, bypass):
+                assert run.rules[name] == [], (name, run.mode, run.rules[name])
+            # its part, each process's gain labelled with its deployment from target_info
+            healthy, broken = (run.rule_parts[REPLICA_PART] for run in (partial, bypass))
+            assert {r["metric"].get("service_name") for r in healthy} == {runtime}, healthy
+            assert set(_by(healthy, "").values()) == {1.0}, (healthy, partial.logs)
+            assert max(_by(broken, "").values()) < 0.2, (broken, bypass.logs)
             continue
         if name in GAP_RULES:
             b = GAP_RULES[name]

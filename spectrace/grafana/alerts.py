@@ -15,6 +15,7 @@ from ..families.findings import RUNTIME_SPECS
 from ..findings import Alert
 from ..rules import context as CTX
 from ..rules import drift as DRIFT
+from ..rules import replicas as REPLICA
 from ..rules import speculation as SPEED
 
 from . import promql as Q
@@ -94,7 +95,15 @@ def rules(flt: str = "") -> dict:
         "hook.")
     return {"groups": [{"name": "spectrace", "interval": "30s",
                         "rules": [collapse, position0, *gap_rules(flt), *finding_alerts(flt),
-                                  slower, drifted, internal]}]}
+                                  slower, drifted, *report_alerts(flt), internal]}]}
+
+
+def report_alerts(flt: str = "") -> list[dict]:
+    """The alerts the report's findings declare with their query (`Alert.query`), in
+    `judgement.RULES` order: each written beside its rule."""
+    from ..report.judgement import SPECS
+    return [_declared(s.alert, s.alert.query(flt), s.alert.op, s.alert.threshold)
+            for s in SPECS.values() if s.alert is not None and s.alert.query is not None]
 
 
 def gap_rules(flt: str = "") -> list[dict]:
@@ -348,6 +357,26 @@ def _drift_test(rule: dict) -> dict:
             _expect(rule, 0.0, instance=at(1)["instance"])]}]}
 
 
+def _replica_test(rule: dict) -> dict:
+    """The replica rule: prod's r3 accepts 0.1 draft tokens per request-step, its two
+    siblings 1.5 (fires at 0.07 once an hour holds 5000 request-steps each side, quiet
+    before); the canary's one process accepts 0.1 too (no siblings: quiet); steady's two
+    replicas alike (quiet)."""
+    def proc(n: int, service: str, accepted: int) -> list[dict]:
+        at = {"instance": f"10.0.3.{n}:9464"}
+        info = {**INSTANCE, **at, "service_name": service, "spectrace_draft_model": "/m/v1"}
+        return [{"series": "target_info{%s}" % ", ".join(f'{k}="{v}"' for k, v in info.items()),
+                 "values": "1x120"}, _series(S.SPEC_DRAFTS, "0+100x120", **at),
+                _series(S.SPEC_ACCEPTED_TOKENS, f"0+{accepted}x120", **at)]
+    series = [*proc(1, "prod", 150), *proc(2, "prod", 150), *proc(3, "prod", 10),
+              *proc(4, "canary", 10), *proc(5, "steady", 150), *proc(6, "steady", 140)]
+    return {"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"eval_time": "40m", "alertname": rule["alert"], "exp_alerts": []},
+        {"eval_time": "110m", "alertname": rule["alert"], "exp_alerts": [_expect(
+            rule, 0.1 / 1.5, instance="10.0.3.3:9464", service_name="prod",
+            spectrace_draft_model="/m/v1")]}]}
+
+
 def rule_tests() -> dict:
     """A broken deployment fires fc bypass, dropped weights and vocabulary-map alerts and
     acceptance collapse, once for a rank 0 and its tensor-parallel copy; a healthy one
@@ -405,4 +434,5 @@ def rule_tests() -> dict:
                       _large_batch_test(by_name[BATCH_SIZE.alert]),
                       _label_test(by_name[REQUEST_LABEL.alert]),
                       _prefix_cache_test(by_name[PREFIX_CACHE.alert]),
-                      *_slower_tests(by_name[SLOWER]), _drift_test(by_name[DRIFT_ALERT])]}
+                      *_slower_tests(by_name[SLOWER]), _drift_test(by_name[DRIFT_ALERT]),
+                      _replica_test(by_name[REPLICA.ALERT.name])]}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 from .. import names
-from ..findings import WARNING, Finding, FindingSpec
+from ..findings import WARNING, Alert, Finding, FindingSpec
 from ..messages import Message
 
 CODE = "acceptance.replica_low"
@@ -36,13 +36,63 @@ MESSAGE = Message(
     "capture), and compare its draft files and settings with a healthy replica's "
     "(`spectrace report --baseline`, or `--baseline-selector`).")
 
+WINDOW = "1h"  # the alert's: each side's request-steps over the last hour
+
+
+def _own(spec, flt: str) -> str:
+    """A counter's gain over WINDOW per counting process, labelled with its deployment and
+    draft from `target_info`."""
+    from ..grafana import promql as Q
+    return Q.with_resource(Q.srate(spec, WINDOW, Q.SCRAPE_LABELS, flt, fn="increase"),
+                           (Q.DEPLOYMENT, Q.DRAFT), flt)
+
+
+def labelled_gain(flt: str = "") -> str:
+    """Each counting process's accepted tokens per request-step over WINDOW, labelled with
+    its deployment: what the alert compares (the end-to-end test reads it)."""
+    from .. import signals as S
+    return f"({_own(S.SPEC_ACCEPTED_TOKENS, flt)} / {_own(S.SPEC_DRAFTS, flt)})"
+
+
+def alert_query(flt: str = "") -> str:
+    """The rule in PromQL over the last WINDOW, per counting process: its accepted tokens
+    per request-step over those of the other processes of its deployment pooled, kept
+    where both sides pass the floor and it is DROP fewer; the alert compares it with
+    `<= RATIO`."""
+    from ..grafana import promql as Q
+    from .. import signals as S
+    by = f"{Q.DEPLOYMENT}, {Q.DRAFT}"
+
+    def others(spec) -> str:  # the rest of its deployment, per process ("()": no labels)
+        return (f"(sum by ({by}) ({_own(spec, flt)}) - on ({by}) group_right ()"
+                f" {_own(spec, flt)})")
+    gain = labelled_gain(flt)
+    rest = f"({others(S.SPEC_ACCEPTED_TOKENS)} / {others(S.SPEC_DRAFTS)})"
+    return (f"{gain} / {rest} and ({rest} - {gain} >= {DROP})"
+            f" and ({_own(S.SPEC_DRAFTS, flt)} >= {FLOOR})"
+            f" and ({others(S.SPEC_DRAFTS)} >= {FLOOR})")
+
+
+ALERT = Alert(
+    "SpectraceReplicaAcceptance",
+    "One replica of {{ $labels.service_name }} accepts far less than the rest "
+    "({{ $labels.instance }})",
+    "Over the last hour, {{ $labels.instance }} accepted {{ $value | printf \"%.2f\" }}x "
+    f"the draft tokens per request-step of the other replicas of its deployment "
+    f"({{{{ $labels.service_name }}}}, draft {{{{ $labels.spectrace_draft_model }}}}) "
+    f"together (at most {RATIO:g}x and {DROP:g} fewer, {FLOOR} request-steps each side): "
+    f"one process gone wrong. The rule of `spectrace report`'s finding {CODE}; look at "
+    "that process's findings (dropped weights, fc bypass, aux capture).",
+    severity="warning", for_="15m", windowed=True, query=alert_query, op="<=",
+    threshold=RATIO)
+
 SPEC = FindingSpec(
     CODE, WARNING,
     "one replica of a deployment (the same service and draft) accepting far less than its "
     "other replicas pooled: one process gone wrong",
     floor=f"{FLOOR} request-steps of the replica and of the others together; its accepted "
           f"tokens per request-step at most {RATIO:g}x theirs and {DROP:g} fewer",
-    message=MESSAGE)
+    alert=ALERT, message=MESSAGE)
 
 
 WORDS = {names.RES_SERVICE_NAME: "deployment", names.RES_DRAFT_MODEL: "draft"}
