@@ -488,8 +488,10 @@ def test_each_process_exports_within_the_series_budget(runs, runtime):
     """What Prometheus stored of each real process, metric by metric, is within the series
     budget (docs/metrics.md, "Series per process") at the K the process served with; a
     series the budget does not know (any name but Prometheus's own `up` and `scrape_*`)
-    fails it."""
+    fails it. These runs set SPECTRACE_REQUEST_LABEL, at its default cap."""
+    from spectrace.config import Config
     from spectrace.grafana import series_budget
+    cap = Config().request_label_cap
     run = runs(runtime, "partial")
     k_of = {r["metric"]["instance"]: int(r["metric"]["spectrace_setting_spec_num_steps"])
             for r in run.info}
@@ -500,7 +502,7 @@ def test_each_process_exports_within_the_series_budget(runs, runtime):
             stored.setdefault(r["metric"]["instance"], {})[name] = int(r["value"][1])
     assert set(stored) == set(k_of) and stored
     for instance, counts in stored.items():
-        allowed = series_budget.budget(series_budget.Shape(k_of[instance]))
+        allowed = series_budget.budget(series_budget.Shape(k_of[instance], label_cap=cap))
         over = {n: (c, allowed.get(n)) for n, c in counts.items() if c > allowed.get(n, 0)}
         assert over == {}, f"{instance} (K={k_of[instance]}): over the budget: {over}"
 

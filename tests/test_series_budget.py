@@ -45,7 +45,13 @@ def _series_of(snapshot: dict) -> collections.Counter:
         spec = by_name[name]
         for p in points:
             v = p["value"]
-            out[spec.prometheus_name] += (len(v["bounds"]) + 3) if isinstance(v, dict) else 1
+            if isinstance(v, dict):  # a histogram: its buckets and +Inf, _count, _sum
+                base = spec.prometheus_name
+                out[f"{base}_bucket"] += len(v["bounds"]) + 1
+                out[f"{base}_count"] += 1
+                out[f"{base}_sum"] += 1
+            else:
+                out[spec.prometheus_name] += 1
     return out
 
 

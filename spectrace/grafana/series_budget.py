@@ -94,21 +94,36 @@ def undeclared() -> list[str]:
     return sorted({a for m in S.ALL_METRICS for a in m.attributes} - set(VALUES))
 
 
-def series(spec, shape: Shape) -> int:
-    """The series one metric of one process takes at most, in Prometheus's terms."""
+def _label_sets(spec, shape: Shape) -> int:
+    """The attribute sets one metric of one process takes at most."""
     if spec.name in _off(shape):
         return 0
     n = 1
     for a in spec.attributes:
         n *= 1 if (a == S.ATTR_PHASE and spec.name in _ONE_PHASE) else VALUES[a][0](shape)
-    if spec.kind == S.HISTOGRAM:
-        n *= len(spec.bounds) + 1 + 2  # its buckets and +Inf, _count, _sum
     return n
 
 
+def _stored(spec, shape: Shape) -> dict[str, int]:
+    """The series Prometheus stores of one metric of one process, by name: a histogram's
+    `_bucket` (its bounds and `+Inf`), `_count` and `_sum`."""
+    n = _label_sets(spec, shape)
+    if spec.kind != S.HISTOGRAM:
+        return {spec.prometheus_name: n}
+    base = spec.prometheus_name
+    return {f"{base}_bucket": n * (len(spec.bounds) + 1), f"{base}_count": n,
+            f"{base}_sum": n}
+
+
+def series(spec, shape: Shape) -> int:
+    """The series one metric of one process takes at most, in Prometheus's terms."""
+    return sum(_stored(spec, shape).values())
+
+
 def budget(shape: Shape) -> dict[str, int]:
-    """Prometheus name -> series at most, every metric, and `target_info`."""
-    out = {m.prometheus_name: series(m, shape) for m in S.ALL_METRICS}
+    """Prometheus name -> series at most, every metric (a histogram's three names), and
+    `target_info`."""
+    out = {name: n for m in S.ALL_METRICS for name, n in _stored(m, shape).items()}
     out["target_info"] = 1
     return out
 
