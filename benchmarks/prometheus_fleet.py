@@ -2,7 +2,7 @@
 query? A simulated fleet, backfilled into a real Prometheus TSDB with `promtool tsdb
 create-blocks-from openmetrics`, then queried as an operator would (issue 45).
 
-    python benchmarks/prometheus_fleet.py [--processes 1000] [--tp 8] [--hours 2] [--step 60]
+    python benchmarks/prometheus_fleet.py [--processes 1000] [--tp 8] [--hours 24] [--step 60]
 
 Each process exports the series a real SGLang CPU process exported (the last snapshot of
 tests/recorded/compare/full: every metric, attribute set and histogram as recorded), its
@@ -10,12 +10,15 @@ counters growing linearly over the range from 0 to ten times the recorded totals
 own `target_info` (five deployments, rank 0 of each `--tp` group counted once, the others
 copies). Prints the series and samples written, the backfill's time, the fleet report's
 wall time and peak memory (`spectrace report --prometheus URL --json` in a child process)
-and each overview panel's query time at the end of the range (p50, p95, max).
+over the last hour and over the whole history, each overview panel's query time and each
+alert rule's evaluation (its expression as an instant query) at the end of the range
+(p50, p95, max), and Prometheus's own peak memory.
 """
 from __future__ import annotations
 
 import argparse
 import glob
+import resource
 import json
 import os
 import shutil
@@ -33,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from spectrace import signals as S  # noqa: E402
-from spectrace.grafana import overview  # noqa: E402
+from spectrace.grafana import alerts, overview  # noqa: E402
 
 RECORDED = os.path.join(ROOT, "tests", "recorded", "compare", "full")
 DEPLOYMENTS = 5
@@ -41,8 +44,8 @@ DEPLOYMENTS = 5
 REPORT_AND_RSS = (
     "import resource, sys\n"
     "from spectrace.cli import main\n"
-    "rc = main(['report', '--prometheus', sys.argv[1], '--since', sys.argv[2], '--json',"
-    " '--timeout', '600'])\n"
+    "rc = main(['report', '--prometheus', sys.argv[1], '--since', sys.argv[2], '--until',"
+    " sys.argv[3], '--json', '--timeout', '600'])\n"
     "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     "sys.exit(rc)\n")
 
@@ -79,38 +82,53 @@ def recorded_series() -> list[tuple[str, dict, float]]:
 
 def write_openmetrics(path: str, processes: int, tp: int, hours: float, step: int,
                       t0: float) -> tuple[int, int]:
-    """The fleet's series as OpenMetrics; returns (series, samples)."""
-    base = recorded_series()
+    """The fleet's series as OpenMetrics, written as they are made (a family's series
+    together, as the format wants); returns (series, samples)."""
+    by_name: dict[str, list[tuple[dict, float]]] = {}
+    for name, labels, v in recorded_series():
+        by_name.setdefault(name, []).append((labels, v))
     steps = int(hours * 3600 // step) + 1
-    families: dict[str, list[str]] = {}
+    times = [f"{t0 + j * step:.3f}" for j in range(steps)]
+    fractions = [10 * j / (steps - 1) for j in range(steps)]
     n_series = 0
-    for i in range(processes):
-        rank = i % tp
-        proc = {"job": "spectrace", "instance": f"host{i // tp}:{9464 + rank}"}
-        info = {**proc, "service_name": f"deploy-{(i // tp) % DEPLOYMENTS}",
-                "spectrace_version": "0.0.0", "spectrace_runtime": "sglang",
-                "spectrace_process_role": "scheduler", "spectrace_tp_rank": str(rank),
-                "spectrace_counted": "once" if rank == 0 else "copy",
-                "spectrace_draft_model": f"/models/draft-{(i // tp) % DEPLOYMENTS}"}
-        series = [("target_info", info, None)] + [
-            (n, {**proc, **({**lab, S.ATTR_COUNTED: "once" if rank == 0 else "copy"}
-                            if S.ATTR_COUNTED in lab else lab)}, v) for n, lab, v in base]
-        for name, labels, v in series:
-            n_series += 1
-            text = ",".join(f'{k}="{val}"' for k, val in labels.items())
-            lines = families.setdefault(name, [])
-            for j in range(steps):
-                value = 1 if v is None else round(10 * v * j / (steps - 1), 6)
-                lines.append(f"{name}{{{text}}} {value} {t0 + j * step:.3f}")
     with open(path, "w") as fh:
-        for name, lines in families.items():
+        fh.write("# TYPE target_info gauge\n")
+        for i in range(processes):
+            fh.writelines(f"target_info{{{_text(_info(i, tp))}}} 1 {t}\n" for t in times)
+            n_series += 1
+        for name, series in by_name.items():
             counter = name.endswith("_total")
-            family = name[:-len("_total")] if counter else name
-            kind = "counter" if counter else "gauge"
-            fh.write(f"# TYPE {family} {kind}\n")
-            fh.write("\n".join(lines) + "\n")
+            fh.write(f"# TYPE {name[:-len('_total')] if counter else name} "
+                     f"{'counter' if counter else 'gauge'}\n")
+            for i in range(processes):
+                proc = _process(i, tp)
+                copy = "copy" if i % tp else "once"
+                for labels, v in series:
+                    if S.ATTR_COUNTED in labels:
+                        labels = {**labels, S.ATTR_COUNTED: copy}
+                    head = f"{name}{{{_text({**proc, **labels})}}} "
+                    fh.writelines(f"{head}{round(v * f, 6)} {t}\n"
+                                  for f, t in zip(fractions, times))
+                    n_series += 1
         fh.write("# EOF\n")
     return n_series, n_series * steps
+
+
+def _process(i: int, tp: int) -> dict:
+    return {"job": "spectrace", "instance": f"host{i // tp}:{9464 + i % tp}"}
+
+
+def _info(i: int, tp: int) -> dict:
+    rank, deployment = i % tp, (i // tp) % DEPLOYMENTS
+    return {**_process(i, tp), "service_name": f"deploy-{deployment}",
+            "spectrace_version": "0.0.0", "spectrace_runtime": "sglang",
+            "spectrace_process_role": "scheduler", "spectrace_tp_rank": str(rank),
+            "spectrace_counted": "once" if rank == 0 else "copy",
+            "spectrace_draft_model": f"/models/draft-{deployment}"}
+
+
+def _text(labels: dict) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels.items())
 
 
 def free_port() -> int:
@@ -130,43 +148,86 @@ def query_seconds(url: str, expr: str, at: float) -> float:
     return took
 
 
-def panel_exprs(hours: float) -> list[str]:
+def panel_exprs(hours: float) -> list[tuple[str, str]]:
+    """(panel title, its query) of every overview panel, over a range of `hours`."""
     out = []
     for panel in overview.panels():
         for target in panel.get("targets", []):
             expr = (target["expr"].replace("$__rate_interval", "5m")
                     .replace("$__range", f"{int(hours * 3600)}s")
                     .replace('"$job"', '".*"').replace('"$instance"', '".*"'))
-            out.append(expr)
+            out.append((panel["title"], expr))
     return out
+
+
+def rule_exprs() -> list[tuple[str, str]]:
+    """(alert, its expression) of each bundled rule: what Prometheus evaluates every
+    interval."""
+    return [(r["alert"], r["expr"]) for g in alerts.rules()["groups"] for r in g["rules"]]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    """CPU time of this process's finished children (the report's)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM")) / 1024
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--processes", type=int, default=1000)
     p.add_argument("--tp", type=int, default=8)
-    p.add_argument("--hours", type=float, default=2.0)
+    p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--step", type=int, default=60, help="seconds between samples")
+    p.add_argument("--keep", metavar="DIR",
+                   help="backfill into DIR and keep it; a DIR that holds one already is "
+                        "queried again without writing (the figures on a quieter machine)")
     a = p.parse_args()
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     if not prometheus or not promtool:
         print("needs prometheus and promtool (apt-get install prometheus)", file=sys.stderr)
         return 2
-    work = tempfile.mkdtemp(prefix="fleet-")
+    work = a.keep or tempfile.mkdtemp(prefix="fleet-")
+    made = os.path.join(work, "fleet.json")  # what a kept DIR holds
     proc = None
     try:
-        t_end = float(int(time.time()) - 600)
-        t0 = t_end - a.hours * 3600
-        t = time.perf_counter()
-        n_series, n_samples = write_openmetrics(os.path.join(work, "fleet.om"), a.processes,
-                                                a.tp, a.hours, a.step, t0)
-        wrote = time.perf_counter() - t
-        t = time.perf_counter()
-        subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
-                        os.path.join(work, "fleet.om"), os.path.join(work, "tsdb")],
-                       check=True, capture_output=True)
-        backfill = time.perf_counter() - t
-        os.remove(os.path.join(work, "fleet.om"))
+        if os.path.exists(made):
+            with open(made) as fh:
+                fleet = json.load(fh)
+            print(f"querying the fleet kept in {work}: {fleet}")
+        else:
+            os.makedirs(work, exist_ok=True)
+            t_end = float(int(time.time()) - 600)
+            t = time.perf_counter()
+            n_series, n_samples = write_openmetrics(
+                os.path.join(work, "fleet.om"), a.processes, a.tp, a.hours, a.step,
+                t_end - a.hours * 3600)
+            wrote = time.perf_counter() - t
+            t = time.perf_counter()
+            subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
+                            os.path.join(work, "fleet.om"), os.path.join(work, "tsdb")],
+                           check=True, capture_output=True)
+            backfill = time.perf_counter() - t
+            os.remove(os.path.join(work, "fleet.om"))
+            fleet = dict(processes=a.processes, tp=a.tp, hours=a.hours, step=a.step,
+                         t_end=t_end, series=n_series, samples=n_samples)
+            with open(made, "w") as fh:
+                json.dump(fleet, fh)
+            print(f"fleet: {a.processes} processes (TP={a.tp}, {DEPLOYMENTS} deployments), "
+                  f"{a.hours:g} h at {a.step} s: {n_series} series, {n_samples} samples "
+                  f"(written in {wrote:.0f} s, backfilled in {backfill:.0f} s)", flush=True)
+        t_end, hours = fleet["t_end"], fleet["hours"]
         with open(os.path.join(work, "prometheus.yml"), "w") as fh:
             fh.write("global: {}\n")
         port = free_port()
@@ -184,32 +245,40 @@ def main() -> int:
                         break
             except OSError:
                 time.sleep(0.5)
-        since = f"{int(a.hours * 3600 + 600 + 60)}s"
-        t = time.perf_counter()
-        said = subprocess.run([sys.executable, "-c", REPORT_AND_RSS, url, since],
-                              capture_output=True, text=True, cwd=ROOT)
-        report_s = time.perf_counter() - t
-        if said.returncode != 0:
-            print(said.stderr, file=sys.stderr)
-            return 1
-        rss_mib = int(said.stderr.strip().splitlines()[-1]) / 1024
-        out = json.loads(said.stdout)
-        times = sorted(query_seconds(url, e, t_end) for e in panel_exprs(a.hours))
-        print(f"fleet: {a.processes} processes (TP={a.tp}, {DEPLOYMENTS} deployments), "
-              f"{a.hours:g} h at {a.step} s: {n_series} series, {n_samples} samples "
-              f"(written in {wrote:.0f} s, backfilled in {backfill:.0f} s)")
-        print(f"spectrace report --prometheus: {report_s:.1f} s, peak RSS {rss_mib:.0f} MiB, "
-              f"{len(out['processes'])} processes, "
-              f"{len(out['groups'])} deployments, combined request-steps "
-              f"{out['combined']['drafts']:.0f}")
-        print(f"overview panel queries ({len(times)}): p50 {statistics.median(times):.3f} s, "
-              f"p95 {times[int(0.95 * (len(times) - 1))]:.3f} s, max {times[-1]:.3f} s")
+        # the last hour (an operator's usual range), and the whole history
+        for since in ("1h", f"{int(hours * 3600 + 60)}s"):
+            t, served, own = time.perf_counter(), cpu_seconds(proc.pid), children_cpu()
+            said = subprocess.run([sys.executable, "-c", REPORT_AND_RSS, url, since,
+                                   f"{t_end:.0f}"],
+                                  capture_output=True, text=True, cwd=ROOT)
+            report_s, served = time.perf_counter() - t, cpu_seconds(proc.pid) - served
+            own = children_cpu() - own
+            if said.returncode != 0:
+                print(said.stderr, file=sys.stderr)
+                return 1
+            rss_mib = int(said.stderr.strip().splitlines()[-1]) / 1024
+            out = json.loads(said.stdout)
+            print(f"spectrace report --prometheus --since {since}: {report_s:.1f} s ({own:.1f} "
+                  f"CPU-s its own, {served:.1f} Prometheus's), peak RSS "
+                  f"{rss_mib:.0f} MiB, {len(out['processes'])} processes, "
+                  f"{len(out['groups'])} deployments, combined request-steps "
+                  f"{out['combined']['drafts']:.0f}", flush=True)
+        for what, exprs in (("overview panel queries, the last hour", panel_exprs(1)),
+                            (f"overview panel queries, {hours:g} h", panel_exprs(hours)),
+                            ("alert rule evaluations", rule_exprs())):
+            timed = sorted((query_seconds(url, e, t_end), title) for title, e in exprs)
+            times = [t for t, _ in timed]
+            print(f"{what} ({len(times)}): p50 {statistics.median(times):.3f} s, "
+                  f"p95 {times[int(0.95 * (len(times) - 1))]:.3f} s, max {times[-1]:.3f} s "
+                  f"({timed[-1][1]})")
+        print(f"Prometheus peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
         return 0
     finally:
         if proc is not None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
