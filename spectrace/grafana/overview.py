@@ -293,15 +293,26 @@ def fleet_row(flt: str = F) -> list[dict]:
               "with its deployment (service_name) and draft from target_info: one bad "
               f"replica in a fleet. {HEALTHY_ACCEPT_LENGTH}. " + ONCE,
               [_target(Q.worst_instances(RANGE, FLEET_WORST, flt),
-                       "{{%s}} {{%s}} {{instance}}" % (Q.DEPLOYMENT, Q.DRAFT))], (12, 8),
+                       "{{%s}} {{%s}} {{instance}}" % (Q.DEPLOYMENT, Q.DRAFT))], (8, 8),
               steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _bars("Acceptance drift by deployment and draft", "Accepted draft tokens per "
+              "request-step over the last 15 minutes divided by those over the 6 hours "
+              "before them, for each deployment (service_name) and draft: its processes' "
+              "counts added up, where both windows hold the drift rule's floors "
+              f"({DRIFT.FLOOR} request-steps); a deployment at {DRIFT.RATIO:g} or below "
+              "drifted (red). Per process: the drift panel above, and SpectraceAcceptanceDrift. "
+              + NEEDS_HISTORY + " " + ONCE,
+              [_target(Q.drift_ratio_side_by_side("15m", "6h", flt=flt),
+                       "{{%s}} {{%s}}" % (Q.DEPLOYMENT, Q.DRAFT))], (8, 8),
+              steps=[{"color": "red", "value": None},
+                     {"color": "green", "value": DRIFT.RATIO}], decimals=2),
         _bars("Findings by deployment and draft", "Findings raised since process start, "
               "by deployment (service_name), draft, code and severity, added up over each "
               "deployment's processes (every process raises its own; a healthy fleet shows "
               "0 for every code); docs/doctor.md explains each code. " + PER_PROCESS,
               [_target(Q.findings_side_by_side(flt=flt),
                        "{{%s}} {{%s}} {{code}} ({{severity}})" % (Q.DEPLOYMENT, Q.DRAFT))],
-              (12, 8), steps=ZERO_IS_GOOD),
+              (8, 8), steps=ZERO_IS_GOOD),
     ]
 
 

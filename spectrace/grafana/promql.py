@@ -383,6 +383,29 @@ def worst_instances(window: str, n: int = 10, flt="") -> str:
     return f"bottomk({n}, {with_resource(inner, (DEPLOYMENT, DRAFT), flt)})"
 
 
+def drift_ratio_side_by_side(recent: str, earlier: str, labels=(DEPLOYMENT, DRAFT),
+                             flt="") -> str:
+    """`drift_ratio` for each deployment and draft: each process's counts labelled from its
+    `target_info` and added up before the ratio, with the drift rule's floors on the sums
+    (the fleet row: a deployment drifting, not one of its replicas)."""
+    from ..rules import drift
+    group = ", ".join(labels)
+
+    def gain(window: str, offset: str = "") -> tuple[str, str, str]:
+        off = f" offset {offset}" if offset else ""
+        drafts, tokens, requests = (_sum(tuple(labels), with_resource(_sum(
+            SCRAPE_LABELS, f"increase({sel(spec, flt)}[{window}]{off})"), labels, flt))
+            for spec in (S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS, S.SPEC_REQUESTS))
+        return f"({tokens} / {drafts})", drafts, requests
+    now, now_drafts, now_requests = gain(recent)
+    before, before_drafts, before_requests = gain(earlier, recent)
+    return (f"{now} / {before}"
+            f" and on({group}) ({now_drafts} >= {drift.FLOOR})"
+            f" and on({group}) ({before_drafts} >= {drift.FLOOR})"
+            f" and on({group}) ({now_requests} >= {drift.MIN_REQUESTS})"
+            f" and on({group}) ({before_requests} >= {drift.MIN_REQUESTS})")
+
+
 def findings_side_by_side(labels=(DEPLOYMENT, DRAFT), flt="") -> str:
     """Findings raised since process start, by deployment, draft, code and severity: each
     process's counts labelled from its `target_info`, then added up (every process raises
