@@ -830,3 +830,57 @@ def test_busy_or_invalid_port_is_logged_not_fatal(caplog):
     assert "cannot listen" in caplog.text
     assert start_prometheus_reader(Config(prometheus_port=65535), 3) == (None, None)
     assert "not a TCP port" in caplog.text
+
+
+@pytest.mark.sglang
+@needs_prometheus
+def test_two_deployments_from_one_prometheus(tiny_models, tmp_path):
+    """One Prometheus scraping two real SGLang servers of two deployments
+    (`OTEL_SERVICE_NAME`): `healthy`, the partial pair, and `degraded`, the fc-bypassed
+    pair. `spectrace report --prometheus` judges each deployment as the report on its
+    server's folder judges the server: request-steps and accepted tokens exactly (equal to
+    SGLang's own), the mean accept length to 0.01, the same run-time finding codes and the
+    same verdict; and all of it together."""
+    from tests.e2e import sglang_totals
+    base = free_ports(2)
+    prom = Prometheus(str(tmp_path), [base, base + 1])
+    servers, own, folders = [], {}, {}
+    try:
+        for i, (name, mode) in enumerate((("healthy", "partial"), ("degraded", "bypass"))):
+            folders[name] = str(tmp_path / name)
+            server = start_server(tiny_models(mode), str(tmp_path / f"{name}.log"), env_extra={
+                "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
+                "SPECTRACE_PROMETHEUS_PORT": str(base + i), "OTEL_SERVICE_NAME": name,
+                "SPECTRACE_OUTPUT_DIR": folders[name]}, timeout=600)
+            servers.append(server)
+            responses = [server.generate(PROMPT, 16) for _ in range(3)]
+            own[name] = sglang_totals(responses)[:2]
+        drafts = S.SPEC_DRAFTS.prometheus_name
+        for i, name in enumerate(own):  # Prometheus holds each server's final counts
+            prom.wait(lambda: prom.value(f'sum({drafts}{{instance="127.0.0.1:{base + i}"}})')
+                      == own[name][0], 60, f"{name}'s counts scraped")
+        folder = {name: _settled_report(folders[name], own[name][0]) for name in own}
+        said = _spectrace("report", "--prometheus", f"http://127.0.0.1:{prom.port}",
+                          "--since", "1h", "--json")
+    finally:
+        for server in servers:
+            server.stop()
+        prom.stop()
+    assert said.returncode == 0, said.stderr
+    out = json.loads(said.stdout)
+    groups = {g["group"]["service.name"]: g for g in out["groups"]}
+    assert set(groups) == {"healthy", "degraded"}, out["groups"]
+    for name, g in groups.items():
+        fc = folder[name]["combined"]
+        assert (g["drafts"], g["accepted_tokens"]) == own[name] == (
+            fc["drafts"], fc["accepted_tokens"]), (name, g, fc)
+        assert g["mean_acceptance_length"] == pytest.approx(fc["mean_acceptance_length"],
+                                                            abs=0.01)
+        assert _runtime_codes(g) == _runtime_codes(fc), name
+        assert g["verdict"]["state"] == folder[name]["verdict"]["state"], (name, g["verdict"])
+    # (48 tokens a deployment: the healthy one is under the verdict's floor, not judged)
+    assert groups["degraded"]["verdict"]["state"] == "broken"
+    assert groups["healthy"]["verdict"]["state"] != "broken"
+    assert S.FC_BYPASS in _runtime_codes(groups["degraded"]) - _runtime_codes(
+        groups["healthy"])
+    assert out["combined"]["drafts"] == own["healthy"][0] + own["degraded"][0]
