@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import names, server_settings, signals
@@ -204,10 +205,14 @@ def observe_prometheus(r: PrometheusRange, client: Client | None = None) -> list
                     and labels.get("__name__") in specs):
                 out[_series_key(labels) + (("__name__", labels["__name__"]),)] = (labels, v)
         return out
-    at_end, at_start = read(end), read(start)
+    # the reads are independent: Prometheus answers one while this process decodes another
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        ends, starts = pool.submit(read, end), pool.submit(read, start)
+        reset = _reset(client, specs, window, end, processes, pool)
+        at_end, at_start = ends.result(), starts.result()
     gained = _gained({k: v for k, v in at_end.items() if _counts(v[0], specs)},
                      at_start)
-    for key in _reset(client, specs, window, end, processes) & gained.keys():
+    for key in reset & gained.keys():
         labels = gained[key][0]
         gained[key] = (labels, _gain_over_samples(client, labels, window, end,
                                                   at_start.get(key, (None, 0.0))[1]))
@@ -313,14 +318,16 @@ def _over_time(client: Client, processes: dict, specs: dict, start: float, end: 
     return out
 
 
-def _reset(client: Client, specs: dict, window: str, end: float, processes: dict) -> set:
+def _reset(client: Client, specs: dict, window: str, end: float, processes: dict,
+           pool) -> set:
     """The counting series that were reset within the range (`resets()`, one query per
-    metric: a function drops the metric's name, so series of several would collide)."""
+    metric, `pool`'s threads at once: a function drops the metric's name, so series of
+    several would collide)."""
+    counters = [n for n, (spec, _) in specs.items() if spec.kind != names.GAUGE]
+    answers = pool.map(lambda n: client.query(f"resets({n}[{window}]) > 0", end), counters)
     out = set()
-    for prom_name, (spec, _) in specs.items():
-        if spec.kind == names.GAUGE:
-            continue
-        for s in client.query(f"resets({prom_name}[{window}]) > 0", end):
+    for prom_name, answer in zip(counters, answers):
+        for s in answer:
             labels = {**s["metric"], "__name__": prom_name}
             if _process_key(labels) in processes:
                 out.add(_series_key(labels) + (("__name__", prom_name),))
