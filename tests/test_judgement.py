@@ -190,12 +190,14 @@ def test_judged_findings_are_judged_again_for_all_processes(tmp_path):
 
 def test_a_rules_doc_section_is_declared_with_it():
     """A finding's section of docs/metrics.md (`FindingSpec.doc_title`, `doc`) is written
-    from its declaration, beside the rule (drift, the reference), in `RULES` order."""
+    from its declaration, beside the rule (drift, the reference, replicas), in `RULES`
+    order."""
     from spectrace.findings import FindingSpec
     from spectrace.grafana import metrics_doc, rules_doc
     page = metrics_doc.render()
     declared = [s for s in judgement.SPECS.values() if s.doc_title]
-    assert [s.doc_title for s in declared] == ["Drift over time", "A reference"]
+    assert [s.doc_title for s in declared] == ["Drift over time", "A reference",
+                                               "One replica against its deployment"]
     for s in declared:
         assert f"## {s.doc_title}\n\n" + "\n\n".join(s.doc) + "\n" in page
     new = FindingSpec("acceptance.example", "info", "an example", doc_title="An example",

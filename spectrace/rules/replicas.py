@@ -28,9 +28,9 @@ DROP = 0.3    # ... and at least this many fewer
 
 MESSAGE = Message(
     CODE,
-    "one replica accepts far less than the rest of its deployment: {process} {gain:.2f} "
-    "accepted draft tokens per request-step over {drafts:,.0f} request-steps, against "
-    "{others_gain:.2f} for {others} of {deployment}.",
+    "one replica accepts far less than the rest of its deployment: {process} {gain} "
+    "accepted draft tokens per request-step over {drafts} request-steps, against "
+    "{others_gain} for {others} of {deployment}.",
     "look at that process, not the draft: `spectrace report` on its own folder (or "
     "`--selector 'instance=\"...\"'`) for its findings (dropped weights, fc bypass, aux "
     "capture), and compare its draft files and settings with a healthy replica's "
@@ -150,7 +150,8 @@ def judge(replicas: Iterable[Replica]) -> list[Finding]:
                 {"process": worst.process, "deployment": dict(deployment),
                  "drafts": worst.drafts, "gain": round(gain, 4),
                  "others_gain": round(others, 4), "others": len(members) - 1},
-                process=worst.process, gain=gain, drafts=worst.drafts, others_gain=others,
+                process=worst.process, gain=f"{gain:.2f}", drafts=f"{worst.drafts:,.0f}",
+                others_gain=f"{others:.2f}",
                 others=("the other replica" if len(members) == 2 else
                         f"the other {len(members) - 1} replicas together"),
                 deployment=", ".join(f"{WORDS.get(k, k)} {v}" for k, v in deployment)
