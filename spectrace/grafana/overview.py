@@ -302,7 +302,7 @@ def fleet_row(flt: str = F) -> list[dict]:
               f"({DRIFT.FLOOR} request-steps); a deployment at {DRIFT.RATIO:g} or below "
               "drifted (red). Per process: the drift panel above, and SpectraceAcceptanceDrift. "
               + NEEDS_HISTORY + " " + ONCE,
-              [_target(Q.drift_ratio_side_by_side("15m", "6h", flt=flt),
+              [_target(Q.drift_ratio("15m", "6h", (Q.DEPLOYMENT, Q.DRAFT), flt, labelled=True),
                        "{{%s}} {{%s}}" % (Q.DEPLOYMENT, Q.DRAFT))], (8, 8),
               steps=[{"color": "red", "value": None},
                      {"color": "green", "value": DRIFT.RATIO}], decimals=2),

@@ -293,25 +293,34 @@ def _best_worst_gap(b: Breakdown, gain: str, window: str, by, flt) -> str:
             f" and on({group}) ({best} - max by ({group}) ({worst}) >= {rule.drop})")
 
 
-def window_gain(window: str, by=(), flt="", offset: str = "") -> tuple[str, str, str]:
+def window_gain(window: str, by=(), flt="", offset: str = "", labelled: bool = False
+                ) -> tuple[str, str, str]:
     """(accepted draft tokens per request-step, request-steps, finished requests) over
-    `window`, ending `offset` ago."""
+    `window`, ending `offset` ago; `labelled`: `by` are `target_info` labels, each
+    process's counts labelled from it before they are added up (`with_resource`)."""
     off = f" offset {offset}" if offset else ""
-    drafts, tokens, requests = (_sum(tuple(by), f"increase({sel(spec, flt)}[{window}]{off})")
-                                for spec in (S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS,
-                                             S.SPEC_REQUESTS))
+
+    def total(spec) -> str:
+        gained = f"increase({sel(spec, flt)}[{window}]{off})"
+        if labelled:
+            gained = with_resource(_sum(SCRAPE_LABELS, gained), by, flt)
+        return _sum(tuple(by), gained)
+    drafts, tokens, requests = (total(spec) for spec in (S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS,
+                                                         S.SPEC_REQUESTS))
     return f"({tokens} / {drafts})", drafts, requests
 
 
-def drift_ratio(recent: str, earlier: str, by=(), flt="") -> str:
+def drift_ratio(recent: str, earlier: str, by=(), flt="", labelled: bool = False) -> str:
     """Accepted tokens per request-step over the last `recent` divided by those over the
     `earlier` before it, where both windows hold at least the drift rule's floor of
     request-steps and finished requests (`rules.drift.FLOOR`, `MIN_REQUESTS`); the
-    dashboard's drift panel."""
+    dashboard's drift panels (per process; `labelled`: by deployment and draft, each
+    process's counts added up before the ratio)."""
     from ..rules import drift
     group = ", ".join(by)
-    now, now_drafts, now_requests = window_gain(recent, by, flt)
-    before, before_drafts, before_requests = window_gain(earlier, by, flt, offset=recent)
+    now, now_drafts, now_requests = window_gain(recent, by, flt, labelled=labelled)
+    before, before_drafts, before_requests = window_gain(earlier, by, flt, offset=recent,
+                                                         labelled=labelled)
     return (f"{now} / {before}"
             f" and on({group}) ({now_drafts} >= {drift.FLOOR})"
             f" and on({group}) ({before_drafts} >= {drift.FLOOR})"
@@ -381,29 +390,6 @@ def worst_instances(window: str, n: int = 10, flt="") -> str:
     bad replica. Tensor-parallel copies are left out (they repeat their rank 0)."""
     inner = mean_acceptance_length(window, SCRAPE_LABELS, flt)
     return f"bottomk({n}, {with_resource(inner, (DEPLOYMENT, DRAFT), flt)})"
-
-
-def drift_ratio_side_by_side(recent: str, earlier: str, labels=(DEPLOYMENT, DRAFT),
-                             flt="") -> str:
-    """`drift_ratio` for each deployment and draft: each process's counts labelled from its
-    `target_info` and added up before the ratio, with the drift rule's floors on the sums
-    (the fleet row: a deployment drifting, not one of its replicas)."""
-    from ..rules import drift
-    group = ", ".join(labels)
-
-    def gain(window: str, offset: str = "") -> tuple[str, str, str]:
-        off = f" offset {offset}" if offset else ""
-        drafts, tokens, requests = (_sum(tuple(labels), with_resource(_sum(
-            SCRAPE_LABELS, f"increase({sel(spec, flt)}[{window}]{off})"), labels, flt))
-            for spec in (S.SPEC_DRAFTS, S.SPEC_ACCEPTED_TOKENS, S.SPEC_REQUESTS))
-        return f"({tokens} / {drafts})", drafts, requests
-    now, now_drafts, now_requests = gain(recent)
-    before, before_drafts, before_requests = gain(earlier, recent)
-    return (f"{now} / {before}"
-            f" and on({group}) ({now_drafts} >= {drift.FLOOR})"
-            f" and on({group}) ({before_drafts} >= {drift.FLOOR})"
-            f" and on({group}) ({now_requests} >= {drift.MIN_REQUESTS})"
-            f" and on({group}) ({before_requests} >= {drift.MIN_REQUESTS})")
 
 
 def findings_side_by_side(labels=(DEPLOYMENT, DRAFT), flt="") -> str:
