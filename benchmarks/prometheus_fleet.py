@@ -37,6 +37,7 @@ sys.path.insert(0, ROOT)
 
 from spectrace import signals as S  # noqa: E402
 from spectrace.grafana import alerts, overview  # noqa: E402
+from spectrace.report.reader import read_jsonl  # noqa: E402
 
 RECORDED = os.path.join(ROOT, "tests", "recorded", "compare", "full")
 DEPLOYMENTS = 5
@@ -53,13 +54,7 @@ REPORT_AND_RSS = (
 def recorded_series() -> list[tuple[str, dict, float]]:
     """(Prometheus name, labels, value) of every series one real process exported."""
     [path] = glob.glob(os.path.join(RECORDED, "*", "metrics.jsonl"))
-    last = None
-    with open(path) as fh:
-        for line in fh:
-            try:
-                last = json.loads(line)
-            except ValueError:
-                continue
+    last = read_jsonl(path)[-1]
     by_name = {s.name: s for s in S.ALL_METRICS}
     out = []
     for name, points in last["metrics"].items():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import glob
-import json
 import os
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from spectrace import signals as S
 from spectrace.families import breakdowns, step_cost
 from spectrace.grafana import series_budget as budget
+from spectrace.report.reader import read_jsonl
 from spectrace.rules import context as ctx
 
 pytestmark = pytest.mark.fast
@@ -56,17 +56,12 @@ def _series_of(snapshot: dict) -> collections.Counter:
 
 
 def _recorded_processes():
+    """(folder, last metrics snapshot) of every recorded process (the report's reader)."""
     for path in sorted(glob.glob(os.path.join(RECORDED, "**", "metrics.jsonl"),
                                  recursive=True)):
-        last = None
-        with open(path) as fh:
-            for line in fh:
-                try:
-                    last = json.loads(line)
-                except ValueError:
-                    continue
-        if last is not None:
-            yield os.path.relpath(os.path.dirname(path), RECORDED), last
+        snapshots = read_jsonl(path)
+        if snapshots:
+            yield os.path.relpath(os.path.dirname(path), RECORDED), snapshots[-1]
 
 
 def test_every_recorded_process_stays_within_the_budget_at_its_k():
