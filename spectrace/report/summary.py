@@ -144,7 +144,7 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
     evidence = judgement.Evidence.of(
         raw, figures, kept, tuple(p.drift_history for p in once if p.drift_history),
         next((p.reference for p in once if p.reference), None),
-        tuple(judgement.Member(p.process, tuple(sorted(group_of(p).items())), p.raw)
+        tuple(judgement.Member(p.process, deployment_of(p), p.raw)
               for p in once))
     return CombinedSummary(
         processes=tuple(p.process for p in procs),
@@ -186,6 +186,11 @@ def group_of(p: ProcessSummary) -> dict:
     return {k: values[k] for k in GROUP_BY if values[k] is not None}
 
 
+def deployment_of(p: ProcessSummary) -> tuple:
+    """`group_of` as a key: its (attribute, value) pairs in order."""
+    return tuple(sorted(group_of(p).items()))
+
+
 def report_of(title: str, procs: tuple) -> Report:
     """The report on these processes (`title`: the folder, or the source and its range):
     all of them combined, each deployment's together where there are several (`GROUP_BY`),
@@ -194,7 +199,7 @@ def report_of(title: str, procs: tuple) -> Report:
     report = Report(title, procs, combine(readable) if readable else None)
     keys: dict[tuple, list] = {}
     for p in readable:
-        keys.setdefault(tuple(sorted(group_of(p).items())), []).append(p)
+        keys.setdefault(deployment_of(p), []).append(p)
     groups = []
     for key, members in sorted(keys.items()) if len(keys) > 1 else ():
         group = replace(combine(members), group=dict(key))
