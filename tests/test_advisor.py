@@ -356,10 +356,43 @@ def test_speculation_slower_needs_its_floor_and_says_so():
     first, *_ = speculation.findings(adv)
     code, severity, message = first.code, first.severity, first.message
     assert code == signals.SPEC_SLOWER and severity == "warning"
-    assert "slower than plain decoding" in message and "1000 request-steps" in message
+    assert message.startswith(
+        "speculation costs more than it saves at batch size 1 and K=3, measured: estimated "
+        "speed-up"), message  # what it costs, not "acceptance is lower" (issue 49)
+    assert "1000 request-steps" in message
     assert adv.best == 0 and adv.flags == "no speculation (without --speculative-config)"
+    assert first.message.endswith(
+        f"Fix: serve without --speculative-config (predicted {adv.gain:.2f}x the current "
+        "tokens per second)."), first.message
     assert advisor.runtime_flags("vllm", 2).startswith(
         "--speculative-config '{..., \"num_speculative_tokens\": 2}'")
+
+
+def test_no_draft_accepted_is_slower_from_the_counts_whatever_the_timing():
+    """Issue 49, the demo's broken run: no draft token accepted in the floor's request-steps
+    means one token a step for a target forward and the drafting, so the advisor says
+    slower from the counts, with steps under the timing's own floor (5 measured) and an
+    estimate capped at 1.00x; one request-step fewer than the floor, and it waits."""
+    few_steps = _costs(step=10e-3, draft=3e-3, verify=4e-3, n=5)
+    adv = advisor.advise(few_steps, [0, 0, 0], [150] * 3, 150, {1: 150}, runtime="sglang")
+    assert adv.counted and adv.judged and adv.verdict == "slower"
+    assert adv.speedup_upper <= 1.0 and adv.best == 0
+    [slower] = [f for f in speculation.findings(adv) if f.code == signals.SPEC_SLOWER]
+    assert ("at batch size 1 and K=3, known from the counts: no draft token accepted in 150 "
+            "request-steps, so each step makes one token") in slower.message, slower.message
+    assert slower.message.endswith(
+        "Fix: serve without --speculative-algorithm until the draft accepts tokens: with "
+        "none accepted, plain decoding is faster whatever the step costs."), slower.message
+    assert slower.details["known_from_counts"] is True
+    assert adv.to_json()["known_from_counts"] is True
+    assert "(known from the counts: no draft token accepted)" in "\n".join(
+        speculation_lines(adv))
+    under = advisor.advise(few_steps, [0, 0, 0], [99] * 3, 99, {1: 99}, runtime="sglang")
+    assert not under.counted and under.verdict == "unknown"
+    assert speculation.findings(under) == []
+    one = advisor.advise(few_steps, [1, 0, 0], [150] * 3, 150, {1: 149, 2: 1},
+                         runtime="sglang")  # one accepted: the timing's floor again
+    assert not one.counted and one.verdict == "unknown"
 
 
 def test_trees_get_a_speedup_but_no_recommendation():

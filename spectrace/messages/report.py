@@ -129,15 +129,16 @@ REQUEST_IMPLAUSIBLE = Message(
 # -- is speculation paying off (spectrace.report.advisor; `spectrace report`) ---------------------------
 SPEC_SLOWER = Message(
     names.SPEC_SLOWER,
-    "speculation is slower than plain decoding: estimated speed-up {speedup}x ({lower}x - "
-    "{upper}x, {estimate}; {steps} measured steps, {drafts} request-steps, K={k}). Each step "
-    "costs {step_ms} ms for {tokens} tokens per request, a plain decode step about "
-    "{plain_ms} ms for one; the advisor's K: {best} (0: no speculation).",
+    "speculation costs more than it saves at {batch} and K={k}, {how}: estimated speed-up "
+    "{speedup}x ({lower}x - {upper}x, {estimate}; {steps} measured steps, {drafts} "
+    "request-steps). Each step costs {step_ms} ms for {tokens} tokens per "
+    "request, a plain decode step about {plain_ms} ms for one; the advisor's K: {best} "
+    "(0: no speculation).",
     "{advice}")
 SPEC_SMALL_GAIN = Message(
     names.SPEC_SMALL_GAIN,
-    "speculation gains little: estimated speed-up {speedup}x ({lower}x - {upper}x, "
-    "{estimate}; {steps} measured steps, {drafts} request-steps, K={k}).",
+    "speculation saves little at {batch} and K={k}, {how}: estimated speed-up {speedup}x "
+    "({lower}x - {upper}x, {estimate}; {steps} measured steps, {drafts} request-steps).",
     "{advice}")
 SPEC_FEWER_STEPS = Message(
     names.SPEC_FEWER_STEPS,
@@ -149,6 +150,12 @@ ESTIMATE_FIT = ("two standard errors; a plain step from the target's forward fit
 ESTIMATE_BOUND = ("an upper bound: no fit of the forward's cost (one batch size and K only, or "
                   "no forward measured), so a plain step is bounded by the verify phase")
 ADVICE_BEST = "serve with {flags} (predicted {gain}x the current tokens per second)."
+ADVICE_OFF = "serve {without} (predicted {gain}x the current tokens per second)."
+ADVICE_OFF_COUNTED = ("serve {without} until the draft accepts tokens: with none accepted, "
+                      "plain decoding is faster whatever the step costs.")
+KNOWN_FROM_COUNTS = ("known from the counts: no draft token accepted in {drafts} "
+                     "request-steps, so each step makes one token for a target forward and "
+                     "the drafting")
 ADVICE_BY_BATCH = ("serve each batch size with its best K, speculation off from batch {loses}: "
                    "{flags}.")
 ADVICE_NONE = ("no setting up to the configured {current} draft steps does better; check "

@@ -116,6 +116,7 @@ class Advice:
     fit: ForwardFit | None = None        # the target's forward against its tokens
     loses_from: str | None = None        # the bucket from which no K' beats plain decoding
     batch_flags: str | None = None       # the setting serving each bucket's best K'
+    counted: bool = False                # the verdict is known from the counts alone
 
     @property
     def best_by_bucket(self) -> list[tuple[str, int]]:
@@ -129,6 +130,7 @@ class Advice:
             "estimated_speedup_upper": self.speedup_upper,
             "estimate": "bound" if self.bound else "fit",
             "verdict": self.verdict, "judged": self.judged,
+            "known_from_counts": self.counted,
             "best_num_steps": self.best, "predicted_gain": self.gain, "flags": self.flags,
             "loses_from_batch_size": self.loses_from, "batch_size_flags": self.batch_flags,
             "forward_fit": self.fit.to_json() if self.fit else None,
@@ -369,23 +371,42 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
         se = math.sqrt(sum((b.speedup_stderr or 0.0) ** 2 * n * n
                            for b, n in zip(usable, weights))) / w
         upper, lower = speedup + SIGMAS * se, speedup - SIGMAS * se
-        if not tree:
-            best, gain = _best_over_mix(usable, weights)
-            flags = fixed_k(runtime, best)
-            batch_flags = by_batch_size(runtime, [(b.bucket, b.best) for b in usable])
+    counted = speedup is not None and nothing_accepted(accepted, drafts)
+    if counted:  # below 1.0 whatever the step costs: the timing's estimate is detail
+        notes.append(f"no draft token accepted in {drafts:.0f} request-steps: each step makes "
+                     f"one token for a target forward and the drafting, so speculation is "
+                     f"slower than none whatever the step costs (the estimate "
+                     f"{speedup:.2f}x is detail, capped at 1.00x)")
+        speedup, upper, lower = min(speedup, 1.0), min(upper, 1.0), min(lower, 1.0)
+    if usable and not tree:
+        best, gain = _best_over_mix(usable, weights, 0 if counted else None)
+        flags = fixed_k(runtime, best)
+        batch_flags = by_batch_size(runtime, [(b.bucket, b.best) for b in usable])
     # judged once the buckets past the floor hold nearly every measured step: a few steps
     # in a passing bucket (requests arriving one by one) do not hold the verdict back
-    judged = bool(usable) and sum(n for b, n in zip(usable, weights) if b.judged) \
+    judged = counted or bool(usable) and sum(n for b, n in zip(usable, weights) if b.judged) \
         >= JUDGED_SHARE * sum(weights)
-    verdict = judge(None if speedup is None else (lower, upper), judged, bound)
+    verdict = "slower" if counted else judge(
+        None if speedup is None else (lower, upper), judged, bound)
     return Advice(runtime, topk, configured, tuple(buckets), speedup, upper, best, gain,
                   flags, judged, verdict, tuple(notes), drafts, lower, bound, model,
-                  None if tree else _loses_from(usable), batch_flags)
+                  None if tree else _loses_from(usable), batch_flags, counted)
 
 
-def _best_over_mix(usable: list[BucketAdvice], weights: list[int]) -> tuple[int, float]:
+def nothing_accepted(accepted: list, drafts: float) -> bool:
+    """Known from the counts alone (issue 49): `MIN_DRAFTS` request-steps or more verified
+    and not one draft token accepted, so every step yields the one token the target makes
+    alone, for a target forward and the drafting besides: slower than no speculation,
+    whatever the step timings' noise says (`rules.nothing_accepted` is the error finding
+    on the same counts; this is the advisor's verdict on them)."""
+    return drafts >= MIN_DRAFTS and not any(accepted)
+
+
+def _best_over_mix(usable: list[BucketAdvice], weights: list[int], known: int | None = None
+                   ) -> tuple[int, float]:
     """The K' with the most tokens/s over the observed mix of steps (per request), and its
-    gain over the current K (the current K and 1.0 unless it gains MIN_GAIN)."""
+    gain over the current K (the current K and 1.0 unless it gains MIN_GAIN); `known`: the
+    K' the counts decide (0 when no draft token is accepted), its predicted gain."""
     common = min(len(b.options) for b in usable)
     rates = []
     for kp in range(common):
@@ -393,6 +414,6 @@ def _best_over_mix(usable: list[BucketAdvice], weights: list[int]) -> tuple[int,
         toks = sum(b.options[kp].tokens_per_step * n for b, n in zip(usable, weights))
         rates.append(toks / time_)
     current = min(b.num_steps for b in usable)
-    best = max(range(common), key=lambda kp: rates[kp])
+    best = max(range(common), key=lambda kp: rates[kp]) if known is None else known
     gain = rates[best] / rates[min(current, common - 1)]
-    return (current, 1.0) if gain < MIN_GAIN else (best, gain)
+    return (current, 1.0) if gain < MIN_GAIN and known is None else (best, gain)

@@ -310,7 +310,7 @@ vertical-align:top}td[data-key]{text-align:right;font-variant-numeric:tabular-nu
 tr.bad td,tr.sev-error th{color:var(--red)}tr.sev-warning th{color:var(--amber)}
 td.msg{min-width:20rem}.legend-bands span{display:inline-block;padding:0 .4rem;margin-right:.3rem;
 border-radius:3px;font-size:.8rem}.verdict{font-weight:600;padding:.4rem .6rem;border-radius:3px}
-.v-healthy{background:#e3f4e3}.v-broken{background:#fbe3e3}.v-underperforming{background:#fdf0d5}
+.v-healthy{background:#e3f4e3}.v-broken{background:#fbe3e3}.v-underperforming{background:#fdf0d5}.v-slower{background:#fdf0d5}
 .v-not_enough_data,.v-no_data{background:#eee}.b-red{background:#fbe3e3}.b-amber{background:#fdf0d5}
 .b-green{background:#e3f4e3}details{margin-top:1rem}summary{cursor:pointer;font-weight:600}
 @media (max-width:600px){body{padding:.5rem}td.msg{min-width:12rem}}

@@ -56,8 +56,8 @@ def _by_batch(adv: Advice) -> str:
         f"{_cell(adv.speedup, 'speculation.estimated_speedup', _ratio(adv.speedup))}"
         f"{_cell(adv.speedup_lower, 'speculation.estimated_speedup_lower', _ratio(adv.speedup_lower))}"
         f"{_cell(adv.speedup_upper, 'speculation.estimated_speedup_upper', _ratio(adv.speedup_upper))}"
-        f"<td>{'bound' if adv.bound else 'fit'}</td><td>{_e(VERDICT_WORDS[adv.verdict])}</td>"
-        f"<td>{_e(_k(adv.best))}</td></tr>")
+        f"<td>{'counts' if adv.counted else 'bound' if adv.bound else 'fit'}</td>"
+        f"<td>{_e(VERDICT_WORDS[adv.verdict])}</td><td>{_e(_k(adv.best))}</td></tr>")
     return _table("Is speculation paying off: estimated speed-up against no speculation, by "
                   "batch size (interval: two standard errors; a bound cannot say it pays)",
                   ["batch size", "K now", "measured steps", "mean batch", "step", "plain step",

@@ -23,18 +23,17 @@ import json
 
 from .. import names
 from ..families.step_cost import BUCKET_INDEX
+from ..rules.speculation import speculation_off
 
 
 def fixed_k(runtime: str | None, num_steps: int) -> str:
     """The exact flags that serve `num_steps` chain draft tokens (0: no speculation). The
     words follow "serve with" in the findings' fixes (`messages.report.ADVICE_BEST`)."""
+    if num_steps == 0:
+        return f"no speculation ({speculation_off(runtime)})"
     if runtime == names.RUNTIME_VLLM:
-        if num_steps == 0:
-            return "no speculation (without --speculative-config)"
         return (f"--speculative-config '{{..., \"num_speculative_tokens\": {num_steps}}}' "
                 f"(num_speculative_tokens={num_steps}, other keys unchanged)")
-    if num_steps == 0:
-        return "no speculation (without --speculative-algorithm)"
     return (f"--speculative-num-steps {num_steps} --speculative-eagle-topk 1 "
             f"--speculative-num-draft-tokens {num_steps + 1}")
 

@@ -154,6 +154,7 @@ VERDICTS = {"slower": "speculation is SLOWER than plain decoding",
             "pays": "speculation pays",
             "uncertain": "not judged: the interval spans 1.0",
             "unknown": "too few measured steps to judge yet"}
+COUNTED = " (known from the counts: no draft token accepted)"
 BOUND_VERDICT = "at most this: an upper bound cannot say that speculation pays"
 
 
@@ -174,7 +175,7 @@ def speculation_lines(adv: Advice) -> list[str]:
     lines = []
     if adv.speedup is not None:
         words = BOUND_VERDICT if adv.bound and adv.verdict == "uncertain" else \
-            VERDICTS[adv.verdict]
+            VERDICTS[adv.verdict] + (COUNTED if adv.counted else "")
         lines.append(f"  estimated speed-up vs no speculation "
                      f"{speedup_text(adv.speedup, (adv.speedup_lower, adv.speedup_upper), adv.bound)}"
                      f": {words}")

@@ -1,5 +1,5 @@
-"""The report's first sentence: is the deployment healthy, broken, or underperforming, and
-where. `text`, `html` and `watch` lead with it; `--json` carries it as `verdict`.
+"""The report's first sentence: is the deployment healthy, broken, underperforming or
+slower than plain decoding, and where. `text`, `html` and `watch` lead with it; `--json` carries it as `verdict`.
 
 The verdict is built from typed clues (`Clue`), so that every breakdown of the report can
 add its own "where" clause: `finding_clues` (the findings: their cause and fix) and
@@ -29,6 +29,11 @@ The rules, each with a floor, because a false alarm is as bad as a miss:
   an fp8 KV cache, a quantized target, async scheduling with n-gram) is an EXPLAINS clue:
   named after the others only when the mean acceptance length itself is weak, never a
   verdict of its own (a setting is no evidence that acceptance is low).
+- slower: no reason to call acceptance underperforming (the mean is not weak, no condition,
+  no warning about acceptance), but the advisor's cost finding `speculation.slower` fired
+  (`rules.speculation.COST_CODES`): speculation costs more than it saves at the measured
+  batch sizes and K, in its own words, with the acceptance figures as what is not weak.
+  Where acceptance is also underperforming, that verdict leads and the cost clause follows.
 - not enough data: fewer than `MIN_REQUEST_STEPS` request-steps and no finding.
 - healthy: otherwise.
 """
@@ -39,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from .. import server_settings, signals
+from ..rules.speculation import COST_CODES
 from .breakdown_figures import conditions
 from .format import count_text
 from .records import CombinedSummary, Figures, FindingSummary, ProcessSummary, Report
@@ -46,6 +52,7 @@ from .records import CombinedSummary, Figures, FindingSummary, ProcessSummary, R
 HEALTHY = "healthy"
 BROKEN = "broken"
 UNDERPERFORMING = "underperforming"
+SLOWER = "slower"  # acceptance is not the problem; what speculation costs is (issue 49)
 EXPLAINS = "explains"  # a clue named only when acceptance is weak (a server setting)
 NOT_ENOUGH_DATA = "not_enough_data"
 
@@ -72,7 +79,7 @@ class Clue:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    state: str         # HEALTHY | BROKEN | UNDERPERFORMING | NOT_ENOUGH_DATA
+    state: str         # HEALTHY | BROKEN | UNDERPERFORMING | SLOWER | NOT_ENOUGH_DATA
     sentence: str      # the report's first line
     clues: tuple[Clue, ...]
 
@@ -233,6 +240,12 @@ def judge(view: ProcessSummary | CombinedSummary | None, clues: Iterable[Clue] =
     conditions = [replace(c, where=("most associated with " if i == 0 else "also with ")
                           + c.where) for i, c in enumerate(eligible)]
     others = [c for c in found + extra if c.kind == UNDERPERFORMING]
+    # the advisor's cost findings come last: acceptance, where it is weak, is the first cause
+    cost = [c for c in others if c.source in COST_CODES]
+    others = [c for c in others if c.source not in COST_CODES]
+    if not (weak or others or conditions) and cost:
+        return _slower(cost, mean, n)
+    others += cost
     if weak or others or conditions:
         explains = [c for c in extra if c.kind == EXPLAINS] if weak else []
         where = (conditions[:1] + (position_clues(figures) if weak else []) + conditions[1:]
@@ -258,6 +271,18 @@ def judge(view: ProcessSummary | CombinedSummary | None, clues: Iterable[Clue] =
     return Verdict(HEALTHY, f"Verdict: healthy: mean acceptance length {mean:.2f} over "
                    f"{count_text(n)} request-steps (of at most {_max_length(figures)}.00), "
                    f"no finding.", ())
+
+
+def _slower(cost: list[Clue], mean: float | None, n: float) -> Verdict:
+    """Speculation costs more than it saves while acceptance is not weak and no condition
+    lowers it: the verdict says so in its own words ("underperforming" stays for
+    acceptance), the acceptance figures after, as what is not the cause."""
+    clause = "; ".join(c.where for c in cost)
+    fixes = "; ".join(c.fix.rstrip(".") for c in cost if c.fix)
+    accepts = (f"; acceptance is not weak as a whole (mean acceptance length {mean:.2f} over "
+               f"{count_text(n)} request-steps)" if mean is not None else "")
+    return Verdict(SLOWER, f"Verdict: slower than plain decoding: {clause}{accepts}."
+                   + (f" Fix: {fixes}." if fixes else ""), tuple(cost))
 
 
 def report_view(report: Report) -> ProcessSummary | CombinedSummary | None:

@@ -19,7 +19,7 @@ from .records import ProcessSummary, Report, UnreadableProcess
 from .folder_source import ReportError, files_state
 from .summary import build_report, read_process
 from .text import figure_lines
-from .verdict import BROKEN, HEALTHY, UNDERPERFORMING, verdict_of
+from .verdict import BROKEN, HEALTHY, SLOWER, UNDERPERFORMING, verdict_of
 
 EXTRA_HINT = ("spectrace report --watch needs the 'cli' extra (the rich terminal library): "
               "pip install 'spectrace[cli]'")
@@ -70,8 +70,8 @@ def render(report: Report, interval: float):
         ("spectrace report --watch ", "bold"), (report.directory, "cyan"),
         f"   updated {time.strftime('%H:%M:%S')}, every {interval:g} s; Ctrl-C to stop")
     v = verdict_of(report)
-    style = {HEALTHY: "bold green", BROKEN: "bold red", UNDERPERFORMING: "bold yellow"}.get(
-        v.state, "dim")
+    style = {HEALTHY: "bold green", BROKEN: "bold red", UNDERPERFORMING: "bold yellow",
+             SLOWER: "bold yellow"}.get(v.state, "dim")
     parts = [Text(v.sentence, style=style), header] + [Text(x) for x in settings_lines(report)]
     if not report.processes:
         parts.append(Text("no instrumented process has written here yet", style="dim"))

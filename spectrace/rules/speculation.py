@@ -40,6 +40,39 @@ FEWER_STEPS = FindingSpec(
     floor=_FLOOR, message=m.SPEC_FEWER_STEPS)
 
 
+# the advisor's findings: what speculation costs, not how much the target accepts (the verdict
+# calls them "slower", never "underperforming", which stays for acceptance: report.verdict)
+COST_CODES = frozenset({names.SPEC_SLOWER, names.SPEC_SMALL_GAIN, names.SPEC_FEWER_STEPS})
+
+
+def speculation_off(runtime: str | None) -> str:
+    """How a runtime is served without speculation, in words that follow "serve"."""
+    if runtime == names.RUNTIME_VLLM:
+        return "without --speculative-config"
+    return "without --speculative-algorithm"
+
+
+def batch_words(buckets) -> str:
+    """'batch size 1', 'batch sizes 1 and 4-7': the measured buckets the estimate weighs."""
+    labels = [b.bucket for b in buckets]
+    if len(labels) == 1:
+        return f"batch size {labels[0]}"
+    return f"batch sizes {', '.join(labels[:-1])} and {labels[-1]}"
+
+
+def _advice(adv, current: int, better: bool) -> str:
+    if adv.counted:
+        return m.ADVICE_OFF_COUNTED.format(without=speculation_off(adv.runtime))
+    if adv.batch_flags:
+        return m.ADVICE_BY_BATCH.format(flags=adv.batch_flags, loses=adv.loses_from or "-")
+    if better and adv.best == 0:
+        return m.ADVICE_OFF.format(without=speculation_off(adv.runtime),
+                                   gain=f"{adv.gain:.2f}")
+    if better:
+        return m.ADVICE_BEST.format(flags=adv.flags, gain=f"{adv.gain:.2f}")
+    return m.ADVICE_NONE.format(current=current)
+
+
 def findings(adv) -> list[Finding]:
     """What the advice (`advisor.Advice`) says is wrong or could be better; nothing until
     its statistical floor is met."""
@@ -48,31 +81,28 @@ def findings(adv) -> list[Finding]:
     out = []
     current = adv.configured_steps
     better = adv.best is not None and adv.best != current and adv.gain is not None
-    if adv.batch_flags:
-        advice = m.ADVICE_BY_BATCH.format(flags=adv.batch_flags, loses=adv.loses_from or "-")
-    elif better:
-        advice = m.ADVICE_BEST.format(flags=adv.flags, gain=f"{adv.gain:.2f}")
-    else:
-        advice = m.ADVICE_NONE.format(current=current)
-    main = max((b for b in adv.buckets if b.options),
-               key=lambda b: b.phases[signals.PHASE_STEP].samples)
+    usable = [b for b in adv.buckets if b.options]
+    main = max(usable, key=lambda b: b.phases[signals.PHASE_STEP].samples)
     step = main.phases[signals.PHASE_STEP].mean + (
         main.phases[signals.PHASE_BETWEEN].mean if signals.PHASE_BETWEEN in main.phases else 0)
+    how = (m.KNOWN_FROM_COUNTS.format(drafts=f"{adv.drafts:.0f}") if adv.counted
+           else "measured")
     facts = dict(speedup=f"{adv.speedup:.2f}", upper=f"{adv.speedup_upper:.2f}",
-                 lower=f"{adv.speedup_lower:.2f}", advice=advice,
+                 lower=f"{adv.speedup_lower:.2f}", advice=_advice(adv, current, better),
                  estimate=m.ESTIMATE_BOUND if adv.bound else m.ESTIMATE_FIT,
                  steps=sum(b.phases[signals.PHASE_STEP].samples for b in adv.buckets
                            if signals.PHASE_STEP in b.phases),
                  drafts=int(adv.drafts), step_ms=f"{step * 1e3:.2f}",
                  plain_ms=f"{main.options[0].step_seconds * 1e3:.2f}",
                  tokens=f"{main.options[-1].tokens_per_step:.2f}", k=current,
-                 best=adv.best if adv.best is not None else current)
+                 best=adv.best if adv.best is not None else current,
+                 batch=batch_words(usable), how=how)
     spec = {"slower": SLOWER, "small_gain": GAINS_LITTLE}.get(adv.verdict)
     if spec is not None:
         out.append(spec.found({
             "estimated_speedup": adv.speedup, "estimated_speedup_lower": adv.speedup_lower,
             "estimated_speedup_upper": adv.speedup_upper,
-            "estimate": "bound" if adv.bound else "fit",
+            "estimate": "bound" if adv.bound else "fit", "known_from_counts": adv.counted,
             "measured_steps": facts["steps"], "num_steps": current}, **facts))
     if better and adv.best > 0:
         out.append(FEWER_STEPS.found({
