@@ -19,7 +19,11 @@ of predicted / measured over the instances with its range, and the share of inst
 predicted best K was the measured one.
 
     PYTHONPATH=. python benchmarks/advisor_accuracy.py [--instances 3] [--tokens 64] \
-        [--server-nice -10]
+        [--server-nice -10] [--batch-sizes 1] [--prompt-tokens 3,120]
+
+`--batch-sizes 1` serves one request at a time only (issue 49: a latency deployment, one
+batch size and one K, where the fit needs the prefill forwards); `--prompt-tokens LO,HI`
+gives the prompts lengths spread from LO to HI tokens (default 3: the tiny prompts).
 """
 from __future__ import annotations
 
@@ -49,14 +53,22 @@ SPEC_FLAGS = ("--speculative-algorithm", "--speculative-draft-model-path",
 BATCHES = {1: "1", 4: "4-7"}  # batch size driven -> the step-cost bucket it lands in
 
 
-def drive(server, rounds: int, tokens: int) -> dict:
+def prompts_of(lo: int, hi: int) -> list[list[int]]:
+    """The prompts: the tiny ones (3 tokens), or eight of lengths spread from lo to hi."""
+    if hi <= 3:
+        return PROMPTS
+    return [[3 + (7 * j + 11 * n) % 500 for j in range(lo + n * (hi - lo) // 7)]
+            for n in range(8)]
+
+
+def drive(server, rounds: int, tokens: int, prompts_all=PROMPTS) -> dict:
     """Client tokens per second at each batch size (`BATCHES`), the batch sizes taking turns
     for `rounds` rounds (a load that changes meanwhile falls on each alike)."""
     seconds, made = dict.fromkeys(BATCHES, 0.0), dict.fromkeys(BATCHES, 0)
     with ThreadPoolExecutor(max(BATCHES)) as pool:
         for r in range(rounds):
             for batch in BATCHES:
-                prompts = [PROMPTS[(r + i) % len(PROMPTS)] for i in range(batch)]
+                prompts = [prompts_all[(r + i) % len(prompts_all)] for i in range(batch)]
                 t0 = time.perf_counter()
                 outs = list(pool.map(lambda p: server.generate(p, tokens, timeout=600),
                                      prompts))
@@ -88,7 +100,7 @@ def serve(models: str, steps: int, work: str, args) -> tuple[dict, dict | None]:
         server = launch(cmd, cpu_env({}), port, log, START_TIMEOUT, nice=args.server_nice)
     try:
         server.generate(PROMPTS[0], 8)  # warm-up
-        rates = drive(server, args.rounds, args.tokens)
+        rates = drive(server, args.rounds, args.tokens, prompts_of(*args.prompt_tokens))
         time.sleep(2.0)  # one more export
     finally:
         server.stop()
@@ -164,7 +176,15 @@ def main() -> int:
     ap.add_argument("--json", help="also write every row here")
     ap.add_argument("--server-nice", type=int, default=None,
                     help="the servers' niceness (below 0 needs root; as overhead.py's)")
+    ap.add_argument("--batch-sizes", default="1,4",
+                    help="the batch sizes driven, of 1 and 4 (1: requests one at a time)")
+    ap.add_argument("--prompt-tokens", default="3,3",
+                    help="LO,HI: the prompts' lengths spread between these (default 3,3)")
     args = ap.parse_args()
+    args.prompt_tokens = tuple(int(x) for x in args.prompt_tokens.split(","))
+    for size in list(BATCHES):
+        if str(size) not in args.batch_sizes.split(","):
+            del BATCHES[size]
     work = tempfile.mkdtemp(prefix="spectrace-advisor-")
     try:
         pairs = {}

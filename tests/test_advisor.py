@@ -368,6 +368,68 @@ def test_speculation_slower_needs_its_floor_and_says_so():
         "--speculative-config '{..., \"num_speculative_tokens\": 2}'")
 
 
+def test_short_prefill_forwards_are_points_of_the_cost_curve(tmp_path):
+    """Issue 49: a target forward outside the speculative steps (a prefill chunk) is timed
+    as a point of the forward's cost curve, under the target forward's phase at K = 0 and
+    its requests' bucket, when it is short (at most PLAIN_FORWARD_TOKENS new tokens after
+    at most as many in context); not while a measured step is in flight, not when step
+    cost is off. Its interval is added with the next measured step (whole steps only)."""
+    cap = step_cost.PLAIN_FORWARD_TOKENS
+    worker = types.SimpleNamespace(speculative_num_steps=3)
+    with process_state.own_recorder(str(tmp_path), step_cost_every=1) as rec:
+        costs = rec.cost
+        timed = [costs.start_plain_forward(t, c, r, False)
+                 for t, c, r in ((20, 0, 1), (cap, cap, 2), (9, 3, 3))]
+        assert all(timed)
+        for ctx in timed:
+            costs.stop_plain_forward(ctx)
+        assert costs.start_plain_forward(cap + 1, 0, 1, False) is None  # a long chunk
+        assert costs.start_plain_forward(10, cap + 1, 1, False) is None  # a long context
+        assert costs.start_plain_forward(0, 0, 1, False) is None
+        cost = begin(rec, worker, 1)
+        assert costs.start_plain_forward(10, 0, 1, False) is None  # inside a step
+        costs.end(cost)
+        rows = {(k.phase, k.bucket, k.num_steps): (n, tok, req)
+                for k, _, _, n, tok, _, _, req in costs.rows()}
+        assert rows[("target_forward", "1", 0)] == (1, 20, 1)
+        assert rows[("target_forward", "2-3", 0)] == (2, cap + 9, 5)
+        assert rows[("step", "1", 3)][0] == 1
+    with process_state.own_recorder(str(tmp_path / "off"), step_cost_every=0) as rec:
+        assert rec.cost.start_plain_forward(20, 0, 1, False) is None
+
+
+def test_batch_one_gets_a_fit_from_the_prefill_forwards():
+    """One batch size and one K (requests served one at a time): the verify forwards alone
+    have one token count, so no fit and only an upper bound that cannot say "slower". The
+    prefill forwards (K = 0) of other token counts give the line: an estimate with an
+    interval, here slower: the verify forward of 4 tokens costs 5 ms, a plain one of 1
+    token 2 ms on the line, so a plain step is 3 ms, not the bound's 6 (the issue's case:
+    a bound of 1.09x, "gains little", where speculation is slower)."""
+    costs = _costs(step=10e-3, draft=3e-3, verify=5e-3, extend=2e-3, between=1e-3, n=200)
+    alone = advisor.advise(costs, [1000, 0, 0], [1000] * 3, 1000, {2: 1000}, runtime="sglang")
+    assert alone.bound and alone.fit is None and alone.verdict == "small_gain"  # not slower
+    assert alone.speedup == pytest.approx(2 * 6 / 11)
+
+    def forwards(key, points):
+        n = len(points)
+        ys = [y for _, y in points]
+        return {("target_forward", *key): (
+            sum(ys), sum(y * y for y in ys), n, sum(x for x, _ in points),
+            sum(x * x for x, _ in points), sum(x * y for x, y in points),
+            n if key[1] else sum(1 for _ in points))}
+    line = [(t, 1e-3 + 1e-3 * t) for t in (4,) * 200]  # verify: batch 1 x (K + 1)
+    prefill = [(t, 1e-3 + 1e-3 * t) for t in (8, 16, 32, 64) * 10]
+    costs.update(forwards(("1", 3), line))
+    costs.update(forwards(("1", 0), prefill))
+    adv = advisor.advise(costs, [1000, 0, 0], [1000] * 3, 1000, {2: 1000}, runtime="sglang")
+    assert not adv.bound and adv.fit is not None
+    assert adv.fit.slope == pytest.approx(1e-3) and adv.fit.intercept == pytest.approx(1e-3)
+    [b] = adv.buckets
+    assert b.num_steps == 3 and b.plain_seconds == pytest.approx(3e-3)
+    assert adv.speedup == pytest.approx(2 * 3 / 11)
+    assert adv.verdict == "slower" and adv.speedup_upper < 1.0, adv
+
+
 def test_no_draft_accepted_is_slower_from_the_counts_whatever_the_timing():
     """Issue 49, the demo's broken run: no draft token accepted in the floor's request-steps
     means one token a step for a target forward and the drafting, so the advisor says

@@ -6,13 +6,18 @@ per verify (acceptance length 2.0), `full` accepts all three (4.0).
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.e2e import COST_CODES, findings_but_cost, settle, sglang_totals
+from spectrace import signals
+from spectrace.families import step_cost
+from spectrace.file_layout import METRICS_FILE
+from spectrace.report.reader import read_jsonl
+from tests.e2e import COST_CODES, findings_but_cost, report_after_traffic, settle, sglang_totals
 
 pytestmark = pytest.mark.sglang
 
@@ -170,6 +175,39 @@ def test_full_acceptance_gives_length_four(tiny_models, sglang_server):
     adv = proc["speculation"]
     assert [o["tokens_per_step"] for o in adv["buckets"][0]["options"]] == [1.0, 2.0, 3.0, 4.0]
     assert all(v > 0 for v in adv["buckets"][0]["phase_seconds"].values())
+    # Requests one at a time: one batch size and one K, whose verify forwards all have 4
+    # tokens. The prefill forwards (issue 49) are the cost curve's other points, each
+    # timed once under K = 0 with its new tokens: SGLang's prompt less its cached tokens.
+    more = [run.server.generate([3 + (7 * n + j) % 500 for j in range(n)], 24)
+            for n in (8, 16, 32, 48, 64, 96, 128)]
+    responses += more
+    report = report_after_traffic(run)
+    proc = run.scheduler(report)
+    assert proc["drafts"] == sglang_totals(responses)[0]
+    plain = plain_forwards(run, proc)
+    # besides these requests, the harness's /health polls: SGLang answers each with a
+    # generation of input_ids [0] (http_server.health_generate), a prefill of one token
+    health = plain["samples"] - len(responses)
+    assert health >= 0 and plain["requests"] == plain["samples"], plain
+    assert plain["tokens"] == health + sum(
+        r["meta_info"]["prompt_tokens"] - r["meta_info"]["cached_tokens"] for r in responses), plain
+    adv = proc["speculation"]
+    assert adv["estimate"] == "fit" and adv["forward_fit"] is not None, adv  # not a bound
+    assert {b["batch_size_bucket"] for b in adv["buckets"]} == {"1"}
+
+
+def plain_forwards(run, proc) -> dict:
+    """The target's plain forwards (phase target_forward, K = 0) in the scheduler's last
+    metrics snapshot, summed over buckets: samples, tokens, requests."""
+    snaps = read_jsonl(os.path.join(str(run.data_dir), proc["process"], METRICS_FILE))
+    out = {}
+    for spec, key in ((step_cost.SPEC_PHASE_SAMPLES, "samples"),
+                      (step_cost.SPEC_PHASE_TOKENS, "tokens"),
+                      (step_cost.SPEC_PHASE_REQUESTS, "requests")):
+        out[key] = sum(p["value"] for p in snaps[-1]["metrics"].get(spec.name, [])
+                       if p["attributes"][signals.ATTR_PHASE] == signals.PHASE_FORWARD
+                       and int(p["attributes"][signals.ATTR_NUM_STEPS]) == 0)
+    return out
 
 
 def test_tree_drafting_topk2_runs_and_counts(tiny_models, sglang_server):

@@ -204,23 +204,47 @@ def end_phase(ctx: step_cost.PhaseCost) -> None:
         ctx.span.end()
 
 
-# -- the target's forward inside verify (the cost model's measured forward) -----------------
+# -- the target's forward: inside verify, and the short prefill chunks (the cost model) -------
 def _before_target_forward(worker, batch, forward_batch, is_verify):
-    """The target worker's forward called from verify (`is_verify`, the only caller that
+    """The target worker's forward. Called from verify (`is_verify`, the only caller that
     passes it) inside a measured step: timed against its tokens, the rows of the batch it
-    runs (requests x draft tokens; SGLang v2 passes a `ForwardBatch`, v1 its batch)."""
-    if not is_verify:
-        return None
+    runs (requests x draft tokens; SGLang v2 passes a `ForwardBatch`, v1 its batch).
+    Otherwise a prefill (extend) chunk: a plain forward, timed as a point of the forward's
+    cost curve when it is short (`StepCosts.start_plain_forward`, issue 49)."""
     rec = STATE.recorder
-    if rec is None or rec.inflight.cost is None:
+    if rec is None:
+        return None
+    if not is_verify:
+        return _plain_forward(rec, batch if batch is not None else forward_batch)
+    if rec.inflight.cost is None:
         return None
     ids = (forward_batch if forward_batch is not None else batch).input_ids
     return rec.cost.start_forward(int(ids.shape[0]))
 
 
+def _plain_forward(rec, batch):
+    """A prefill chunk's forward (`ScheduleBatch` in v2, `ModelWorkerBatch` in v1): its new
+    tokens (the input ids' length: metadata, no device read) and the tokens its requests
+    held before it (`prefix_lens`, v1 `extend_prefix_lens`: lists on the host)."""
+    mode = getattr(batch, "forward_mode", None)
+    # EXTEND only: `is_extend()` also holds for TARGET_VERIFY and MIXED, which are not plain
+    if getattr(mode, "name", None) != "EXTEND" or batch.input_ids is None:
+        return None
+    prefix = getattr(batch, "prefix_lens", None)
+    if prefix is None:
+        prefix = getattr(batch, "extend_prefix_lens", None) or ()
+    return rec.cost.start_plain_forward(int(batch.input_ids.shape[0]), sum(prefix),
+                                        len(prefix) or 1,
+                                        getattr(batch.input_ids, "is_cuda", False))
+
+
 def _after_target_forward(ctx, worker, result) -> None:
     rec = STATE.recorder
-    if rec is not None:
+    if rec is None:
+        return
+    if isinstance(ctx, step_cost.PlainForward):
+        rec.cost.stop_plain_forward(ctx)
+    else:
         rec.cost.stop_forward(ctx)
 
 

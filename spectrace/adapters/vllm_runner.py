@@ -128,6 +128,8 @@ def start_step(runner, scheduler_output, k_attr: str):
     speculative = bool(scheduler_output.scheduled_spec_decode_tokens)
     if rec.inflight.last_end is not None:  # a measured CPU step before this one
         costs.step_starts(speculative)  # not speculative: no between-steps interval
+    # a short step without drafts: its forward is a plain one (`_before_model_forward`)
+    rec.inflight.plain = None if speculative else _plain_load(scheduler_output)
     if not speculative:
         return None
     if not costs.due():
@@ -140,6 +142,19 @@ def start_step(runner, scheduler_output, k_attr: str):
                        runner.device.type == "cuda")
     return step_cost.PhaseCost(None, cost.started, step_cost.slot(
         step_cost.VERIFY, cost.bucket, st.speculative_num_steps))
+
+
+def _plain_load(scheduler_output) -> tuple[int, int, int] | None:
+    """(tokens, context, requests) of a step without drafts to verify (a prefill, or the
+    first decode after it) when it is short enough to be a point of the forward's cost
+    curve (`step_cost.PLAIN_FORWARD_TOKENS`); the context is what its requests had computed
+    before it (host-side lists, read only for such a step: at most that many requests)."""
+    tokens = scheduler_output.total_num_scheduled_tokens
+    if not 0 < tokens <= step_cost.PLAIN_FORWARD_TOKENS:
+        return None
+    context = sum(r.num_computed_tokens for r in scheduler_output.scheduled_new_reqs)
+    context += sum(scheduler_output.scheduled_cached_reqs.num_computed_tokens)
+    return tokens, context, len(scheduler_output.num_scheduled_tokens)
 
 
 def _after_execute(ctx, runner, result) -> None:
@@ -170,15 +185,28 @@ def _after_phase(ctx, runner, result) -> None:
 
 def _before_model_forward(runner):
     """The target's forward (`_model_forward`, inside `execute_model`) of a measured step:
-    timed against the step's scheduled tokens (its drafts included)."""
+    timed against the step's scheduled tokens (its drafts included); of a short step
+    without drafts (`_plain_load`): timed as a plain forward (issue 49)."""
     rec = STATE.recorder
-    cost = None if rec is None else rec.inflight.cost
-    return None if cost is None else rec.cost.start_forward(cost.worker.tokens)
+    if rec is None:
+        return None
+    cost = rec.inflight.cost
+    if cost is not None:
+        return rec.cost.start_forward(cost.worker.tokens)
+    plain = rec.inflight.plain
+    if plain is None:
+        return None
+    rec.inflight.plain = None
+    return rec.cost.start_plain_forward(*plain, runner.device.type == "cuda")
 
 
 def _after_model_forward(ctx, runner, result) -> None:
     rec = STATE.recorder
-    if rec is not None:
+    if rec is None:
+        return
+    if isinstance(ctx, step_cost.PlainForward):
+        rec.cost.stop_plain_forward(ctx)
+    else:
         rec.cost.stop_forward(ctx)
 
 

@@ -30,6 +30,13 @@ from .clocks import CudaEventClock, WallClock
 
 MAX_BUCKET = 11  # 1, 2-3, 4-7, ..., 1024-2047, then "2048+"
 MAX_K = 16       # draft steps beyond this are kept under K = MAX_K
+# A target forward outside the speculative steps (a prefill chunk; vLLM's first decode after
+# it) joins the forward-cost fit, under K = 0, when it is a short chunk: at most this many
+# new tokens after at most this many already in its requests' context. The advisor's plain
+# step is a forward of B tokens (the batch), its verify one of B x (K + 1): a line through
+# much longer forwards would misplace them (on a GPU those are compute-bound, and their
+# attention over a long prompt grows with it), so long chunks are left out, not modelled.
+PLAIN_FORWARD_TOKENS = 256
 
 
 def bucket_label(i: int) -> str:
@@ -151,6 +158,14 @@ class StepCost:
         self.forward = None
 
 
+class PlainForward(NamedTuple):
+    """A target forward outside any speculative step in flight (`StepCosts.start_plain_forward`)."""
+    clock: object
+    started: object
+    tokens: int
+    requests: int
+
+
 class PhaseCost(NamedTuple):
     """A measured phase in flight (its child span too, when the step is sampled as spans)."""
     span: object
@@ -184,8 +199,9 @@ SPEC_PHASE_SAMPLES = _sum("phase_samples", "{sample}",
                           "Phases measured (the denominator of spectrace.spec.phase_time).")
 SPEC_PHASE_TOKENS = _sum(
     "phase_tokens", "{token}", "Target tokens processed by the measured target forwards "
-    "inside verify (phase target_forward: requests x (K + 1) for chain drafting), for the fit "
-    "of forward cost against tokens (docs/advisor.md).")
+    "inside verify (phase target_forward: requests x (K + 1) for chain drafting) and by the "
+    "short plain forwards outside the steps (K = 0: prefill chunks), for the fit of forward "
+    "cost against tokens (docs/advisor.md).")
 SPEC_PHASE_TOKENS_SQUARES = _sum("phase_tokens_squares", "{token2}", "Sum of the squared "
                                  "token counts of the measured target forwards.")
 SPEC_PHASE_TIME_TOKENS = _sum("phase_time_tokens", "{s.token}", "Sum of each measured target "
@@ -315,6 +331,28 @@ class StepCosts:
         row = cost.row if cost.row >= 0 else slot(0, cost.bucket,
                                                   cost.worker.speculative_num_steps)
         cost.clock.stop(ctx.started, row + FORWARD * PHASE_STRIDE, (ctx.tokens, cost.size))
+
+    def start_plain_forward(self, tokens: int, context: int, requests: int,
+                            on_cuda: bool) -> PlainForward | None:
+        """A target forward of `tokens` new tokens outside any step in flight, its
+        `requests` holding `context` tokens before it: timed as a point of the forward's cost
+        curve when it is a short chunk (`PLAIN_FORWARD_TOKENS`), so that a server that only
+        ever verifies at one batch size and K still gets a fit and an interval, not a bound
+        (issue 49). None when it is not timed."""
+        if (not self.cfg.step_cost_every or not 0 < tokens <= PLAIN_FORWARD_TOKENS
+                or context > PLAIN_FORWARD_TOKENS or self.inflight.cost is not None):
+            return None
+        clock = self._clocks.get(on_cuda)
+        if clock is None:
+            clock = self._clocks[on_cuda] = clock_for(self.totals, on_cuda)
+        return PlainForward(clock, clock.start(), tokens, requests)
+
+    @staticmethod
+    def stop_plain_forward(ctx: PlainForward) -> None:
+        """The forward `start_plain_forward` timed is over: filed under the target forward's
+        phase at K = 0 (no draft token) and its requests' bucket."""
+        ctx.clock.stop(ctx.started, slot(FORWARD, bucket_of(ctx.requests), 0),
+                       (ctx.tokens, ctx.requests))
 
     def step_starts(self, speculative: bool) -> None:
         """A step starts: a speculative one after a measured CPU step adds the time between

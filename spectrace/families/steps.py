@@ -54,14 +54,17 @@ class StepInFlight:
       taken by the tree-compaction hook inside it, cleared by verify's cleanup).
     - `started_ns`: when vLLM's engine step began (its `step` hook), for the step span
       the scheduler's bookkeeping starts.
+    - `plain`: (tokens, context, requests) of a short step without drafts that vLLM's
+      `execute_model` hook saw, for its `_model_forward` hook to time as a plain forward
+      (`StepCosts.start_plain_forward`); taken there.
     """
 
     __slots__ = ("span", "tail", "cost", "last_end", "seq_lens", "graphed", "tree_due",
-                 "started_ns")
+                 "started_ns", "plain")
 
     def __init__(self) -> None:
         self.span = self.tail = self.cost = self.last_end = None
-        self.seq_lens = self.graphed = self.tree_due = self.started_ns = None
+        self.seq_lens = self.graphed = self.tree_due = self.started_ns = self.plain = None
 
     def keep_seq_lens(self, lens, graphed=None) -> None:
         self.seq_lens, self.graphed = lens, graphed

@@ -235,8 +235,10 @@ def rows(flt: str = F) -> list[list[dict]]:
                     "vLLM (the worker): verify is execute_model, target_forward its "
                     "_model_forward (V1 runner) or from vLLM's forward-start mark to "
                     "execute_model's end (MRV2, 0.28+), draft propose_draft_token_ids (V1 runner) or "
-                    "the speculator's propose (MRV2), no draft-extend (inside draft). " + ONCE,
-                    [_target(Q.phase_seconds(RATE, (), flt),
+                    "the speculator's propose (MRV2), no draft-extend (inside draft). "
+                    "The short prefill forwards of the cost model's fit (K = 0) are left "
+                    "out. " + ONCE,
+                    [_target(Q.phase_seconds(RATE, (), flt, Q.IN_STEPS),
                              "{{phase}} batch {{batch_size_bucket}}")], (12, 8), unit="s"),
         ],
         [

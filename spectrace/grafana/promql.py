@@ -154,6 +154,10 @@ def _phase_mean(phase: str, window: str, flt: str, by=()) -> str:
 
 
 FORWARD = f'{S.ATTR_PHASE}="{S.PHASE_FORWARD}"'
+# the forwards inside verify only: a bucket's own, which the fitted line is scaled to (the
+# plain forwards outside the steps, K = 0, are points of the line: `step_cost.PLAIN_FORWARD_TOKENS`)
+IN_STEPS = f'{S.ATTR_NUM_STEPS}!="0"'
+VERIFY_FORWARD = f'{FORWARD}, {IN_STEPS}'
 MIN_TOKEN_SPREAD = 1  # cost_model.MIN_TOKEN_SPREAD: the tokens' sd a fit needs
 
 
@@ -190,9 +194,9 @@ def plain_step_seconds(window: str, flt="") -> str:
     slope, intercept, ok = forward_fit(window, flt)
 
     def per_forward(spec):
-        return (f"({srate(spec, window, by, flt, FORWARD)}"
-                f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, FORWARD)} > 0))")
-    forward = _phase_mean(S.PHASE_FORWARD, window, flt, by)
+        return (f"({srate(spec, window, by, flt, VERIFY_FORWARD)}"
+                f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, VERIFY_FORWARD)} > 0))")
+    forward = per_forward(S.SPEC_PHASE_TIME)
 
     def line(x):
         return f"(scalar({intercept}) + scalar({slope}) * {x})"

@@ -98,10 +98,14 @@ def _label_sets(spec, shape: Shape) -> int:
     """The attribute sets one metric of one process takes at most."""
     if spec.name in _off(shape):
         return 0
-    n = 1
+    n, plain = 1, 1
     for a in spec.attributes:
-        n *= 1 if (a == S.ATTR_PHASE and spec.name in _ONE_PHASE) else VALUES[a][0](shape)
-    return n
+        values = 1 if (a == S.ATTR_PHASE and spec.name in _ONE_PHASE) else VALUES[a][0](shape)
+        n *= values
+        plain *= 1 if a in (S.ATTR_PHASE, S.ATTR_NUM_STEPS) else values
+    # the step cost's short plain forwards: the target's forward at K = 0, in every bucket
+    # (`step_cost.PLAIN_FORWARD_TOKENS`)
+    return n + plain if S.ATTR_PHASE in spec.attributes else n
 
 
 def _stored(spec, shape: Shape) -> dict[str, int]:
