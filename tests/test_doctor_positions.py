@@ -97,6 +97,7 @@ def test_modelopt_yarn_is_information_within_its_reach(tmp_path, target, runtime
     d = write(tmp_path, "modelopt", yarn)
     within = by_code(check_checkpoint(d, target, runtime), "positions.rope_changed")
     assert within.severity == "info" and "eagle_export_rope_scaling" in within.message
+    assert within.details["differ"] == ["rope_type"]  # the kind says it: no key list
     extended = by_code(check_checkpoint(d, target, runtime, context_length=32768),
                        "positions.rope_changed")
     assert extended.severity == "info" and "65536" in extended.message

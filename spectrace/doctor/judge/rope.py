@@ -75,13 +75,14 @@ def rope_of(cfg: Mapping[str, Any]) -> Rope:
 
 
 def differences(a: Rope, b: Rope) -> list[str]:
-    """The names on which two RoPEs differ: `rope_theta` where both configs say it,
-    `rope_type`, and each scaling key the two do not share with the same value."""
+    """The names on which two RoPEs differ: `rope_theta` where both configs say it, then
+    `rope_type`, or for the same type each scaling key the two do not share with the same
+    value."""
     out = []
     if a.theta is not None and b.theta is not None and a.theta != b.theta:
         out.append("rope_theta")
-    if a.kind != b.kind:
-        out.append("rope_type")
+    if a.kind != b.kind:  # printed as the kind: its keys need not be listed
+        return out + ["rope_type"]
     sa, sb = a.scaling or {}, b.scaling or {}
     out += [k for k in sorted((set(sa) | set(sb)) - {"rope_type"})
             if sa.get(k, _MISSING) != sb.get(k, _MISSING)]
