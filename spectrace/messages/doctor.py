@@ -169,6 +169,27 @@ VLLM_MLA_AS_MTP = (
     "`--speculative-config` with method eagle3 fails at start-up ('Eagle3DeepSeekMTPModel ... "
     "not supported'); the same draft with model_type deepseek_v2 (the fields are the same) "
     "builds Eagle3DeepseekV2ForCausalLM")
+FIELD_TYPE = Message(
+    names.CONFIG_FIELD_TYPE,
+    "config.json's `{field}` is {value} where {cls} declares {expected} ({transformers}): "
+    "{runtime}'s get_config builds the draft's config with that class (transformers' "
+    "AutoConfig, model_type {model_type!r}) and raises StrictDataclassFieldValidationError "
+    "(\"Field '{field}' expected ...\") before any weight is read{outcome}.",
+    "{fix}")
+FIELD_TYPE_STRICT = ", and the server does not start"
+FIELD_TYPE_MAYBE = (" with a transformers 5.4 or later (pip's choice for this requirement; "
+                    "a 4.x transformers reads it as it is)")
+FIELD_TYPE_PINNED = "transformers {req} as {runtime} requires"
+FIELD_TYPE_RANGE = "transformers {req} as {runtime} requires; {which}"
+FIELD_TYPE_ALL_STRICT = "every one of them is a strict dataclass"
+FIELD_TYPE_SOME_STRICT = "strict from 5.4"
+FIELD_TYPE_DROP = ("remove `{field}` from config.json, so the class default ({default}) "
+                   "applies (`--fix` does).")
+FIELD_TYPE_SET = "write `{field}` as {new} (`--fix` does)."
+FIELD_TYPE_BY_HAND = ("set `{field}` to the value the draft was trained with, as {expected} "
+                      "(no default can stand in for it).")
+
+
 UNSUPPORTED_ACTIVATION = Message(
     names.CONFIG_UNSUPPORTED,
     "the draft's hidden_act is {act!r}, and {loader}'s draft MLP raises 'Unsupported "
