@@ -133,7 +133,7 @@ IDS_MISREAD = Message(
     names.AUX_LAYER_IDS_MISREAD,
     "the draft was trained on the inputs of target layers {trained} (its ids {ids} are in "
     "{convention}), but under {loader} {how}: the draft sees other layers than it was trained "
-    "on, and acceptance drops with no error.",
+    "on, and acceptance drops with no error.{runner}",
     "{fix} (`--fix` does).")
 ID_CONVENTION = {
     names.RUNTIME_SGLANG: "SGLang's convention (eagle_config, as SGLang's "
@@ -142,6 +142,13 @@ ID_CONVENTION = {
 }
 ID_CONVENTION_NONE = "no id list (the inputs of layers 2, n//2, n-3)"
 MISREAD_READING = "{when}{reading} capture the inputs of layers {got}"
+MISREAD_DEFAULT_RUNNER = " {loader} runs this target on the {runner} model runner by default."
+MISREAD_ONLY_OTHER_RUNNER = (
+    " This holds only on the {other} model runner: {loader} runs this target on the {runner} "
+    "model runner by default, which captures the layers the draft was trained on ({why}).")
+MISREAD_WHY_V1 = ("the V1 runner is taken with VLLM_USE_V2_MODEL_RUNNER=0, on a build without "
+                  "Triton such as vLLM's CPU build, or for a feature the V2 runner lacks")
+MISREAD_WHY_V2 = "the V2 runner is taken with VLLM_USE_V2_MODEL_RUNNER=1"
 MISREAD_FIX = {
     names.RUNTIME_SGLANG: "write them in eagle_config in SGLang's convention",
     names.RUNTIME_VLLM: "write them at the top level as `eagle_aux_hidden_state_layer_ids` in "
