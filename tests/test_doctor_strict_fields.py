@@ -255,3 +255,16 @@ def test_strictness_of_each_requirement():
     assert s("vllm", "0.11.0").strict is None            # >=4.55.2: pip's newest is strict
     assert s("vllm", "0.40.0").strict is True and s("vllm", "0.40.0").release == "0.33.0"
     assert s("vllm", "0.9.0").release == "0.11.0"
+
+
+def test_each_repair_is_the_value_the_type_spells():
+    name, bad = sf.mistyped({"model_type": "llama", "rms_norm_eps": 1, "mlp_bias": 0,
+                             "max_position_embeddings": 2048.0, "use_cache": "true",
+                             "vocab_size": "a lot", "hidden_act": None, "head_dim": None,
+                             "eos_token_id": [1, 2]})
+    assert name == "LlamaConfig"
+    assert {m.field: m.repair for m in bad} == {
+        "rms_norm_eps": ("set", 1.0), "mlp_bias": ("set", False),
+        "max_position_embeddings": ("set", 2048), "use_cache": ("set", True),
+        "vocab_size": None, "hidden_act": ("drop", None)}  # head_dim, eos: as declared
+    assert sf.mistyped({"model_type": "mistral", "use_cache": None}) is None
