@@ -228,6 +228,7 @@ SHAPE_MISMATCH = "shape.mismatch"
 CONFIG_LAYERS_UNSUPPORTED = "config.num_layers_unsupported"
 CONFIG_UNSUPPORTED = "config.unsupported"        # the runtime cannot build the draft at all
 CONFIG_SETTING_IGNORED = "config.setting_ignored"  # trained with a setting the runtime lacks
+CONFIG_FIELD_TYPE = "config.field_type"  # a field the runtime's strict config class refuses
 VOCAB_D2T_DTYPE = "vocab.d2t_dtype"
 POSITIONS_BEYOND_DRAFT = "positions.beyond_draft"  # served longer than the draft's positions
 POSITIONS_ROPE_CHANGED = "positions.rope_changed"  # the draft's RoPE is not the target's

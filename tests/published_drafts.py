@@ -77,6 +77,7 @@ TARGETS = {
     "deepseek-ai/DeepSeek-V3": {
         "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
         "hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 129280,
+        "n_routed_experts": 256,
         "max_position_embeddings": 163840, "rope_theta": 10000, "rope_scaling": {
             "beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
             "original_max_position_embeddings": 4096, "type": "yarn"},
@@ -89,6 +90,7 @@ TARGETS = {
         "text_config": {
             "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
             "hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 163840,
+            "n_routed_experts": 384,
             "max_position_embeddings": 262144, "rope_theta": 50000.0, "rope_scaling": {
                 "beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0, "mscale": 1.0,
                 "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
@@ -98,6 +100,7 @@ TARGETS = {
     "openai/gpt-oss-20b": {
         "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
         "num_hidden_layers": 24, "vocab_size": 201088, "max_position_embeddings": 131072,
+        "num_local_experts": 32,
         "rope_theta": 150000, "rope_scaling": {
             "beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
             "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
@@ -208,6 +211,13 @@ KIMI_K26_NO_HEAD = {  # the MLA draft SGLang issue 27829 describes: full vocab, 
     **TORCHSPEC_KIMI_K25_MLA, "tie_word_embeddings": False}
 
 MISREAD = "aux.layer_ids_misread"  # eagle_config ids (SGLang's convention) read by vLLM
+# drafts whose eagle_config ids only vLLM's V1 runner misreads: its default V2 runner (0.29+;
+# 0.26-0.28 for a target that is not MoE) captures its default, the layers they were
+# trained on
+V1_ONLY_MISREAD = ("SpecForge configs/deepseek-v3-671b-eagle3.json",
+                   "TorchSpec configs/draft_models/kimi_k25_eagle3_mla.json (lightseekorg's "
+                   "Kimi MLA drafts)",
+                   "nvidia/Kimi-K2.6-Eagle3's layout (no lm_head, draft_vocab_size = vocab_size)")
 SG, VL = "sglang==0.5.23", "vllm==0.33.0"
 PUBLISHED = (
     Published(
@@ -254,9 +264,10 @@ PUBLISHED = (
         "SpecForge configs/deepseek-v3-671b-eagle3.json", (
             _specforge("deepseek-v3-671b-eagle3.json"), SPECFORGE_LAYOUT),
         SPECFORGE_DEEPSEEK_V3, "specforge", "deepseek-ai/DeepSeek-V3",
-        errors={SG: set(), VL: {MISREAD}},
-        known="trained with SGLang, which reads its eagle_config ids; vLLM reads them as "
-              "layer inputs (V1 runner) or ignores them (V2)"),
+        errors={SG: set(), VL: set()},
+        known="trained with SGLang, which reads its eagle_config ids; vLLM 0.33's default V2 "
+              "runner ignores them for its default, the layers it was trained on (healthy); "
+              "the V1 runner (opt-in) reads them as layer inputs: a warning"),
     Published(
         "SpecForge configs/kimi-k25-eagle3.json", (
             _specforge("kimi-k25-eagle3.json", "3f9b5fca8fe63c76795e5869bcc5c14e364f6db6"),
@@ -288,9 +299,10 @@ PUBLISHED = (
                     f"tools/convert_to_hf.py (midlayer. -> layers.0., embed_tokens kept, no "
                     f"d2t/t2d without vocabulary pruning)"),
         TORCHSPEC_KIMI_K25_MLA, "torchspec-mla", "moonshotai/Kimi-K2.5",
-        errors={SG: set(), VL: {MISREAD}},
-        known="SGLang 0.5.12+ serves it (Eagle3DeepseekV2ForCausalLM); vLLM reads its "
-              "eagle_config ids in the other convention"),
+        errors={SG: set(), VL: set()},
+        known="SGLang 0.5.12+ serves it (Eagle3DeepseekV2ForCausalLM); vLLM 0.33's default V2 "
+              "runner captures its default, the layers it was trained on; the V1 runner "
+              "(opt-in) reads its eagle_config ids in the other convention: a warning"),
     Published(
         "nvidia/Kimi-K2.6-Eagle3's layout (no lm_head, draft_vocab_size = vocab_size)",
         ("https://github.com/sgl-project/sglang/issues/27829 (accept length 1.00 on SGLang)",
@@ -300,7 +312,7 @@ PUBLISHED = (
          "target's head when the checkpoint has none)",
          f"{TORCHSPEC}/configs/draft_models/kimi_k25_eagle3_mla.json (the same MLA fields)"),
         KIMI_K26_NO_HEAD, "modelopt-mla-no-head", "moonshotai/Kimi-K2.5",
-        errors={SG: {"weights.missing_params"}, VL: {MISREAD}},
+        errors={SG: {"weights.missing_params"}, VL: set()},
         known="SGLang allocates a fresh lm_head and leaves it random (accept length 1.00); "
-              "vLLM takes the target's"),
+              "vLLM takes the target's (its ids: as the TorchSpec Kimi draft)"),
 )

@@ -97,6 +97,7 @@ def test_modelopt_yarn_is_information_within_its_reach(tmp_path, target, runtime
     d = write(tmp_path, "modelopt", yarn)
     within = by_code(check_checkpoint(d, target, runtime), "positions.rope_changed")
     assert within.severity == "info" and "eagle_export_rope_scaling" in within.message
+    assert within.details["differ"] == ["rope_type"]  # the kind says it: no key list
     extended = by_code(check_checkpoint(d, target, runtime, context_length=32768),
                        "positions.rope_changed")
     assert extended.severity == "info" and "65536" in extended.message
@@ -157,3 +158,66 @@ def test_cli_context_length_and_fix_says_what_it_left(tmp_path, target):
                           str(target), "--context-length", "0"], capture_output=True,
                          text=True, cwd=ROOT)
     assert bad.returncode == 2 and "--context-length" in bad.stderr
+
+
+# RoPE in the old spelling (`rope_scaling` beside `rope_theta`; Qwen's documented YaRN block
+# names its type `type`) and in transformers 5's (`rope_parameters`), which the real
+# LlamaConfig writes from the old one: the same RoPE, never reported as a difference.
+OLD_ROPE = {"rope_theta": 1000000.0, "rope_scaling": {
+    "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}}
+
+
+def new_spelling(old: dict) -> dict:
+    """The RoPE fields as transformers 5's own LlamaConfig writes them from `old`."""
+    transformers = pytest.importorskip("transformers")
+    written = transformers.LlamaConfig(**{k: v for k, v in TARGET.items()
+                                          if k not in ("architectures", "model_type",
+                                                       "rope_theta")},
+                                       **json.loads(json.dumps(old))).to_dict()
+    assert "rope_scaling" not in written and "rope_theta" not in written, written
+    return {"rope_parameters": written["rope_parameters"]}
+
+
+def respelled(cfg: dict, rope: dict) -> None:
+    for k in ("rope_theta", "rope_scaling", "rope_parameters"):
+        cfg.pop(k, None)
+    cfg.update(rope)
+
+
+@pytest.mark.parametrize("runtime", [SG, VL])
+@pytest.mark.parametrize("target_spelling", ["rope_parameters", "rope_scaling"])
+def test_rope_spelled_either_way_is_the_same_rope(tmp_path, runtime, target_spelling):
+    new = new_spelling(OLD_ROPE)
+    assert new["rope_parameters"]["rope_theta"] == 1000000.0
+    draft_rope, target_rope = (OLD_ROPE, new) if target_spelling == "rope_parameters" else \
+        (new, OLD_ROPE)
+    t = tmp_path / "target.json"
+    t.write_text(json.dumps({**{k: v for k, v in TARGET.items() if k != "rope_theta"},
+                             **target_rope}))
+    d = write(tmp_path, "specforge", lambda c: respelled(c, draft_rope))
+    r = check_checkpoint(d, t, runtime)
+    assert "positions.rope_changed" not in codes(r), [f.message for f in r.findings]
+
+
+@pytest.mark.parametrize("target_spelling", ["rope_parameters", "rope_scaling"])
+def test_a_real_rope_difference_is_still_found_and_printed(tmp_path, target_spelling):
+    new = new_spelling({**OLD_ROPE, "rope_scaling": {**OLD_ROPE["rope_scaling"],
+                                                     "beta_fast": 16.0}})
+    draft_rope, target_rope = (OLD_ROPE, new) if target_spelling == "rope_parameters" else \
+        (new, OLD_ROPE)
+    t = tmp_path / "target.json"
+    t.write_text(json.dumps({**{k: v for k, v in TARGET.items() if k != "rope_theta"},
+                             **target_rope}))
+    d = write(tmp_path, "specforge", lambda c: respelled(c, draft_rope))
+    f = by_code(check_checkpoint(d, t, SG), "positions.rope_changed")
+    assert f.details["differ"] == ["beta_fast"]
+    assert f.details["draft_rope"] != f.details["target_rope"]
+    assert "beta_fast 16" in f.details["draft_rope" if draft_rope is new else "target_rope"]
+    assert "no beta_fast" in f.message
+    # the base alone, 1000000 against 1000001 (which `:g` printed alike)
+    t.write_text(json.dumps({**TARGET, "rope_theta": 1000001.0}))
+    d2 = write(tmp_path, "specforge", lambda c: respelled(c, new_spelling({
+        "rope_theta": 1000000.0})), name="theta")
+    f = by_code(check_checkpoint(d2, t, VL), "positions.rope_changed")
+    assert f.details["differ"] == ["rope_theta"]
+    assert "rope_theta 1000000)" in f.message and "rope_theta 1000001)" in f.message

@@ -19,7 +19,7 @@ import pytest
 from spectrace.doctor.judge.fix_plan import plan_fix
 from spectrace.doctor import check_checkpoint
 from spectrace.doctor.files.checkpoint_files import read_checkpoint, read_target
-from tests.published_drafts import PUBLISHED, TARGETS, Published
+from tests.published_drafts import MISREAD, PUBLISHED, TARGETS, V1_ONLY_MISREAD, Published
 
 pytestmark = pytest.mark.torch
 DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "I64": 8, "BOOL": 1}
@@ -159,3 +159,23 @@ def test_every_published_draft_has_a_source_and_both_runtimes():
         assert p.sources and all(s for s in p.sources), p.name
         assert set(p.errors) == {"sglang==0.5.23", "vllm==0.33.0"}, p.name
         assert p.known, p.name
+
+
+@pytest.mark.parametrize("p", [p for p in PUBLISHED if p.name in V1_ONLY_MISREAD],
+                         ids=lambda p: p.name.split(" ")[1])
+def test_a_misread_of_vllms_v1_runner_only_is_a_warning_naming_the_runners(tmp_path, p):
+    """vLLM 0.33 runs these MoE targets on the V2 model runner by default, which captures
+    its default layers, the ones these drafts were trained on: only the opt-in V1 runner
+    misreads the eagle_config ids. vLLM 0.28 takes the V2 runner only for a target that is
+    not MoE (or that it lists), so there the V1 runner is the default and it is an error."""
+    draft, target = write(tmp_path, p)
+    [f] = [f for f in check_checkpoint(draft, target, "vllm==0.33.0").findings
+           if f.code == MISREAD]
+    assert f.severity == "warning"
+    assert f.details["misread_on"] == ["V1"] and f.details["default_runner"] == "V2"
+    assert "This holds only on the V1 model runner" in f.message
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in f.message
+    [old] = [f for f in check_checkpoint(draft, target, "vllm==0.28.0").findings
+             if f.code == MISREAD]
+    assert old.severity == "error" and old.details["default_runner"] == "V1"
+    assert "runs this target on the V1 model runner by default" in old.message

@@ -133,7 +133,7 @@ IDS_MISREAD = Message(
     names.AUX_LAYER_IDS_MISREAD,
     "the draft was trained on the inputs of target layers {trained} (its ids {ids} are in "
     "{convention}), but under {loader} {how}: the draft sees other layers than it was trained "
-    "on, and acceptance drops with no error.",
+    "on, and acceptance drops with no error.{runner}",
     "{fix} (`--fix` does).")
 ID_CONVENTION = {
     names.RUNTIME_SGLANG: "SGLang's convention (eagle_config, as SGLang's "
@@ -142,6 +142,13 @@ ID_CONVENTION = {
 }
 ID_CONVENTION_NONE = "no id list (the inputs of layers 2, n//2, n-3)"
 MISREAD_READING = "{when}{reading} capture the inputs of layers {got}"
+MISREAD_DEFAULT_RUNNER = " {loader} runs this target on the {runner} model runner by default."
+MISREAD_ONLY_OTHER_RUNNER = (
+    " This holds only on the {other} model runner: {loader} runs this target on the {runner} "
+    "model runner by default, which captures the layers the draft was trained on ({why}).")
+MISREAD_WHY_V1 = ("the V1 runner is taken with VLLM_USE_V2_MODEL_RUNNER=0, on a build without "
+                  "Triton such as vLLM's CPU build, or for a feature the V2 runner lacks")
+MISREAD_WHY_V2 = "the V2 runner is taken with VLLM_USE_V2_MODEL_RUNNER=1"
 MISREAD_FIX = {
     names.RUNTIME_SGLANG: "write them in eagle_config in SGLang's convention",
     names.RUNTIME_VLLM: "write them at the top level as `eagle_aux_hidden_state_layer_ids` in "
@@ -169,6 +176,27 @@ VLLM_MLA_AS_MTP = (
     "`--speculative-config` with method eagle3 fails at start-up ('Eagle3DeepSeekMTPModel ... "
     "not supported'); the same draft with model_type deepseek_v2 (the fields are the same) "
     "builds Eagle3DeepseekV2ForCausalLM")
+FIELD_TYPE = Message(
+    names.CONFIG_FIELD_TYPE,
+    "config.json's `{field}` is {value} where {cls} declares {expected} ({transformers}): "
+    "{runtime}'s get_config builds the draft's config with that class (transformers' "
+    "AutoConfig, model_type {model_type!r}) and raises StrictDataclassFieldValidationError "
+    "(\"Field '{field}' expected ...\") before any weight is read{outcome}.",
+    "{fix}")
+FIELD_TYPE_STRICT = ", and the server does not start"
+FIELD_TYPE_MAYBE = (" with a transformers 5.4 or later (pip's choice for this requirement; "
+                    "a 4.x transformers reads it as it is)")
+FIELD_TYPE_PINNED = "transformers {req} as {runtime} requires"
+FIELD_TYPE_RANGE = "transformers {req} as {runtime} requires; {which}"
+FIELD_TYPE_ALL_STRICT = "every one of them is a strict dataclass"
+FIELD_TYPE_SOME_STRICT = "strict from 5.4"
+FIELD_TYPE_DROP = ("remove `{field}` from config.json, so the class default ({default}) "
+                   "applies (`--fix` does).")
+FIELD_TYPE_SET = "write `{field}` as {new} (`--fix` does)."
+FIELD_TYPE_BY_HAND = ("set `{field}` to the value the draft was trained with, as {expected} "
+                      "(no default can stand in for it).")
+
+
 UNSUPPORTED_ACTIVATION = Message(
     names.CONFIG_UNSUPPORTED,
     "the draft's hidden_act is {act!r}, and {loader}'s draft MLP raises 'Unsupported "

@@ -4,7 +4,8 @@ functions over a `CheckpointView` (`inputs`), so `spectrace doctor` judges real 
 
 `judge` recognises the format (`formats.recognise`), reads the config as the runtime
 would (`runtime_view`; a config it cannot read at all is `config.unsupported`, and the
-rest is judged on the config translation `--fix` would make, `translation`), replays the
+rest is judged on the config translation `--fix` would make, `translation`; a field its
+transformers' strict config class refuses is `config.field_type`, `strict_fields`), replays the
 loader on the keys (`loaders`), and checks weights, shapes, fc width and aux layers
 (`checkpoint_aux`), settings (`trained_settings`) and the vocabulary map.
 """
@@ -27,6 +28,7 @@ from .load_replay import RouteKind, checkpoint_keys, route_key, simulate_load
 from .loaders import Decoder, DraftClass, Layers, Loader, UnknownKeys
 from .positions import check_positions
 from .runtime_view import runtime_view
+from .strict_fields import check_field_types
 from .trained_settings import settings
 from .translation import (borrows_target_head, q_lora_rows, suggest_renames, translate_config,
                           upper_norm_rename)
@@ -102,6 +104,9 @@ def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Jud
         if fixed.config is None:
             return Judgement(fmt, loader, None, False, findings)
         cfg, loader, translated = fixed.config, fixed.loader, True
+    if translated or fmt.name != FormatName.SPECULATORS:  # vLLM: SpeculatorsConfig, not strict
+        findings += check_field_types(plan.config if translated else ck.config, runtime,
+                                      version)
     findings += check_loaded(fmt, cfg, ck, target, loader)
     return Judgement(fmt, loader, cfg, translated, findings)
 

@@ -19,11 +19,12 @@ from ...runtimes import VLLM
 from ...rules import aux
 from .formats import Format, FormatName
 from .inputs import Target
-from .layer_ids import capturable, captured_inputs, id_inputs, keeps_ids, misread_ids, \
-    runtime_ids
+from .layer_ids import (RUNNER_OF, capturable, captured_inputs, id_inputs, keeps_ids,
+                        misread_ids, runtime_ids)
 from .draft_params import Geometry, eagle_config, geometry
 from .load_replay import route_key
 from .loaders import AuxCount, Loader
+from .vllm_runner import V1, default_runner
 
 
 # The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
@@ -36,7 +37,9 @@ SPECS: tuple[FindingSpec, ...] = (
                 "an aux layer id makes the target capture a layer input it cannot capture"),
     FindingSpec(signals.AUX_LAYER_IDS_MISREAD, ERROR,
                 "the target would capture other layers than the draft was trained on (the ids "
-                "read in the other convention, or ignored for a default that differs)"),
+                "read in the other convention, or ignored for a default that differs); names "
+                "vLLM's model runner, a warning where only the runner the release does not "
+                "take by default for the target misreads them"),
     FindingSpec(signals.AUX_LAYER_IDS_DEFAULT, WARNING,
                 "the draft names no aux layer ids, so the runtime captures its default for "
                 "this target (a warning where that is not what the draft was trained on)"),
@@ -230,10 +233,20 @@ def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader
     how = "; ".join(messages.MISREAD_READING.format(
         when=f"{when}: " if when else "", got=got,
         reading=f"ids {ids}" if ids is not None else "the default") for when, ids, got in wrong)
-    return [Finding(signals.AUX_LAYER_IDS_MISREAD, ERROR, messages.IDS_MISREAD.render(
-        trained=want, ids=fmt.ids, loader=loader.name, how=how,
+    runners = [RUNNER_OF[when] for when, _, _ in wrong if when in RUNNER_OF]
+    default = default_runner(loader.version, target.config) if runners else None
+    # true only of a runner the release does not take for this target by default: a warning
+    only_other = bool(runners) and len(runners) == len(wrong) and default not in runners
+    note = "" if not default else (
+        messages.MISREAD_ONLY_OTHER_RUNNER if only_other else messages.MISREAD_DEFAULT_RUNNER
+    ).format(loader=loader.name, runner=default, other="/".join(runners),
+             why=messages.MISREAD_WHY_V2 if default == V1 else messages.MISREAD_WHY_V1)
+    return [Finding(signals.AUX_LAYER_IDS_MISREAD, WARNING if only_other else ERROR,
+                    messages.IDS_MISREAD.render(
+        trained=want, ids=fmt.ids, loader=loader.name, how=how, runner=note,
         convention=messages.ID_CONVENTION.get(fmt.id_convention or "",
                                               messages.ID_CONVENTION_NONE),
         fix=messages.MISREAD_FIX[loader.runtime]),
         {"trained_inputs": want, "runtime_inputs": [g for _, _, g in wrong],
-         "ids": fmt.ids, "id_convention": fmt.id_convention})]
+         "ids": fmt.ids, "id_convention": fmt.id_convention,
+         **({"misread_on": runners, "default_runner": default} if runners else {})})]

@@ -1,7 +1,7 @@
 """Every finding `spectrace doctor` raises, declared once: its own, beside the check that
-raises each (`SPECS` in `checkpoint`, `checkpoint_aux`, `dtypes`, `tokenizers`,
-`quantization`, `positions`, `chat_templates`), and the run-time rules' it raises on a
-checkpoint too, with the same code and words as at run time (the weights, the vocabulary
+raises each (`SPECS` in `checkpoint`, `strict_fields`, `checkpoint_aux`, `dtypes`,
+`tokenizers`, `quantization`, `positions`, `chat_templates`), and the run-time rules' it
+raises on a checkpoint too, with the same code and words as at run time (the weights, the vocabulary
 map, the aux capture: `spectrace.rules`). docs/doctor.md's table of codes is written from
 `DOCTOR_SPECS` (`codes_table`); its "Codes" section has an example of each."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from ... import names
 from ...findings import SEVERITIES, Finding, FindingSpec
 from ...rules import aux, vocab, weights
 from . import chat_templates, checkpoint, checkpoint_aux, dtypes, positions, quantization, \
-    tokenizers
+    strict_fields, tokenizers
 
 # the run-time rules' findings the doctor raises on a checkpoint (their declarations are the
 # rules'; at run time they are raised on what the server really loaded)
@@ -21,9 +21,9 @@ ALSO_AT_RUN_TIME = (names.WEIGHTS_UNUSED_KEYS, names.WEIGHTS_MISSING_PARAMS,
 _RUN_TIME = {s.code: s for s in weights.SPECS + vocab.SPECS + aux.SPECS}
 
 DOCTOR_SPECS: tuple[FindingSpec, ...] = (
-    checkpoint.SPECS + checkpoint_aux.SPECS + tuple(_RUN_TIME[c] for c in ALSO_AT_RUN_TIME)
-    + dtypes.SPECS + quantization.SPECS + tokenizers.SPECS + positions.SPECS
-    + chat_templates.SPECS)
+    checkpoint.SPECS + strict_fields.SPECS + checkpoint_aux.SPECS
+    + tuple(_RUN_TIME[c] for c in ALSO_AT_RUN_TIME) + dtypes.SPECS + quantization.SPECS
+    + tokenizers.SPECS + positions.SPECS + chat_templates.SPECS)
 BY_CODE: dict[str, FindingSpec] = {s.code: s for s in DOCTOR_SPECS}
 
 

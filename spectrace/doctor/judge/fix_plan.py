@@ -1,21 +1,23 @@
 """The plan of `--fix`'s corrected copy for one runtime version: the translated config
-(`translation`), the key renames and keys left out, `d2t` rewritten as offsets, and what
-cannot be fixed. The plan is judged as the copy it describes (`checkpoint.judge`):
+(`translation`) with the fields its strict config class refuses repaired (`strict_fields`),
+the key renames and keys left out, `d2t` rewritten as offsets, and what cannot be fixed. The plan is judged as the copy it describes (`checkpoint.judge`):
 whatever error would remain becomes a refusal."""
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from ... import signals
 from ...runtimes import VLLM
 from .checkpoint import Judgement, d2t_key, judge
-from .formats import Format, recognise
+from .formats import Format, FormatName, recognise
 from .inputs import CheckpointView, Target
 from .layer_ids import misread_ids
 from .draft_params import expected_params
 from .load_replay import RouteKind, route_key
 from .loaders import Loader, UnknownKeys
 from .runtime_view import runtime_view
+from .strict_fields import check_field_types
 from .trained_settings import settings
 from .translation import (Change, ChangeKind, Plan, borrow_target_head, fc_shape,
                           plan_sglang_ids, suggest_renames, translate_config,
@@ -33,6 +35,8 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
     fmt = orig.format
     plan = translate_config(fmt, ck.config, runtime, version, target, ck.shapes)
     new_fmt = recognise(plan.config, ck.shapes) or fmt
+    if new_fmt.name != FormatName.SPECULATORS:  # vLLM's SpeculatorsConfig is not strict
+        _fix_field_types(plan, runtime, version)
     view = runtime_view(new_fmt, plan.config, runtime, version)
     if view.config is None:
         plan.refusals.append(view.problem or "the runtime cannot read the translated config")
@@ -151,6 +155,25 @@ def _fix_aux(plan: Plan, fmt: Format, target: Target, runtime: str, version: str
         ChangeKind.CONFIG, f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} (SGLang's "
                            f"convention for the inputs of layers {want})",
         signals.AUX_LAYER_IDS_MISREAD))
+
+
+def _fix_field_types(plan: Plan, runtime: str, version: str) -> None:
+    """The repair each config.field_type names: a null dropped (the class default applies), a
+    number or boolean written as its type. One without a repair stays an error of the copy,
+    and so a refusal."""
+    for f in check_field_types(plan.config, runtime, version):
+        repair = f.details["repair"]
+        if repair is None:
+            continue
+        field, was = f.details["field"], json.dumps(f.details["value"])
+        if "drop" in repair:
+            del plan.config[field]
+            text = f"`{field}` ({was}) removed: {f.details['config_class']}'s default applies"
+        else:
+            plan.config[field] = repair["set"][field]
+            text = f"`{field}`: {was} -> {json.dumps(repair['set'][field])}"
+        plan.changes.append(Change(ChangeKind.CONFIG, text + f" ({f.details['expected']} "
+                                   f"declared)", signals.CONFIG_FIELD_TYPE))
 
 
 def _refuse_settings(plan: Plan, fmt: Format, cfg: Mapping[str, Any], loader: Loader) -> None:

@@ -84,6 +84,10 @@ def trained_inputs(fmt: Format, target_archs, n: int, runtime: str, version: str
     return captured_inputs(SGLANG, v, target_archs, n, fmt.ids)
 
 
+ON_V1, ON_V2 = "on the V1 model runner", "on the V2 model runner"
+RUNNER_OF = {ON_V1: "V1", ON_V2: "V2"}  # vllm_runner's names
+
+
 def runtime_ids(view: Mapping[str, Any], loader: Loader) -> list[tuple[str, list[int] | None]]:
     """[(when, ids the target is given)] for each way this runtime may read the view:
     vLLM's V1 runner (0.22+) falls back to eagle_config's ids as they are, its V2 runner
@@ -97,7 +101,7 @@ def runtime_ids(view: Mapping[str, Any], loader: Loader) -> list[tuple[str, list
         return [("", top)]
     ec_ids = eagle_config(view).get("eagle_aux_hidden_state_layer_ids") or None
     if loader.aux_ids == AuxIds.TOP_OR_V1 and ec_ids is not None:
-        return [("on the V1 model runner", ec_ids), ("on the V2 model runner", None)]
+        return [(ON_V1, ec_ids), (ON_V2, None)]
     return [("", None)]
 
 

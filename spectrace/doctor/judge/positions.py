@@ -27,6 +27,7 @@ from .formats import Format, FormatName
 from .inputs import Target
 from ...runtimes import parse_version
 from .loaders import DraftClass, Loader
+from .rope import differences, rope_of
 
 
 # The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
@@ -42,41 +43,6 @@ SPECS: tuple[FindingSpec, ...] = (
 SGLANG_WINDOW_FLAG_FROM = (0, 5, 12)  # --speculative-draft-window-size
 # Model Optimizer's `eagle_export_rope_scaling` default (modelopt/torch/speculative/config.py)
 MODELOPT_EXPORT_ROPE = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048}
-
-
-@dataclass(frozen=True)
-class Rope:
-    theta: float | None
-    scaling: dict | None  # None: plain RoPE
-
-    @property
-    def kind(self) -> str:
-        return str((self.scaling or {}).get("rope_type") or (self.scaling or {}).get("type")
-                   or "default")
-
-    def describe(self) -> str:
-        if self.scaling is None:
-            return f"plain RoPE (rope_theta {self.theta:g})" if self.theta else "plain RoPE"
-        s = self.scaling
-        extra = ", ".join(f"{k} {s[k]:g}" if isinstance(s[k], (int, float)) else f"{k} {s[k]}"
-                          for k in ("factor", "original_max_position_embeddings") if k in s)
-        return f"{self.kind} rope_scaling ({extra})" + (
-            f", rope_theta {self.theta:g}" if self.theta else "")
-
-
-def rope_of(cfg: Mapping[str, Any]) -> Rope:
-    """The RoPE a runtime builds from a config: transformers 5's `rope_parameters` first
-    (as SGLang 0.5.23 and vLLM read it), else `rope_theta` and `rope_scaling`."""
-    rp = cfg.get("rope_parameters")
-    rs = rp if isinstance(rp, Mapping) else cfg.get("rope_scaling")
-    theta = (rp or {}).get("rope_theta") if isinstance(rp, Mapping) else None
-    theta = theta if theta is not None else cfg.get("rope_theta")
-    scaling = dict(rs) if isinstance(rs, Mapping) else None
-    if scaling is not None:
-        scaling.pop("rope_theta", None)
-        if (scaling.get("rope_type") or scaling.get("type") or "default") == "default":
-            scaling = None
-    return Rope(float(theta) if isinstance(theta, (int, float)) else None, scaling)
 
 
 def draft_context(cfg: Mapping[str, Any]) -> int | None:
@@ -150,11 +116,12 @@ def _beyond_draft(cfg: Mapping[str, Any], context: int | None, loader: Loader) -
 def _rope(fmt: Format, trained: Mapping[str, Any], target: Target, context: int | None,
           loader: Loader) -> list[Finding]:
     draft, tgt = rope_of(trained), rope_of(target.config)
-    if draft == tgt or (draft.scaling is None and tgt.scaling is None and (
-            draft.theta is None or tgt.theta is None)):
+    differ = differences(draft, tgt)  # read from either spelling on either side
+    if not differ:
         return []
-    facts = {"draft_rope": draft.describe(), "target_rope": tgt.describe(),
-             "serving_context": context, "runtime": loader.runtime, "version": loader.version}
+    facts = {"draft_rope": draft.describe(differ), "target_rope": tgt.describe(differ),
+             "differ": differ, "serving_context": context, "runtime": loader.runtime,
+             "version": loader.version}
     s = draft.scaling or {}
     original = s.get("original_max_position_embeddings")
     if (fmt.name == FormatName.MODELOPT and draft.kind == "yarn" and tgt.scaling is None
@@ -167,12 +134,12 @@ def _rope(fmt: Format, trained: Mapping[str, Any], target: Target, context: int 
                  if not beyond else
                  messages.ROPE_BEYOND_REACH.format(context=context, reach=reach))
         return [Finding(signals.POSITIONS_ROPE_CHANGED, WARNING if beyond else INFO,
-                        messages.ROPE_MODELOPT.render(draft=draft.describe(),
-                                                      target=tgt.describe(), loader=loader.name,
-                                                      where=where),
+                        messages.ROPE_MODELOPT.render(draft=facts["draft_rope"],
+                                                      target=facts["target_rope"],
+                                                      loader=loader.name, where=where),
                         {**facts, "yarn_reach": reach, "exported_by": "modelopt"})]
     return [Finding(signals.POSITIONS_ROPE_CHANGED, INFO, messages.ROPE_DIFFERS.render(
-        draft=draft.describe(), target=tgt.describe(), loader=loader.name), facts)]
+        draft=facts["draft_rope"], target=facts["target_rope"], loader=loader.name), facts)]
 
 
 def honours_window(cfg: Mapping[str, Any], loader: Loader) -> bool:

@@ -1,0 +1,79 @@
+"""The model runner a vLLM release runs a pair on by default (vllm/config/vllm.py
+`VllmConfig.use_v2_model_runner`), for the findings that are true of one runner only: the
+V1 runner takes a draft's `eagle_config` ids when the top level names none, the V2 runner
+only the top-level ids, else the target's default (v1/worker/gpu/spec_decode/eagle/
+eagle3_utils.py `get_eagle3_aux_layers_from_config`).
+
+- before 0.22: V1 (there is no V2 default).
+- 0.22 to 0.25: V2 for a target in `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES` (Qwen3ForCausalLM)
+  that is neither MoE nor quantized (`_is_default_v2_model_runner_model`), else V1.
+- 0.26 to 0.28: V2 for a target that is not MoE, or whose architecture that release lists.
+- 0.29 and later: V2.
+
+In every release the V1 runner is still taken with `VLLM_USE_V2_MODEL_RUNNER=0`, on a build
+without Triton (vLLM's CPU build), or for a feature the V2 runner lacks (pipeline
+parallelism with EAGLE-3 in 0.22, ...); those are the operator's choice, not the default.
+`V2_ARCHITECTURES` is checked against each release's source (tests/test_doctor_runner.py).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...runtimes import parse_version
+
+V1, V2 = "V1", "V2"
+V2_DEFAULT_FROM = (0, 22, 0)   # for some targets (below)
+V2_FOR_ALL_FROM = (0, 29, 0)
+
+# each release's DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (vllm/config/vllm.py), 0.22-0.28
+_MOE_V2 = ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+           "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM",
+           "Qwen2MoeForCausalLM")
+V2_ARCHITECTURES: dict[str, frozenset[str]] = {
+    "0.22.0": frozenset({"Qwen3ForCausalLM"}),
+    "0.26.0": frozenset(_MOE_V2),
+    "0.27.0": frozenset(_MOE_V2 + ("KimiK3ForConditionalGeneration",)),
+    "0.28.0": frozenset(_MOE_V2 + ("KimiK3ForConditionalGeneration", "DeepseekV4ForCausalLM")),
+}
+# keys that name a MoE target's experts (transformers_utils/model_arch_config_convertor.py
+# `get_num_experts`)
+EXPERT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+
+
+def is_moe(target: Mapping[str, Any]) -> bool:
+    """vLLM's `is_moe`: a target config that names a number of experts above 0 (its
+    `text_config` for a multimodal one)."""
+    cfg = target.get("text_config") if isinstance(target.get("text_config"), Mapping) \
+        else target
+    for k in EXPERT_KEYS:
+        v = cfg.get(k)
+        if v:
+            return (v[0] if isinstance(v, list) else v) > 0
+    return False
+
+
+def default_runner(version: str, target: Mapping[str, Any],
+                   v2_archs: frozenset[str] | None = None) -> str:
+    """V1 or V2: what `use_v2_model_runner` answers for this target when nothing forces
+    either (a GPU build with Triton, no environment variable, no unsupported feature).
+    `v2_archs`: the release's listed architectures (0.22-0.28), default the nearest
+    release's in `V2_ARCHITECTURES`."""
+    v = parse_version(version)
+    if v < V2_DEFAULT_FROM:
+        return V1
+    if v >= V2_FOR_ALL_FROM:
+        return V2
+    archs = set(target.get("architectures") or [])
+    listed = bool(archs & (v2_archs if v2_archs is not None else _listed(version)))
+    moe = is_moe(target)
+    if v < (0, 26, 0):
+        quantized = target.get("quantization_config") is not None
+        return V2 if listed and not moe and not quantized else V1
+    return V2 if listed or not moe else V1
+
+
+def _listed(version: str) -> frozenset[str]:
+    v = parse_version(version)
+    rows = sorted(V2_ARCHITECTURES, key=parse_version)
+    release = next((r for r in reversed(rows) if parse_version(r) <= v), rows[0])
+    return V2_ARCHITECTURES[release]

@@ -1,0 +1,74 @@
+"""vLLM's default model runner as the doctor reads it (doctor.judge.vllm_runner), against
+the released sources: `VllmConfig.use_v2_model_runner` and the architectures each release
+lists, and the V2 runner reading only top-level ids (its `get_eagle3_aux_layers_from_config`)
+while the V1 runner also takes `eagle_config`'s. What it changes in the findings:
+tests/test_doctor_published.py (a misread of the V1 runner only is a warning)."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from spectrace.doctor.judge import vllm_runner as vr
+from tests import release_sources as rs
+
+CONFIG = "vllm/config/vllm.py"
+V2_IDS = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+V1_IDS = "vllm/v1/worker/gpu_model_runner.py"
+DENSE = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32}
+MOE = {"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 256}
+QWEN3 = {"architectures": ["Qwen3ForCausalLM"]}
+
+
+def test_default_runner_by_release_and_target():
+    d = vr.default_runner
+    assert d("0.20.0", QWEN3) == d("0.21.0", DENSE) == "V1"
+    assert d("0.22.0", QWEN3) == "V2" and d("0.25.0", DENSE) == "V1"
+    assert d("0.22.0", {**QWEN3, "quantization_config": {"quant_method": "fp8"}}) == "V1"
+    assert d("0.26.0", DENSE) == "V2" and d("0.28.0", MOE) == "V1"
+    assert d("0.28.0", {**MOE, "architectures": ["DeepseekV2ForCausalLM"]}) == "V2"
+    assert d("0.29.0", MOE) == d("0.33.0", MOE) == "V2"
+    # a multimodal target's experts are in its text_config
+    assert vr.is_moe({"text_config": {"n_routed_experts": 384}})
+    assert not vr.is_moe(DENSE) and not vr.is_moe({"num_local_experts": 0})
+
+
+def _listed(version: str) -> frozenset[str] | None:
+    for node in ast.parse(rs.source("vllm", version, CONFIG)).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == \
+                "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES":
+            return frozenset(ast.literal_eval(node.value.args[0]))
+    return None
+
+
+def _default_tail(version: str) -> str:
+    """`use_v2_model_runner`'s body in that release ("" where it has none)."""
+    src = rs.source("vllm", version, CONFIG) or ""  # 0.11 has no vllm/config/vllm.py
+    start = src.find("def use_v2_model_runner")
+    return "" if start < 0 else src[start:src.find("\n    def ", start + 10)]
+
+
+@pytest.mark.sources
+@pytest.mark.parametrize("version", rs.RELEASES["vllm"])
+def test_the_runner_rules_are_each_releases(version):
+    v = tuple(int(x) for x in version.split("."))
+    body = _default_tail(version)
+    if v < vr.V2_DEFAULT_FROM:
+        assert "return True" not in body  # no V2 default
+        return
+    assert body.rstrip().endswith("return True")
+    gated = "_is_default_v2_model_runner_model()" in body
+    assert gated == (v < vr.V2_FOR_ALL_FROM), version
+    if gated:
+        assert _listed(version) == vr._listed(version), version
+    # V2 reads the top-level ids only (then other methods' fields, never eagle_config's
+    # eagle_aux_hidden_state_layer_ids); V1 falls back to eagle_config's
+    v2 = rs.source("vllm", version, V2_IDS)
+    fn = v2[v2.index("def get_eagle3_aux_layers_from_config"):]
+    assert 'getattr(hf_config, "eagle_aux_hidden_state_layer_ids"' in fn or \
+        "hf_config.eagle_aux_hidden_state_layer_ids" in fn
+    assert 'get("eagle_aux_hidden_state_layer_ids")' not in fn
+    v1 = rs.source("vllm", version, V1_IDS)
+    body1 = v1[v1.index("def _get_eagle3_aux_layers_from_config"):]
+    body1 = body1[:body1.index("\n    def ")]
+    assert 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in body1
