@@ -45,8 +45,13 @@ SPEC_DRAFTS_PER_POSITION = MetricSpec(
     "Request-steps that proposed a draft token at `position` (the denominator of "
     "per-position acceptance when the number of draft steps changes at run time).",
     (names.ATTR_POSITION,), counted_once=True)
+SPEC_NO_DRAFT_STEPS = MetricSpec(
+    "spectrace.spec.no_draft_steps", COUNTER, "{step}",
+    "Request-steps run with no draft token (adaptive speculation's K = 0: a plain decode "
+    "through the verify path), kept out of every other acceptance figure and breakdown.",
+    counted_once=True)
 METRICS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS, SPEC_ACCEPTED_PER_POSITION,
-           SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION)
+           SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION, SPEC_NO_DRAFT_STEPS)
 
 
 class PositionCounts(NamedTuple):
@@ -78,6 +83,7 @@ class AcceptanceTotals:
         self._pending: deque = deque()
         self._lock = threading.Lock()
         self.drafts = 0
+        self.no_draft = 0  # request-steps handed over with K = 0 (no draft token)
         self.draft_tokens = 0
         self.accepted = 0
         self.per_position: list[int] = []
@@ -91,7 +97,8 @@ class AcceptanceTotals:
         self._with_lengths: list = []  # (counts, steps, sequence lengths) of this fold
 
     def add(self, correct_per_request, num_steps: int, seq_lens=None, graph=None) -> None:
-        """`seq_lens`: the requests' sequence lengths as the runtime holds them on the CPU
+        """`num_steps`: the step's K; 0 (adaptive speculation drafted nothing) counts its
+        request-steps as `no_draft` only. `seq_lens`: the requests' sequence lengths as the runtime holds them on the CPU
         (a list, CPU tensor or array, kept by reference), or a function that returns
         (accept counts, lengths) aligned when called at fold time (vLLM: `StepCounts.
         context`), or None when it holds none. `graph`: whether the step's verify ran as
@@ -132,6 +139,12 @@ class AcceptanceTotals:
                     self._fold_positions(counts, graph_bucket(item[3]))
                     if with_lengths is not None and item[2] is not None:
                         with_lengths.append(item)
+                    continue
+                if not steps:  # K = 0: no draft token, no request-step verified
+                    try:
+                        self.no_draft += len(counts)
+                    except TypeError:
+                        bad = bad or repr(counts)[:80]
                     continue
                 step, other = bytearray(), ()
                 try:
@@ -335,6 +348,7 @@ class Acceptance:
             t.length_counts, names.ATTR_LENGTH)), scope)
         observe(meter, SPEC_DRAFTS_PER_POSITION, read(lambda t: [
             Observation(v, {position: p}) for p, v in enumerate(t.offered_per_position)]), scope)
+        observe(meter, SPEC_NO_DRAFT_STEPS, read(lambda t: [Observation(t.no_draft)]), scope)
         for b in self.totals.breakdowns:
             observe(meter, b.accept_length, read(lambda t, b=b: by_attributes(
                 t.by[b.name].lengths, b.attribute, names.ATTR_LENGTH)), scope)
