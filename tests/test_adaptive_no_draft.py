@@ -91,3 +91,12 @@ def test_k0_steps_are_no_draft_steps_not_rejected_drafts(sglang_v2_hooked, tmp_p
         last = json.loads(fh.read().splitlines()[-1])["metrics"]
     assert [p["value"] for p in last[signals.SPEC_NO_DRAFT_STEPS.name]] == [4]
     assert [p["value"] for p in last[signals.SPEC_DRAFTS.name]] == [2]
+    # the report on the folder those steps wrote: counted apart, kept out of acceptance
+    from spectrace.report import build_report, render_text
+    report = build_report(str(tmp_path))
+    [proc] = report.readable
+    assert (proc.figures.drafts, proc.figures.no_draft_steps) == (2, 4)
+    assert proc.figures.mean_acceptance_length == 2.0  # (2 + 0) / 2 + 1
+    assert proc.figures.to_json()["no_draft_steps"] == 4
+    assert "steps with no draft (adaptive K = 0) 4 request-steps, kept out of acceptance" \
+        in render_text(report)

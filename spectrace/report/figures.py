@@ -129,4 +129,5 @@ def figures_of(raw: RawTotals, points: list[TimelinePoint], requests=None) -> Fi
         draft_context=dict(raw.draft_context or {}),
         requests=_request_figures(raw, records, requests.seen if requests is not None else 0),
         speculation=_speculation(raw),
+        no_draft_steps=raw.no_draft_steps,
     )

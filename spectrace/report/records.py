@@ -65,6 +65,7 @@ class RawTotals:
     drafted_per_position: dict = field(default_factory=dict)  # position -> request-steps
     topk: Any = None  # the draft's top-k, when a worker said
     runtime: Any = None  # the runtime of the process (resource), for the advisor's flags
+    no_draft_steps: Number = 0  # request-steps run with no draft (adaptive K = 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +243,8 @@ class Figures:
     requests: RequestFigures | None = None
     # is speculation paying off, and the best number of draft tokens (spectrace.report.advisor)
     speculation: Any = None
+    # request-steps run with no draft token (adaptive K = 0), kept out of every figure above
+    no_draft_steps: Number = 0
 
     def to_json(self, findings: tuple[FindingSummary, ...] = ()) -> dict[str, Any]:
         """The figures' part of `--json`, with the view's `findings` where `--json` has
@@ -249,6 +252,7 @@ class Figures:
         return {
             "steps": self.steps,
             "drafts": self.drafts,
+            "no_draft_steps": self.no_draft_steps,
             "draft_tokens": self.draft_tokens,
             "accepted_tokens": self.accepted_tokens,
             "mean_acceptance_length": self.mean_acceptance_length,
