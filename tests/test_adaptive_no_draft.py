@@ -1,5 +1,7 @@
 """Steps with no draft (SGLang's adaptive speculation at K = 0, issue 48) are counted as
-such and kept out of acceptance, per position, the breakdowns and each request's figures.
+such and kept out of acceptance, per position, the breakdowns and each request's figures:
+on SGLang 0.5.23's CPU server with an adaptive config (`test_live_...`), and through its
+own result-processing code with the worker's K changed under it (below).
 
 SGLang 0.5.23's own code: its result processor's `_resolve_spec_v2_tokens` resolves real
 `GenerationBatchResult`s for real `Req`s (counting each step, K = 0 ones included, in the
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 import types
 
 import pytest
@@ -100,3 +103,45 @@ def test_k0_steps_are_no_draft_steps_not_rejected_drafts(sglang_v2_hooked, tmp_p
     assert proc.figures.to_json()["no_draft_steps"] == 4
     assert "steps with no draft (adaptive K = 0) 4 request-steps, kept out of acceptance" \
         in render_text(report)
+
+
+def test_live_adaptive_config_run_counts_no_k0_step_as_a_rejected_draft(tiny_models,
+                                                                       sglang_server, tmp_path):
+    """SGLang's CPU server with `--speculative-adaptive-config`: K = 3 for a batch of one, 0
+    for two or more. One request alone, then three together (K = 0 while two or more
+    run). SGLang's meta_info counts every step in `spec_verify_ct`; spectrace counts the
+    K = 3 ones as request-steps and the others apart, so acceptance, the batch-size
+    breakdown and the requests hold the K = 3 steps only."""
+    from tests.e2e import after_traffic, settle
+    table = tmp_path / "k.json"
+    table.write_text(json.dumps({"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}))
+    run = sglang_server(tiny_models("partial"), env={"SPECTRACE_METRIC_INTERVAL": "0.5"},
+                        timeout=900, extra_args=["--speculative-adaptive",
+                                                 "--speculative-adaptive-config", str(table)])
+    alone = run.server.generate([3, 7, 11], 24)
+    together: list = [None] * 3
+
+    def one(i):
+        together[i] = run.server.generate([5 + i, 9, 2], 24)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    meta = [r["meta_info"] for r in [alone] + together]
+    steps = sum(m["spec_verify_ct"] for m in meta)
+    accepted = sum(m["spec_num_correct_drafts"] for m in meta)
+    settle(run, alone["meta_info"]["spec_verify_ct"])
+    proc = after_traffic(run)
+    drafts, idle = proc["drafts"], proc["no_draft_steps"]
+    assert idle > 0 and drafts + idle == steps, (drafts, idle, meta)
+    assert proc["accepted_tokens"] == accepted and proc["draft_tokens"] == 3 * drafts
+    # SGLang's K = 0 steps are its steps with more than one request: none of them is here
+    assert {r["batch_size"]: r["drafts"] for r in proc["by_batch_size"]} == {"1": drafts}
+    for name in ("by_context", "by_cuda_graph"):
+        assert sum(r["drafts"] for r in proc[name]) == drafts, name
+    # each request's own figures hold its K = 3 steps only (a request with none is not
+    # counted): together, every request-step, and no K = 0 one
+    assert sum(r["drafts"] for r in proc["by_sampling"]) == drafts
+    assert 1 <= proc["requests"]["finished"] <= len(meta)
+    assert proc["settings"]["spec_adaptive_config"] == str(table)
