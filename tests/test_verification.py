@@ -3,7 +3,9 @@ lossy method (vLLM's FLy, SGLang's accept thresholds below 1) is a finding and n
 the verdict of every view; a comparison between runs that verify differently says so.
 On the recorded advisor run (tests/recorded/advisor/full-k3), its resource given the
 setting as the exporter writes it; SGLang's value read by the real reader from the
-ServerArgs SGLang 0.5.23 resolved; every vLLM release's methods from its sources.
+ServerArgs SGLang 0.5.23 resolved; vLLM's `fly` from the VllmConfig vLLM 0.33's own
+config classes resolve (its released sources on the 0.32 CPU build's dependencies); every
+vLLM release's methods from its sources.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -132,3 +135,27 @@ def test_every_vllm_releases_methods_are_classified():
         assert methods <= known, (version, methods - known)
         seen |= methods
     assert "fly" in seen and verification.lossy("fly") and not verification.lossy("block")
+
+
+@pytest.mark.vllm
+@pytest.mark.sources
+def test_vllm_033_fly_config_read_and_named(tiny_models, tmp_path):
+    """vLLM 0.33's own EngineArgs resolve `rejection_sample_method: "fly"` (its window
+    from K: min(6, K - 1)); spectrace's reader gives `fly`, and the report on a run with
+    those settings names it in the verdict."""
+    import release_sources as rs
+    from harness.vllm_server import vllm_env
+    from tests.conftest import ROOT, vllm_python_or_skip
+    python = vllm_python_or_skip()
+    tree = rs.python_tree("vllm", "0.33.0")
+    env = vllm_env({"PYTHONPATH": os.pathsep.join((tree, ROOT)), "VLLM_TARGET_DEVICE": "cpu"})
+    done = subprocess.run([python, os.path.join(ROOT, "tests", "programs", "vllm_fly_config.py"),
+                           tiny_models("partial")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    assert lines, done.stderr[-3000:]
+    got = json.loads(lines[-1][len("RESULT "):])
+    assert got["vllm_file"].startswith(tree) and got["fly_window_size"] == 2
+    assert got["settings"]["spec_verification"] == "fly"
+    report = build_report(str(_run_with(tmp_path, "fly", got["settings"])))
+    assert report.verdict.sentence.endswith(NOTE), report.verdict.sentence
