@@ -171,13 +171,16 @@ def _before_verify_complete_cpu(instance, counts):
     less one for a chain (adaptive speculation is top-k 1 only; with overlap scheduling
     the worker's `speculative_num_steps` is already the next batch's here), else the
     worker's. K = 0 (`candidate_steps` [0] for this batch size: a plain decode step) is
-    counted as steps with no draft, never as request-steps (`AcceptanceTotals.fold`)."""
+    counted as steps with no draft, never as request-steps (`add_no_draft`)."""
     rec = STATE.recorder or recorder()
     width = rec.inflight.width
     lens, graphed = rec.inflight.take_seq_lens()
     steps = (width - 1 if isinstance(width, int) and width > 0 and instance.topk == 1
              else instance.speculative_num_steps)
-    rec.acceptance.add(counts, steps, lens, graphed)
+    if steps:
+        rec.acceptance.add(counts, steps, lens, graphed)
+    else:
+        rec.acceptance.add_no_draft(counts)
 
 
 def _before_resolve_overlap(scheduler, res):

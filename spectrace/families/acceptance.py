@@ -54,6 +54,9 @@ METRICS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS, SPEC_ACCEPTED_P
            SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION, SPEC_NO_DRAFT_STEPS)
 
 
+NO_DRAFT = "no draft"  # `add_no_draft`'s steps: a step that proposed no draft token
+
+
 class PositionCounts(NamedTuple):
     """One step's counts as a runtime that aggregates them itself hands them over (vLLM's
     `SpecDecodingStats`): request-steps, draft tokens, and per position the request-steps
@@ -97,13 +100,18 @@ class AcceptanceTotals:
         self._with_lengths: list = []  # (counts, steps, sequence lengths) of this fold
 
     def add(self, correct_per_request, num_steps: int, seq_lens=None, graph=None) -> None:
-        """`num_steps`: the step's K; 0 (adaptive speculation drafted nothing) counts its
-        request-steps as `no_draft` only. `seq_lens`: the requests' sequence lengths as the runtime holds them on the CPU
+        """`seq_lens`: the requests' sequence lengths as the runtime holds them on the CPU
         (a list, CPU tensor or array, kept by reference), or a function that returns
         (accept counts, lengths) aligned when called at fold time (vLLM: `StepCounts.
         context`), or None when it holds none. `graph`: whether the step's verify ran as
         a CUDA-graph replay, as the runtime says (a bool on the CPU), None when unknown."""
         self._pending.append((correct_per_request, num_steps, seq_lens, graph))
+
+    def add_no_draft(self, correct_per_request) -> None:
+        """A step run with no draft token (adaptive speculation's K = 0): its requests are
+        counted as `no_draft` only, never as request-steps (`add` with a K of 0 is a
+        runtime that did not say its K: counted as before)."""
+        self._pending.append((correct_per_request, NO_DRAFT, None, None))
 
     def add_positions(self, counts: PositionCounts, context=None, graph=None) -> None:
         """`context`: a function returning the step's (accept counts, lengths) at fold time
@@ -140,7 +148,7 @@ class AcceptanceTotals:
                     if with_lengths is not None and item[2] is not None:
                         with_lengths.append(item)
                     continue
-                if not steps:  # K = 0: no draft token, no request-step verified
+                if steps is NO_DRAFT:  # no draft token, no request-step verified
                     try:
                         self.no_draft += len(counts)
                     except TypeError:
@@ -323,6 +331,7 @@ class Acceptance:
         self.totals = AcceptanceTotals(b for b in breakdowns.BREAKDOWNS
                                        if b.source == breakdowns.STEP and b.enabled(cfg))
         self.add = self.totals.add
+        self.add_no_draft = self.totals.add_no_draft
         self.add_positions = self.totals.add_positions
         self.prepare = self.totals.prepare
         # whether a runtime that must keep more to give sequence lengths should keep it
