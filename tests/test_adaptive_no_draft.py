@@ -145,3 +145,28 @@ def test_live_adaptive_config_run_counts_no_k0_step_as_a_rejected_draft(tiny_mod
     assert sum(r["drafts"] for r in proc["by_sampling"]) == drafts
     assert 1 <= proc["requests"]["finished"] <= len(meta)
     assert proc["settings"]["spec_adaptive_config"] == str(table)
+
+
+@pytest.mark.sources
+@pytest.mark.parametrize("version", ["0.5.16", "0.5.23"])
+def test_the_step_width_the_hook_reads_is_the_verify_s_own(version):
+    """What `sglang_v2` reads a step's K from, in each release with K = 0 steps: the result
+    its verify returns carries the tokens it verified per request
+    (`speculative_num_draft_tokens=num_draft_tokens`), and the K = 0 step verifies one
+    (`_build_trivial_verify_input`: `draft_token_num=1`), which the result processor still
+    counts in `spec_verify_ct`."""
+    import ast
+
+    import wheel_sources as ws
+    common = ws.source("sglang", version, "sglang/srt/speculative/eagle_worker_common.py")
+    calls = [n for n in ast.walk(ast.parse(common)) if isinstance(n, ast.Call)
+             and ast.unparse(n.func) == "GenerationBatchResult"]
+    assert any(ast.unparse(k.value) == "num_draft_tokens" for c in calls for k in c.keywords
+               if k.arg == "speculative_num_draft_tokens"), version
+    worker = ws.get_class("sglang", version, "sglang/srt/speculative/eagle_worker_v2.py",
+                          "EAGLEWorkerV2")
+    [trivial] = [f for f in worker.body if getattr(f, "name", "") == "_build_trivial_verify_input"]
+    assert "draft_token_num=1" in ast.unparse(trivial)
+    processor = ws.source("sglang", version,
+                          "sglang/srt/managers/scheduler_components/batch_result_processor.py")
+    assert "req.spec_verify_ct += 1" in processor
