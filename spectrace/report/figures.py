@@ -106,6 +106,7 @@ def figures_of(raw: RawTotals, points: list[TimelinePoint], requests=None) -> Fi
     return Figures(
         steps=raw.steps,
         drafts=drafts,
+        no_draft_steps=raw.no_draft_steps,
         draft_tokens=draft_tokens,
         accepted_tokens=accepted,
         mean_acceptance_length=(1 + accepted / drafts) if drafts else None,
@@ -129,5 +130,4 @@ def figures_of(raw: RawTotals, points: list[TimelinePoint], requests=None) -> Fi
         draft_context=dict(raw.draft_context or {}),
         requests=_request_figures(raw, records, requests.seen if requests is not None else 0),
         speculation=_speculation(raw),
-        no_draft_steps=raw.no_draft_steps,
     )

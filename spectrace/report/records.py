@@ -220,6 +220,8 @@ class Figures:
     the rules found in them is the view's `findings`, judged apart: `judgement`)."""
     steps: Number
     drafts: Number
+    # request-steps run with no draft token (adaptive K = 0), kept out of every other figure
+    no_draft_steps: Number
     draft_tokens: Number
     accepted_tokens: Number
     mean_acceptance_length: float | None
@@ -243,8 +245,6 @@ class Figures:
     requests: RequestFigures | None = None
     # is speculation paying off, and the best number of draft tokens (spectrace.report.advisor)
     speculation: Any = None
-    # request-steps run with no draft token (adaptive K = 0), kept out of every figure above
-    no_draft_steps: Number = 0
 
     def to_json(self, findings: tuple[FindingSummary, ...] = ()) -> dict[str, Any]:
         """The figures' part of `--json`, with the view's `findings` where `--json` has
