@@ -175,7 +175,8 @@ def _before_verify_complete_cpu(instance, counts):
     rec = STATE.recorder or recorder()
     width = rec.inflight.width
     lens, graphed = rec.inflight.take_seq_lens()
-    steps = (width - 1 if isinstance(width, int) and width > 0 and instance.topk == 1
+    chain = getattr(instance, "topk", 0) == 1
+    steps = (width - 1 if chain and isinstance(width, int) and width > 0
              else instance.speculative_num_steps)
     if steps:
         rec.acceptance.add(counts, steps, lens, graphed)
