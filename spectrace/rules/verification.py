@@ -13,7 +13,8 @@ verified:
   acceptance is higher than the draft earns and not comparable with standard
   verification's: vLLM `fly` (0.33: FLy's entropy-gated deferral of rejections; vLLM logs
   "FLy verification is a lossy speculative decoding method"), SGLang `relaxed (...)`
-  (`speculative_accept_threshold_single` or `_acc` below 1, lossy under sampling).
+  (`speculative_accept_threshold_single` or `_acc` below 1: lossy for sampled requests;
+  SGLang 0.5.23 verifies all-greedy batches, and every batch on CPU or XPU, by argmax).
 - `synthetic` (vLLM) is no verification at all: `rules.synthetic` raises an error for it.
 
 Pure functions over the settings' values (a list where processes differ).
@@ -52,9 +53,14 @@ def lossy(method) -> bool:
 
 
 def words(method) -> str:
-    """'FLy (rejection_sample_method "fly")', or the value as it is."""
-    return f'FLy (rejection_sample_method "{method}")' if str(method).lower() == "fly" \
-        else str(method)
+    """'FLy (rejection_sample_method "fly")'; SGLang's relaxed thresholds with where they
+    apply (its sampling verify: an all-greedy batch, and any on CPU or XPU, is verified
+    by the target's argmax, `eagle_utils._verify_uses_greedy`); else the value."""
+    if str(method).lower() in LOSSY_VLLM:
+        return f'FLy (rejection_sample_method "{method}")'
+    if str(method).lower().startswith(RELAXED):
+        return f"{method}, for sampled requests on GPUs"
+    return str(method)
 
 
 def _standard(method) -> str:
