@@ -100,6 +100,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spec_topk", "top-k"),
     Setting("spec_num_draft_tokens", "draft tokens"),
     Setting("spec_adaptive", "adaptive K"),
+    # what adaptive K follows: SGLang's --speculative-adaptive-config (its file, or SGLang's
+    # built-in table), vLLM's num_speculative_tokens_per_batch_size
+    Setting("spec_adaptive_config", "adaptive config"),
+    # how drafts are verified (vLLM's rejection_sample_method; SGLang's switches): what an
+    # acceptance figure means (`rules.verification` names a lossy one)
+    Setting("spec_verification", "verification"),
     # the template chat requests are rendered with (spectrace.chat_template.applied): a
     # draft trained with another loses acceptance on chat traffic; `spectrace doctor`
     # prints the same hash for the draft's training template

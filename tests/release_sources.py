@@ -79,6 +79,14 @@ def _sdist_tree(package: str, version: str) -> str:
     return os.path.join(_sdist_dir(package, version), "src")
 
 
+def python_tree(package: str, version: str) -> str:
+    """The folder of a fetched vLLM release's Python files (its source distribution's)."""
+    _check_listed(package, version)
+    if not is_cached(package, version):
+        raise _missing(package, version)
+    return _sdist_tree(package, version)
+
+
 def is_cached(package: str, version: str) -> bool:
     if package == "sglang":
         return len(_sglang_wheels(version)) == 1

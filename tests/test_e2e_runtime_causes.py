@@ -42,13 +42,14 @@ SGLANG_SETTINGS = {
     "prefix_caching": False, "grammar_backend": "xgrammar", "disaggregation": "none",
     "attention_dp_size": 1, "tp_size": 1, "pp_size": 1, "ep_size": 1, "spec_method": "EAGLE3",
     "spec_num_steps": 3, "spec_topk": 1, "spec_num_draft_tokens": 4, "spec_adaptive": False,
-    "chat_template": "none"}  # the tiny target's tokenizer has no template
+    "spec_verification": "standard", "chat_template": "none"}  # the tiny target's tokenizer has no template
 VLLM_SETTINGS = {
     "kv_cache_dtype": "auto", "draft_kv_cache_dtype": "auto", "quantization": "none",
     "draft_quantization": "none", "cuda_graph": False, "async_scheduling": False,
     "prefix_caching": False, "grammar_backend": "auto", "disaggregation": "none",
     "attention_dp_size": 1, "tp_size": 1, "pp_size": 1, "ep_size": 1, "spec_method": "eagle3",
-    "spec_num_steps": 3, "spec_adaptive": False, "chat_template": "none, unless --chat-template"}
+    "spec_num_steps": 3, "spec_adaptive": False, "spec_verification": "standard",
+    "chat_template": "none, unless --chat-template"}
 NON_FINITE = "draft.non_finite"
 
 

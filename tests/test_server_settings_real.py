@@ -70,11 +70,15 @@ def test_vllm_settings_from_the_config_vllm_resolved(tiny_models, tmp_path):
          {"kv_cache_dtype": "fp8", "draft_kv_cache_dtype": "fp8", "prefix_caching": False,
           "grammar_backend": "guidance", "quantization": "none", "cuda_graph": False,
           "async_scheduling": False, "disaggregation": "none", "tp_size": 1,
-          "spec_method": "eagle3", "spec_num_steps": 3, "spec_adaptive": False}),
+          "spec_method": "eagle3", "spec_num_steps": 3, "spec_adaptive": False,
+          "spec_verification": "standard"}),
         ({"spec_extra": {"kv_cache_dtype": "fp8",
                          "num_speculative_tokens_per_batch_size": [[1, 2, 3], [3, 4, 1]]}},
          {"kv_cache_dtype": "auto", "draft_kv_cache_dtype": "fp8", "prefix_caching": True,
-          "spec_adaptive": True}),
+          "spec_adaptive": True, "spec_adaptive_config": "[[1, 2, 3], [3, 4, 1]]"}),
+        # block verification (lossless; 0.26+): the method as vLLM resolved it
+        ({"spec_extra": {"rejection_sample_method": "block"}},
+         {"spec_verification": "block", "spec_adaptive": False}),
         ({"method": "ngram"}, {"spec_method": "ngram"}),
         # the tokenizer's own template (the engine does not see the API server's
         # --chat-template: the source says so)
@@ -96,6 +100,44 @@ def test_vllm_settings_from_the_config_vllm_resolved(tiny_models, tmp_path):
         assert {k: got.get(k) for k in want} == want, (run, got)
         if run.get("method") == "ngram":  # no draft model: no draft quantization read
             assert "draft_quantization" not in got and got["draft_kv_cache_dtype"] == "auto"
+
+
+@pytest.mark.sglang
+def test_sglang_verification_and_adaptive_settings_from_the_server_args(tiny_models, tmp_path):
+    """How SGLang 0.5.23 verifies drafts and what adaptive K follows, from the ServerArgs
+    its own pipeline resolved: its default check, rejection sampling, accept thresholds
+    below 1 (relaxed: lossy under sampling), adaptive K with SGLang's built-in table or a
+    config file. Block verification is refused on CPU by SGLang's own checks ("only
+    supports CUDA or ROCm"), so it is read from the arguments as parsed, not resolved."""
+    from sglang.srt.server_args import prepare_server_args
+
+    from spectrace.adapters import sglang_settings
+    base = server_args(tiny_models("partial"), 30000)
+    table = tmp_path / "k.json"  # SGLang reads and checks it while resolving
+    table.write_text(json.dumps({"1": {"candidate_steps": [1, 3]}, "8": {"candidate_steps": [0]}}))
+    cases = [
+        ([], {"spec_verification": "standard", "spec_adaptive": False,
+              "spec_adaptive_config": None}),
+        (["--speculative-use-rejection-sampling"], {"spec_verification": "rejection sampling"}),
+        (["--speculative-accept-threshold-single", "0.5"],
+         {"spec_verification": "relaxed (accept threshold single 0.5, acc 1)"}),
+        (["--speculative-accept-threshold-acc", "0.3"],
+         {"spec_verification": "relaxed (accept threshold single 1, acc 0.3)"}),
+        (["--speculative-adaptive"], {"spec_adaptive": True, "spec_adaptive_config": "built-in",
+                                      "spec_verification": "standard"}),
+        (["--speculative-adaptive", "--speculative-adaptive-config", str(table)],
+         {"spec_adaptive": True, "spec_adaptive_config": str(table)}),
+    ]
+    for argv, want in cases:
+        args = prepare_server_args(base + argv)
+        args.resolve_once()
+        got = sglang_settings.read(args)
+        assert {k: got.get(k) for k in want} == want, (argv, got)
+    with pytest.raises(ValueError, match="CUDA or ROCm"):
+        prepare_server_args(base + ["--speculative-use-block-verification"]).resolve_once()
+    # the arguments as parsed (SGLang's resolution is what refuses them on CPU)
+    args = prepare_server_args(base + ["--speculative-use-block-verification"])
+    assert sglang_settings.read(args)["spec_verification"] == "block"
 
 
 # -- the chat template the server applies ------------------------------------------------------

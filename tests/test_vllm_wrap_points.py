@@ -448,6 +448,11 @@ SETTINGS_ATTRS = [
       for a in ("kv_cache_dtype", "uses_dynamic_speculative_decoding")],
     (CFG + "speculative.py", "SpeculativeConfig", "enable_adaptive_verification",
      mrv2_since("0.28.0")),
+    # the verification method (vllm_settings "spec_verification") and K by batch size's
+    # ranges ("spec_adaptive_config")
+    (CFG + "speculative.py", "SpeculativeConfig", "rejection_sample_method", since("0.18.0")),
+    (CFG + "speculative.py", "SpeculativeConfig", "num_speculative_tokens_per_batch_size",
+     mrv2_since("0.26.0")),
 ]
 # absent where vllm_settings takes its other way or leaves the setting out
 SETTINGS_ABSENT = [

@@ -392,6 +392,12 @@ SETTINGS_FIELDS = [
     *[(f, ALL) for f in ("model_path", "tokenizer_path", "chat_template")],  # chat template
     ("hf_chat_template_name", since("0.5.8")),
     ("speculative_adaptive", since("0.5.12")),
+    ("speculative_adaptive_config", since("0.5.12")),
+    # the verification (sglang_settings._verification and the ways after it)
+    *[(f, ALL) for f in ("speculative_accept_threshold_single",
+                         "speculative_accept_threshold_acc")],
+    ("speculative_use_rejection_sampling", since("0.5.16")),
+    ("speculative_use_block_verification", V23),
     ("cuda_graph_max_bs", until("0.5.12")),
     ("cuda_graph_config", since("0.5.16")),        # decode.backend / decode.max_bs
     ("disable_decode_cuda_graph", since("0.5.16")),
@@ -400,7 +406,9 @@ SETTINGS_FIELDS = [
 ]
 # absent where sglang_settings takes its other way (a rename here fails a test)
 SETTINGS_ABSENT = [("cuda_graph_max_bs", since("0.5.16")), ("attn_dp_size", until("0.5.16")),
-                   ("speculative_draft_kv_cache_dtype", until("0.5.16"))]
+                   ("speculative_draft_kv_cache_dtype", until("0.5.16")),
+                   ("speculative_use_rejection_sampling", until("0.5.12")),
+                   ("speculative_use_block_verification", until("0.5.16"))]
 
 
 def _server_args_fields(version: str) -> set[str]:

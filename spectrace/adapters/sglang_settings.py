@@ -48,6 +48,29 @@ def _chat_template(a) -> dict:
                                  getattr(a, "hf_chat_template_name", None))
 
 
+def _thresholds(a) -> str:
+    """SGLang's own check (target-only sampling; greedy: the target's argmax), `relaxed`
+    where an accept threshold below 1 accepts a draft token the target would not sample
+    (`speculative_accept_threshold_single` / `_acc`, 1.0 by default: lossy under
+    sampling)."""
+    single, acc = a.speculative_accept_threshold_single, a.speculative_accept_threshold_acc
+    if single < 1 or acc < 1:
+        return f"relaxed (accept threshold single {single:g}, acc {acc:g})"
+    return "standard"
+
+
+def _verification(a) -> str:
+    """0.5.23: block verification; 0.5.16+: rejection sampling (which ignores the
+    thresholds: SGLang refuses both); else `_thresholds`."""
+    if a.speculative_use_block_verification:
+        return "block"
+    return _since_16(a)
+
+
+def _since_16(a) -> str:
+    return "rejection sampling" if a.speculative_use_rejection_sampling else _thresholds(a)
+
+
 READS = {
     "kv_cache_dtype": (lambda a: a.kv_cache_dtype,),
     # the draft's own (0.5.2x), else the draft shares the target's (one ServerArgs)
@@ -75,6 +98,11 @@ READS = {
     "spec_topk": (lambda a: a.speculative_eagle_topk,),
     "spec_num_draft_tokens": (lambda a: a.speculative_num_draft_tokens,),
     "spec_adaptive": (lambda a: bool(a.speculative_adaptive),),
+    # the JSON file of --speculative-adaptive-config, else SGLang's own table
+    # (`adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG`); only with adaptive K on
+    "spec_adaptive_config": (lambda a: (a.speculative_adaptive_config or "built-in")
+                             if a.speculative_adaptive else None,),
+    "spec_verification": (_verification, _since_16, _thresholds),
     "chat_template": (lambda a: _chat_template(a).get("chat_template"),),
     "chat_template_hash": (lambda a: _chat_template(a).get("chat_template_hash"),),
 }

@@ -81,12 +81,20 @@ class VerifyContext(NamedTuple):
 
 
 def _before_resolve_v2(processor, result, batch) -> None:
-    """The sequence lengths of the batch being resolved, and whether its verify ran as a
-    CUDA-graph replay, until its `on_verify_complete_cpu` takes them (SGLang's scheduler
-    resolves one batch at a time, in one thread; 0.5.16 and 0.5.23 call it from every
-    `_resolve_spec_v2_tokens`, so the next resolve overwrites any a failed call left)."""
-    (STATE.recorder or recorder()).inflight.keep_seq_lens(
-        getattr(batch, "seq_lens_cpu", None), getattr(result, "can_run_cuda_graph", None))
+    """The sequence lengths of the batch being resolved, whether its verify ran as a
+    CUDA-graph replay and how many tokens it verified per request, until its
+    `on_verify_complete_cpu` takes them (SGLang's scheduler resolves one batch at a time,
+    in one thread; 0.5.16 and 0.5.23 call it from every `_resolve_spec_v2_tokens`, so the
+    next resolve overwrites any a failed call left). One token per request is a step
+    adaptive speculation ran with K = 0 (`_build_trivial_verify_input`: no draft), which
+    SGLang still counts in each request's `spec_verify_ct`: its requests are noted to be
+    taken off when they finish."""
+    rec = STATE.recorder or recorder()
+    width = getattr(result, "speculative_num_draft_tokens", None)
+    rec.inflight.keep_seq_lens(getattr(batch, "seq_lens_cpu", None),
+                               getattr(result, "can_run_cuda_graph", None), width)
+    if width == 1:
+        rec.requests.no_draft(batch.reqs)
 
 
 def verify_hook(kind: str, trees: bool = True):
@@ -159,12 +167,21 @@ def _before_finalize_tree(module, batch, predict, bs):
 
 
 def _before_verify_complete_cpu(instance, counts):
+    """The step's K is the one its own verify ran with: the result's tokens per request
+    less one for a chain (adaptive speculation is top-k 1 only; with overlap scheduling
+    the worker's `speculative_num_steps` is already the next batch's here), else the
+    worker's. K = 0 (`candidate_steps` [0] for this batch size: a plain decode step) is
+    counted as steps with no draft, never as request-steps (`add_no_draft`)."""
     rec = STATE.recorder or recorder()
-    steps = instance.speculative_num_steps
+    width = rec.inflight.width
     lens, graphed = rec.inflight.take_seq_lens()
-    if steps:  # 0: adaptive speculation switched drafting off for this batch size (its
-        # `candidate_steps` [0]): a plain decode step, no request-step verified
+    chain = getattr(instance, "topk", 0) == 1
+    steps = (width - 1 if chain and isinstance(width, int) and width > 0
+             else instance.speculative_num_steps)
+    if steps:
         rec.acceptance.add(counts, steps, lens, graphed)
+    else:
+        rec.acceptance.add_no_draft(counts)
 
 
 def _before_resolve_overlap(scheduler, res):
@@ -221,12 +238,19 @@ def _before_release(processor, req) -> None:
     steps = getattr(req, "spec_verify_ct", 0)
     if not steps:
         return
-    params = getattr(req, "sampling_params", None)
     rec = recorder()
+    idle = rec.requests.take_no_draft(req.rid)  # its K = 0 steps (`_before_resolve_v2`)
+    hist = getattr(req, "spec_correct_drafts_histogram", None)
+    if idle:
+        steps -= idle
+        if hist:  # SGLang filed each under 0 correct drafts
+            hist = [max(hist[0] - idle, 0)] + list(hist[1:])
+        if steps <= 0:
+            return  # it never verified a draft token
+    params = getattr(req, "sampling_params", None)
     label = rec.cfg.request_label
     rec.requests.finished(FinishedRequest(
-        req.rid, steps, req.spec_num_correct_drafts,
-        getattr(req, "spec_correct_drafts_histogram", None),
+        req.rid, steps, req.spec_num_correct_drafts, hist,
         getattr(params, "temperature", None), getattr(params, "top_k", None),
         getattr(req, LABEL_FIELDS[label], None) if label else None, None,
         len(getattr(req, "origin_input_ids", None) or ()) or None,

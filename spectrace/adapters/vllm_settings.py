@@ -47,6 +47,12 @@ def _dynamic_k(c) -> bool:
                 or getattr(spec, "enable_adaptive_verification", False))
 
 
+def _k_schedule(c) -> str | None:
+    """K by batch size (0.26+) as vLLM holds it: its [first, last, K] ranges."""
+    ranges = c.speculative_config.num_speculative_tokens_per_batch_size
+    return None if ranges is None else str([list(r) for r in ranges])
+
+
 def _tokenizer_template(c) -> dict:
     """The tokenizer's own template (`model_config.tokenizer`). vLLM's --chat-template is
     an API-server argument the engine's config does not hold, so the source says that it
@@ -78,6 +84,10 @@ READS = {
     "spec_num_steps": (lambda c: c.speculative_config.num_speculative_tokens,),
     # 0.26+ (K by batch size); dspark's adaptive verification where the release has it
     "spec_adaptive": (_dynamic_k,),
+    "spec_adaptive_config": (_k_schedule,),
+    # 0.18 - 0.20: strict / probabilistic (/ synthetic); 0.22+: standard, synthetic, block
+    # (0.26+), fly (0.33: FLy's lossy, entropy-gated deferral)
+    "spec_verification": (lambda c: c.speculative_config.rejection_sample_method,),
     "chat_template": (lambda c: _tokenizer_template(c).get("chat_template"),),
     "chat_template_hash": (lambda c: _tokenizer_template(c).get("chat_template_hash"),),
 }

@@ -45,8 +45,16 @@ SPEC_DRAFTS_PER_POSITION = MetricSpec(
     "Request-steps that proposed a draft token at `position` (the denominator of "
     "per-position acceptance when the number of draft steps changes at run time).",
     (names.ATTR_POSITION,), counted_once=True)
+SPEC_NO_DRAFT_STEPS = MetricSpec(
+    "spectrace.spec.no_draft_steps", COUNTER, "{step}",
+    "Request-steps run with no draft token (adaptive speculation's K = 0: a plain decode "
+    "through the verify path), kept out of every other acceptance figure and breakdown.",
+    counted_once=True)
 METRICS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS, SPEC_ACCEPTED_PER_POSITION,
-           SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION)
+           SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION, SPEC_NO_DRAFT_STEPS)
+
+
+NO_DRAFT = "no draft"  # `add_no_draft`'s steps: a step that proposed no draft token
 
 
 class PositionCounts(NamedTuple):
@@ -78,6 +86,7 @@ class AcceptanceTotals:
         self._pending: deque = deque()
         self._lock = threading.Lock()
         self.drafts = 0
+        self.no_draft = 0  # request-steps handed over with K = 0 (no draft token)
         self.draft_tokens = 0
         self.accepted = 0
         self.per_position: list[int] = []
@@ -97,6 +106,12 @@ class AcceptanceTotals:
         context`), or None when it holds none. `graph`: whether the step's verify ran as
         a CUDA-graph replay, as the runtime says (a bool on the CPU), None when unknown."""
         self._pending.append((correct_per_request, num_steps, seq_lens, graph))
+
+    def add_no_draft(self, correct_per_request) -> None:
+        """A step run with no draft token (adaptive speculation's K = 0): its requests are
+        counted as `no_draft` only, never as request-steps (`add` with a K of 0 is a
+        runtime that did not say its K: counted as before)."""
+        self._pending.append((correct_per_request, NO_DRAFT, None, None))
 
     def add_positions(self, counts: PositionCounts, context=None, graph=None) -> None:
         """`context`: a function returning the step's (accept counts, lengths) at fold time
@@ -132,6 +147,12 @@ class AcceptanceTotals:
                     self._fold_positions(counts, graph_bucket(item[3]))
                     if with_lengths is not None and item[2] is not None:
                         with_lengths.append(item)
+                    continue
+                if steps is NO_DRAFT:  # no draft token, no request-step verified
+                    try:
+                        self.no_draft += len(counts)
+                    except TypeError:
+                        bad = bad or repr(counts)[:80]
                     continue
                 step, other = bytearray(), ()
                 try:
@@ -310,6 +331,7 @@ class Acceptance:
         self.totals = AcceptanceTotals(b for b in breakdowns.BREAKDOWNS
                                        if b.source == breakdowns.STEP and b.enabled(cfg))
         self.add = self.totals.add
+        self.add_no_draft = self.totals.add_no_draft
         self.add_positions = self.totals.add_positions
         self.prepare = self.totals.prepare
         # whether a runtime that must keep more to give sequence lengths should keep it
@@ -335,6 +357,7 @@ class Acceptance:
             t.length_counts, names.ATTR_LENGTH)), scope)
         observe(meter, SPEC_DRAFTS_PER_POSITION, read(lambda t: [
             Observation(v, {position: p}) for p, v in enumerate(t.offered_per_position)]), scope)
+        observe(meter, SPEC_NO_DRAFT_STEPS, read(lambda t: [Observation(t.no_draft)]), scope)
         for b in self.totals.breakdowns:
             observe(meter, b.accept_length, read(lambda t, b=b: by_attributes(
                 t.by[b.name].lengths, b.attribute, names.ATTR_LENGTH)), scope)

@@ -27,6 +27,9 @@ from .breakdowns import BucketCounts
 from .instruments import CollectionReads, by_attributes, histogram, observe
 
 MAX_PENDING_SPANS = 4096  # sampled requests waiting for `emit_spans`; more are dropped
+# requests with steps that drafted nothing, waiting for their release (a bound: a request
+# that never reaches it would otherwise be kept for ever)
+MAX_NO_DRAFT = 65536
 
 SPEC_REQUESTS = MetricSpec(
     "spectrace.spec.requests", COUNTER, "{request}",
@@ -140,6 +143,23 @@ class Requests:
         self._spans: deque = deque()  # (finished at, FinishedRequest) to record
         self._spans_lock = threading.Lock()
         self._rand = random.random
+        self._no_draft: dict = {}  # request id -> its steps with no draft (`no_draft`)
+
+    def no_draft(self, reqs) -> None:
+        """These requests ran a step with no draft token (adaptive K = 0), which the
+        runtime counts among their verify steps (SGLang's `spec_verify_ct`): taken off when
+        each finishes (`take_no_draft`). Only on such steps; SGLang skips retracted and
+        finished requests there, and so does this."""
+        kept = self._no_draft
+        if len(kept) > MAX_NO_DRAFT:  # requests that never reached their release hook
+            kept.clear()
+            DROPPED.add("no_draft")
+        for req in reqs:
+            if not (getattr(req, "is_retracted", False) or req.finished()):
+                kept[req.rid] = kept.get(req.rid, 0) + 1
+
+    def take_no_draft(self, rid) -> int:
+        return self._no_draft.pop(rid, 0)
 
     def finished(self, r: FinishedRequest) -> None:
         """A request finished: count it; keep a sampled one, with when it finished, for its

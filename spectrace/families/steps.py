@@ -49,7 +49,9 @@ class StepInFlight:
       the time between steps; cleared by a step that is not speculative (prefill).
     - `seq_lens`: the sequence lengths of the batch SGLang's scheduler is resolving, kept
       by its resolve hook and taken by the accept-count hook that the resolve calls;
-      `graphed`, beside them, whether that batch's verify ran as a CUDA-graph replay.
+      `graphed`, beside them, whether that batch's verify ran as a CUDA-graph replay, and
+      `width`, the tokens its verify checked per request (SGLang's
+      `speculative_num_draft_tokens` of the result: K + 1 for a chain, 1 with no draft).
     - `tree_due`: a tree agreement due in this verify call (set by verify's `before`,
       taken by the tree-compaction hook inside it, cleared by verify's cleanup).
     - `started_ns`: when vLLM's engine step began (its `step` hook), for the step span
@@ -59,20 +61,22 @@ class StepInFlight:
       (`StepCosts.start_plain_forward`); taken there.
     """
 
-    __slots__ = ("span", "tail", "cost", "last_end", "seq_lens", "graphed", "tree_due",
-                 "started_ns", "plain")
+    __slots__ = ("span", "tail", "cost", "last_end", "seq_lens", "graphed", "width",
+                 "tree_due", "started_ns", "plain")
 
     def __init__(self) -> None:
         self.span = self.tail = self.cost = self.last_end = None
-        self.seq_lens = self.graphed = self.tree_due = self.started_ns = self.plain = None
+        self.seq_lens = self.graphed = self.width = self.tree_due = self.started_ns = None
+        self.plain = None
 
-    def keep_seq_lens(self, lens, graphed=None) -> None:
-        self.seq_lens, self.graphed = lens, graphed
+    def keep_seq_lens(self, lens, graphed=None, width=None) -> None:
+        self.seq_lens, self.graphed, self.width = lens, graphed, width
 
     def take_seq_lens(self) -> tuple:
-        """(the lengths, graphed) `keep_seq_lens` kept, both cleared."""
+        """(the lengths, graphed) `keep_seq_lens` kept, both cleared (`width` with them:
+        read it first)."""
         kept = self.seq_lens, self.graphed
-        self.seq_lens = self.graphed = None
+        self.seq_lens = self.graphed = self.width = None
         return kept
 
     def due_tree(self, due) -> None:

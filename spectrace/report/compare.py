@@ -13,6 +13,7 @@ from .. import server_settings
 from ..counting import counts_once
 from ..families.breakdowns import BREAKDOWNS, BY_NAME
 from ..rules import compare as cmp
+from ..rules import verification
 from ..rules.buckets import BucketFigures
 from .records import Figures, Report
 
@@ -245,7 +246,17 @@ def _system_words(result: cmp.Comparison) -> str:
 
 def sentence(result: cmp.Comparison, config: tuple[ConfigRow, ...], current: RunFigures,
              baseline: RunFigures) -> str:
-    """The comparison in one sentence (the first line of every view)."""
+    """The comparison in one sentence (the first line of every view), and where the runs
+    verify drafts differently, what that means (`rules.verification.comparison_note`)."""
+    rows = {r.key: r for r in config}
+    method = rows.get(verification.KEY)
+    note = verification.comparison_note(method.baseline, method.current) if method else None
+    said = _sentence(result, config, current, baseline)
+    return f"{said}; {note}" if note else said
+
+
+def _sentence(result: cmp.Comparison, config: tuple[ConfigRow, ...], current: RunFigures,
+              baseline: RunFigures) -> str:
     if result.kind == cmp.TOO_FEW:
         return (f"too few request-steps to compare: current {result.current_drafts:.0f}, "
                 f"baseline {result.baseline_drafts:.0f} (each run needs "

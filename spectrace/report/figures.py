@@ -106,6 +106,7 @@ def figures_of(raw: RawTotals, points: list[TimelinePoint], requests=None) -> Fi
     return Figures(
         steps=raw.steps,
         drafts=drafts,
+        no_draft_steps=raw.no_draft_steps,
         draft_tokens=draft_tokens,
         accepted_tokens=accepted,
         mean_acceptance_length=(1 + accepted / drafts) if drafts else None,

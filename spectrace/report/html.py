@@ -70,6 +70,9 @@ def _totals_table(v: Figures) -> str:
         ("spectrace internal errors", "internal_errors", count_text(v.internal_errors)),
         ("telemetry items dropped", "telemetry_dropped", count_text(v.telemetry_dropped)),
     ]
+    if v.no_draft_steps:
+        rows.insert(2, ("request-steps with no draft (adaptive K = 0), kept out of acceptance",
+                        "no_draft_steps", count_text(v.no_draft_steps)))
     return _table("Totals", ["figure", "value"], [
         f"<tr><th scope=row>{_e(label)}</th>{_cell(getattr(v, key), key, text)}</tr>"
         for label, key, text in rows])

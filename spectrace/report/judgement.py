@@ -14,7 +14,8 @@ from typing import Any, Callable, NamedTuple
 
 from ..families.breakdowns import BREAKDOWNS
 from ..findings import Finding, FindingSpec
-from ..rules import drift, nothing_accepted, outliers, reference, replicas, speculation
+from ..rules import (drift, nothing_accepted, outliers, reference, replicas, speculation,
+                     verification)
 from .breakdown_figures import breakdown_findings
 from .drift_windows import drift_findings
 from .records import BreakdownFigures, Figures, FindingSummary, RawTotals
@@ -35,8 +36,9 @@ class Evidence:
     recorded requests kept (`snapshot.RequestSample`, or None), the totals over time of
     each counting process (`drift_windows.History`), the draft's reference
     (`rules.reference.Reference`, or None), the advisor's view of its step costs
-    (`advisor.Advice`, or None) and its counting processes (`Member`s; none for one
-    process's own view)."""
+    (`advisor.Advice`, or None), its counting processes (`Member`s; none for one
+    process's own view) and its server settings (`server_settings`: key -> value, a
+    list where its processes differ)."""
     raw: RawTotals
     breakdowns: dict[str, BreakdownFigures]
     requests: Any = None
@@ -44,13 +46,14 @@ class Evidence:
     reference: Any = None
     advice: Any = None
     members: tuple[Member, ...] = ()
+    settings: Any = None
 
     @classmethod
     def of(cls, raw: RawTotals, figures: Figures, requests=None, histories: tuple = (),
-           reference=None, members: tuple[Member, ...] = ()) -> "Evidence":
+           reference=None, members: tuple[Member, ...] = (), settings=None) -> "Evidence":
         """The evidence of one view: its totals and the figures made from them."""
         return cls(raw, {b.name: b for b in figures.breakdowns}, requests, tuple(histories),
-                   reference, figures.speculation, tuple(members))
+                   reference, figures.speculation, tuple(members), dict(settings or {}))
 
 
 def request_rates(records, positions: int) -> list[outliers.RequestRate]:
@@ -131,6 +134,8 @@ RULES: tuple[ReportRule, ...] = (
     ReportRule((replicas.SPEC,), lambda e: replicas.judge(
         replicas.Replica(m.process, m.deployment, m.raw.drafts, m.raw.accepted_tokens)
         for m in e.members)),
+    ReportRule((verification.SPEC,), lambda e: [f for f in (
+        verification.judge(e.settings or {}),) if f]),
 )
 SPECS: dict[str, FindingSpec] = {s.code: s for r in RULES for s in r.specs}
 

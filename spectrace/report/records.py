@@ -65,6 +65,7 @@ class RawTotals:
     drafted_per_position: dict = field(default_factory=dict)  # position -> request-steps
     topk: Any = None  # the draft's top-k, when a worker said
     runtime: Any = None  # the runtime of the process (resource), for the advisor's flags
+    no_draft_steps: Number = 0  # request-steps run with no draft (adaptive K = 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +220,8 @@ class Figures:
     the rules found in them is the view's `findings`, judged apart: `judgement`)."""
     steps: Number
     drafts: Number
+    # request-steps run with no draft token (adaptive K = 0), kept out of every other figure
+    no_draft_steps: Number
     draft_tokens: Number
     accepted_tokens: Number
     mean_acceptance_length: float | None
@@ -249,6 +252,7 @@ class Figures:
         return {
             "steps": self.steps,
             "drafts": self.drafts,
+            "no_draft_steps": self.no_draft_steps,
             "draft_tokens": self.draft_tokens,
             "accepted_tokens": self.accepted_tokens,
             "mean_acceptance_length": self.mean_acceptance_length,

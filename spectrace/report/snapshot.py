@@ -135,6 +135,7 @@ def read_events(path: str, stats: dict) -> dict[str, dict]:
 SUMMED = {
     "steps": (signals.SPEC_STEPS, None),
     "drafts": (signals.SPEC_DRAFTS, None),
+    "no_draft_steps": (signals.SPEC_NO_DRAFT_STEPS, None),
     "draft_tokens": (signals.SPEC_DRAFT_TOKENS, None),
     "accepted_tokens": (signals.SPEC_ACCEPTED_TOKENS, None),
     "per_position": (signals.SPEC_ACCEPTED_PER_POSITION, signals.ATTR_POSITION),

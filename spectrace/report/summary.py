@@ -30,6 +30,7 @@ def summarize(seen: Observed) -> ProcessSummary:
     reference = reference_of(resource, len(raw.per_position))
     counted = resource.get(signals.RES_COUNTED)
     figures = figures_of(raw, seen.points, seen.requests)
+    settings = server_settings.from_resource(resource)
     return ProcessSummary(
         process=seen.process,
         pid=resource.get("process.pid"),
@@ -54,10 +55,11 @@ def summarize(seen: Observed) -> ProcessSummary:
         spans=seen.spans,
         figures=figures,
         findings=judgement.findings_of(judgement.Evidence.of(
-            raw, figures, seen.requests, (seen.history,), reference), seen.events),
+            raw, figures, seen.requests, (seen.history,), reference, settings=settings),
+            seen.events),
         raw=raw,
         points=seen.points,
-        settings=server_settings.from_resource(resource),
+        settings=settings,
         request_sample=seen.requests,
         drift_history=seen.history,
         reference=reference,
@@ -145,7 +147,7 @@ def combine(procs: list[ProcessSummary]) -> CombinedSummary:
         raw, figures, kept, tuple(p.drift_history for p in once if p.drift_history),
         next((p.reference for p in once if p.reference), None),
         tuple(judgement.Member(p.process, deployment_of(p), p.raw)
-              for p in once))
+              for p in once), server_settings.combine(p.settings for p in procs))
     return CombinedSummary(
         processes=tuple(p.process for p in procs),
         counted_once=tuple(p.process for p in once),

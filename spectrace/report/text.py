@@ -34,6 +34,9 @@ def figure_lines(view: ProcessSummary | CombinedSummary) -> list[str]:
         lines.append(f"  speculative steps {count_text(p.steps)}, request-steps verified "
                      f"{count_text(p.drafts)}, draft tokens {count_text(p.draft_tokens)}, "
                      f"accepted {count_text(p.accepted_tokens)}")
+        if p.no_draft_steps:
+            lines.append(f"  steps with no draft (adaptive K = 0) {count_text(p.no_draft_steps)}"
+                         f" request-steps, kept out of acceptance")
         lines.append(f"  mean acceptance length {ratio_text(p.mean_acceptance_length)} "
                      f"(1.00 = no speed-up), acceptance rate {ratio_text(p.acceptance_rate)}")
         lines.append("  acceptance per position: " + "  ".join(

@@ -36,6 +36,10 @@ The rules, each with a floor, because a false alarm is as bad as a miss:
   Where acceptance is also underperforming, that verdict leads and the cost clause follows.
 - not enough data: fewer than `MIN_REQUEST_STEPS` request-steps and no finding.
 - healthy: otherwise.
+
+After any of these, what the figures mean where a finding says so (`meaning_notes`): under
+lossy verification (`rules.verification`), "Acceptance under lossy verification (FLy ...)
+is not comparable with standard verification's."
 """
 from __future__ import annotations
 
@@ -208,7 +212,28 @@ def position_clues(figures: Figures) -> list[Clue]:
 def judge(view: ProcessSummary | CombinedSummary | None, clues: Iterable[Clue] = ()
           ) -> Verdict:
     """The verdict on one view (its figures and findings) plus the clues other breakdowns
-    give."""
+    give, and what its acceptance means (`meaning_notes`) after it."""
+    verdict = _judge(view, clues)
+    notes = meaning_notes(view.findings) if view is not None else []
+    if not notes:
+        return verdict
+    return replace(verdict, sentence=verdict.sentence + "".join(
+        f" {n[0].upper()}{n[1:]}." for n in notes))
+
+
+def meaning_notes(findings: Iterable[FindingSummary]) -> list[str]:
+    """What the view's acceptance figures mean, where a finding says (its details'
+    `verdict_note`: `rules.verification`'s lossy verification), each once."""
+    out: list[str] = []
+    for f in findings:
+        note = (f.details or {}).get("verdict_note") if isinstance(f.details, dict) else None
+        if isinstance(note, str) and note and note not in out:
+            out.append(note)
+    return out
+
+
+def _judge(view: ProcessSummary | CombinedSummary | None, clues: Iterable[Clue] = ()
+           ) -> Verdict:
     if view is None:
         return Verdict(NOT_ENOUGH_DATA, "Verdict: no data yet: no instrumented process has "
                        "written here.", ())
