@@ -110,7 +110,7 @@ def serve(models: str, steps: int, work: str, args) -> tuple[dict, dict | None]:
                          capture_output=True, text=True, timeout=300, check=True)
     shutil.rmtree(data, ignore_errors=True)
     proc = next(p for p in json.loads(out.stdout)["processes"] if p.get("speculation"))
-    return rates, proc["speculation"]
+    return rates, {**proc["speculation"], "findings": proc["findings"]}  # the view's findings
 
 
 def bucket(spec: dict, label: str) -> dict | None:
