@@ -159,11 +159,15 @@ def rows(flt: str = F) -> list[list[dict]]:
                              "{{instance}} pos {{position}}")], (8, 8),
                     unit="percentunit"),
             _series("Tokens per second", "Accepted draft tokens/s, and target tokens/s through "
-                    "speculative steps (accepted + bonus). " + PER_RANK,
+                    "speculative steps (accepted + bonus), and the request-steps/s that ran "
+                    "with no draft token (adaptive speculation's K = 0: one token each, kept "
+                    "out of every acceptance figure). " + PER_RANK,
                     [_target(Q.srate(S.SPEC_ACCEPTED_TOKENS, RATE, BY, flt, copies=True),
                              "{{instance}} accepted"),
                      _target(Q.target_tokens_per_second(RATE, BY, flt, copies=True),
-                             "{{instance}} emitted")],
+                             "{{instance}} emitted"),
+                     _target(Q.srate(S.SPEC_NO_DRAFT_STEPS, RATE, BY, flt, copies=True),
+                             "{{instance}} steps with no draft")],
                     (8, 8), steps=[{"color": "green", "value": None}]),
         ],
         [
