@@ -37,13 +37,18 @@ TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_s
           "max_position_embeddings": 2048, "rope_theta": 10000.0}
 
 
-def speculators_4aux() -> tuple[dict, dict]:
-    """speculators' config (harness/checkpoint_formats.py) with four ids, and fc 4 wide."""
+def speculators_4aux(layer: str = "llama") -> tuple[dict, dict]:
+    """speculators' config (harness/checkpoint_formats.py) with four ids, and fc 4 wide;
+    `layer` qwen3: a Qwen3 decoder layer (its q_norm / k_norm)."""
     from harness import checkpoint_formats as cf
     cfg, sd = cf.WRITERS["speculators"]("random")
     cfg["eagle_aux_hidden_state_layer_ids"] = list(IDS)
     fc = sd["fc.weight"]
     sd["fc.weight"] = fc.new_zeros(fc.shape[0], fc.shape[1] // 3 * 4)
+    if layer == "qwen3":
+        cfg["transformer_layer_config"]["model_type"] = "qwen3"
+        for k in ("q_norm", "k_norm"):
+            sd[f"layers.0.self_attn.{k}.weight"] = fc.new_ones(32)
     return cfg, sd
 
 
@@ -135,6 +140,19 @@ def test_a_config_the_runtime_reads_at_the_top_gets_the_top_level(tmp_path, targ
 
 
 @pytest.mark.torch
+@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+def test_vllms_qwen3_draft_counts_the_top_level_ids(tmp_path, target, version):
+    """vLLM's Eagle3Qwen3ForCausalLM sizes fc from the top-level ids update_eagle3 copies
+    (checked against vLLM below): four ids, fc 4 wide, no error and nothing to fix."""
+    from harness import checkpoint_formats as cf
+    d = Path(cf.write_draft(str(tmp_path / "q4"), *speculators_4aux("qwen3")))
+    r = check_checkpoint(d, target, f"vllm=={version}")
+    loader = r.to_dict()["loader"]
+    assert loader["draft"] == "qwen3" and loader["aux_count"] == "config+top"
+    assert not r.errors, [f.message for f in r.errors]
+
+
+@pytest.mark.torch
 def test_fix_refuses_when_no_place_is_read(tmp_path, target):
     from harness import checkpoint_formats as cf
     d = Path(cf.write_draft(str(tmp_path / "spec4"), *speculators_4aux()))
@@ -219,3 +237,23 @@ def test_vllm_refuses_speculators_draft_and_loads_the_fix_copy(trainer_drafts, t
     assert got[str(top)] == got[str(draft)]  # vLLM never reads it there
     assert got[str(fixed)]["num_aux_hidden_states"] == 4 and got[str(fixed)]["fc_in"] == 512
     assert got[str(fixed)]["loaded"] is True
+
+
+@pytest.mark.vllm
+@pytest.mark.torch
+def test_vllms_qwen3_draft_loads_four_top_level_ids(tmp_path):
+    """The other side of the Qwen3 row: vLLM's own Eagle3Qwen3ForCausalLM builds fc for the
+    four top-level ids of a speculators config and loads it, as the doctor says."""
+    from harness import checkpoint_formats as cf
+    from tests.conftest import vllm_python_or_skip
+    python = vllm_python_or_skip()
+    tdir = tmp_path / "qwen3-target"
+    tdir.mkdir()
+    (tdir / "config.json").write_text(json.dumps({
+        **TARGET, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "head_dim": 32}))
+    d = Path(cf.write_draft(str(tmp_path / "q4"), *speculators_4aux("qwen3")))
+    assert not check_checkpoint(d, tdir, "vllm==0.32.0").errors
+    got = vllm_load(python, tdir, d)[str(d)]
+    assert got["draft_class"] == "Eagle3Qwen3ForCausalLM" and got["aux_layer_ids"] == IDS
+    assert got["num_aux_hidden_states"] == 4 and got["fc_in"] == 512 and got["loaded"] is True

@@ -11,7 +11,8 @@ parallel state, harness/vllm_families.py) instead of a worker process.
     python tests/programs/vllm_draft_load.py TARGET_DIR DRAFT_DIR...
         each DRAFT_DIR -> {"config_class", "aux_layer_ids" (the top-level ids of the config
         vLLM built: what the target captures), "num_aux_hidden_states" (what the draft
-        class built fc for), "fc_in", "loaded": bool, "error": the load's first line}
+        class built fc for: its `num_aux_hidden_states`, or the Qwen3 draft's
+        `num_aux_layers`), "fc_in", "loaded": bool, "error": the load's first line}
 """
 import glob
 import json
@@ -53,7 +54,9 @@ def draft_load(target: str, draft: str) -> dict:
     with set_current_vllm_config(cfg), torch.device("cpu"):
         model = initialize_model(vllm_config=cfg, model_config=spec)
     out["draft_class"] = type(model).__name__
-    out["num_aux_hidden_states"] = getattr(model.model, "num_aux_hidden_states", None)
+    inner = model.model  # the Llama draft's count, or the Qwen3 draft's (num_aux_layers)
+    out["num_aux_hidden_states"] = getattr(inner, "num_aux_hidden_states", None) or \
+        getattr(inner, "num_aux_layers", None)
     out["fc_in"] = int(model.model.fc.weight.shape[1])
     try:
         model.load_weights(weights(draft))

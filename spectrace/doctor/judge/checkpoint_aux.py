@@ -179,9 +179,11 @@ def _sized_by(a: FcAux, cfg: Mapping[str, Any]) -> str:
     """What this loader's fc width comes from, for this config (`loaders.num_aux`)."""
     if a.loader.aux_count == AuxCount.THREE:
         return "nothing in the config (always 3 aux layers)"
-    n = cfg.get("num_aux_hidden_states")
-    if a.loader.aux_count == AuxCount.CONFIG and n is not None:
-        return f"num_aux_hidden_states = {n}"
+    keys = {AuxCount.CONFIG: ("num_aux_hidden_states",),
+            AuxCount.CONFIG_OR_TOP: ("num_aux_layers", "num_aux_hidden_states")}
+    for key in keys.get(a.loader.aux_count, ()):
+        if cfg.get(key) is not None:
+            return f"{key} = {cfg[key]}"
     return (f"the number of aux layer ids ({len(a.ids)})" if a.ids else
             "no ids: the default of 3 aux layers")
 
