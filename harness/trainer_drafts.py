@@ -11,6 +11,8 @@ the doctor reads.
   OUT/speculators            speculators: create_transformer_layer_config (its default
                              training config: every layer a 2048-token sliding window) +
                              Eagle3DraftModel.from_training_args + save_pretrained
+  OUT/speculators-4aux       the same, trained on four aux layers (target_layer_ids
+                             SPECULATORS_4AUX_IDS: fc takes 4 x hidden; vllm#54526)
   OUT/specforge              SpecForge: LlamaForCausalLMEagle3 (aux ids [1, 3, 5]) +
                              export_to_sglang
   OUT/specforge-converted    speculators' Eagle3Converter on OUT/specforge
@@ -27,9 +29,10 @@ import json
 import os
 
 SPECFORGE_AUX_IDS = [1, 3, 5]
+SPECULATORS_4AUX_IDS = [1, 3, 5, 7]
 TARGET_LAYERS = 8
 DRAFT_VOCAB = 256
-WRITERS = ("speculators", "specforge", "specforge-converted", "modelopt-1", "modelopt-2")
+WRITERS = ("speculators", "speculators-4aux", "specforge", "specforge-converted", "modelopt-1", "modelopt-2")
 
 
 # a Llama-3-style chat template (role headers, turn end, a default system prompt), the
@@ -79,9 +82,10 @@ def _vocab_maps():
     return d2t, t2d
 
 
-def write_speculators(target: str, out: str) -> str:
+def write_speculators(target: str, out: str, aux_ids: list[int] | None = None) -> str:
     """speculators' default training path (speculators.train.cli): the draft's decoder
-    config from the verifier, then Eagle3DraftModel.from_training_args."""
+    config from the verifier, then Eagle3DraftModel.from_training_args (`aux_ids`: its
+    `target_layer_ids`, default the verifier's three)."""
     from speculators.models.eagle3 import Eagle3DraftModel
     from speculators.train.cli import create_transformer_layer_config
 
@@ -92,7 +96,7 @@ def write_speculators(target: str, out: str) -> str:
     model = Eagle3DraftModel.from_training_args(
         verifier_config=layer_cfg, t2d=t2d, d2t=d2t, verifier_name_or_path=target,
         draft_vocab_size=DRAFT_VOCAB, norm_before_residual=True, ttt_steps=3,
-        draft_attn_impl="sdpa")
+        draft_attn_impl="sdpa", target_layer_ids=aux_ids)
     model.save_pretrained(out)
     return out
 
@@ -168,6 +172,9 @@ def write_all(out: str, only: tuple[str, ...] = WRITERS) -> dict[str, str]:
     path = {n: os.path.join(out, n) for n in WRITERS}
     if "speculators" in only:
         dirs["speculators"] = write_speculators(tgt, path["speculators"])
+    if "speculators-4aux" in only:
+        dirs["speculators-4aux"] = write_speculators(tgt, path["speculators-4aux"],
+                                                     SPECULATORS_4AUX_IDS)
     if "specforge" in only or "specforge-converted" in only:
         dirs["specforge"] = write_specforge(tgt, path["specforge"])
     if "specforge-converted" in only:

@@ -133,6 +133,12 @@ FACTS = {
                           until(VL, "0.22.0")),
     "vllm.qwen3": ("vllm", (ALGOS,), r"Eagle3Qwen3ForCausalLM", since(VL, "0.26.0"),
                    until(VL, "0.22.0")),
+    # the Qwen3 draft sizes fc from num_aux_layers, num_aux_hidden_states, then the top-level
+    # ids (which update_eagle3 copies), then eagle_config's
+    "vllm.qwen3_aux_count": ("vllm", (VQ3,), r"num_aux_layers.*\n.*\n.*num_aux_hidden_states"
+                             r"[\s\S]*getattr\(\s*self\.config, \"eagle_aux_hidden_state_"
+                             r"layer_ids\", None\s*\)\s*or eagle_config\.get",
+                             since(VL, "0.26.0"), until(VL, "0.22.0")),
     "vllm.d2t_only_if_pruned": ("vllm", (VE3,), r"draft_vocab_size != target_vocab_size",
                                 ("0.33.0",), until(VL, "0.26.0")),
     "vllm.mla_class": ("vllm", (VD3,), r"class Eagle3DeepseekV2ForCausalLM", since(VL, "0.20.0"),

@@ -103,7 +103,14 @@ FC_CONFIG_WIDTH = Message(
     names.FC_CONFIG_WIDTH_MISMATCH,
     "fc takes {fc_layers} x {target_hidden} = {fc_in} inputs, but {loader} builds fc for "
     "{num_aux} aux layers (from the config), i.e. {fc_built}: loading the checkpoint fails.",
-    "set num_aux_hidden_states = {fc_layers} (or list {fc_layers} layer ids) in config.json.")
+    "{fix}")
+# the Fix of FC_CONFIG_WIDTH, from the replay of the runtime's config path (fix_replay)
+FC_WIDTH_PROVEN = ("set `{key}` = {fc_layers} in config.json (replayed on a copy: with it "
+                   "{built}{rejected}); `--fix` writes it.")
+FC_WIDTH_REJECTED = "; not elsewhere: {rejected}"
+FC_WIDTH_UNPROVEN = ("no config.json value was found that makes {loader} build fc for "
+                     "{fc_layers} aux layers (replayed on a copy: {rejected}): deploy on a "
+                     "version that reads one, or retrain the draft.")
 IDS_OUT_OF_RANGE = Message(
     names.AUX_LAYER_IDS_OUT_OF_RANGE,
     "aux layer ids {ids}, but the target has {layers} layers: {loader} {rule}, and can capture "

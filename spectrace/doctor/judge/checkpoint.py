@@ -107,13 +107,15 @@ def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Jud
     if translated or fmt.name != FormatName.SPECULATORS:  # vLLM: SpeculatorsConfig, not strict
         findings += check_field_types(plan.config if translated else ck.config, runtime,
                                       version)
-    findings += check_loaded(fmt, cfg, ck, target, loader)
+    findings += check_loaded(fmt, cfg, ck, target, loader,
+                             plan.config if translated else ck.config)
     return Judgement(fmt, loader, cfg, translated, findings)
 
 
 def check_loaded(fmt: Format, cfg: dict, ck: CheckpointView, target: Target,
-                 loader: Loader) -> list[Finding]:
-    """Every check of a config the runtime can read, against its loader."""
+                 loader: Loader, source: dict | None = None) -> list[Finding]:
+    """Every check of a config the runtime can read, against its loader. `source`: the
+    config.json a fix goes into (the file, or its translation), default `cfg`."""
     q_a = q_lora_rows(ck.shapes)
     if loader.draft == DraftClass.MLA and not cfg.get("q_lora_rank") and (
             loader.runtime == SGLANG or q_a):
@@ -133,7 +135,7 @@ def check_loaded(fmt: Format, cfg: dict, ck: CheckpointView, target: Target,
     params = expected_params(cfg, loader)
     out = check_weights(fmt, cfg, ck.shapes, params, loader)
     out += check_shapes(cfg, ck.shapes, params, target, loader)
-    out += check_fc_and_aux(fmt, cfg, ck.shapes, params, target, loader)
+    out += check_fc_and_aux(fmt, cfg, ck.shapes, params, target, loader, source)
     out += check_settings(fmt, cfg, loader)
     out += check_positions(fmt, cfg, target, loader)
     out += check_vocab(cfg, ck, params, target, loader)

@@ -11,7 +11,7 @@ target cannot capture are `aux.layer_ids_out_of_range`, capture switched off
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ... import messages, signals
 from ...findings import ERROR, INFO, WARNING, Finding, FindingSpec
@@ -22,6 +22,7 @@ from .inputs import Target
 from .layer_ids import (RUNNER_OF, capturable, captured_inputs, id_inputs, keeps_ids,
                         misread_ids, runtime_ids)
 from .draft_params import Geometry, eagle_config, geometry
+from .fix_replay import replay_aux_count
 from .load_replay import route_key
 from .loaders import AuxCount, Loader
 from .vllm_runner import V1, default_runner
@@ -85,12 +86,15 @@ def read_fc_aux(cfg: Mapping[str, Any], shapes: Mapping[str, tuple], params: Map
 
 
 def check_fc_and_aux(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, tuple],
-                     params: Mapping[str, Any], target: Target, loader: Loader
-                     ) -> list[Finding]:
+                     params: Mapping[str, Any], target: Target, loader: Loader,
+                     source: Mapping[str, Any] | None = None) -> list[Finding]:
     """fc's input width against (aux layers the target sends) x (target hidden size), and
-    the aux layers against the target (see the module docstring)."""
+    the aux layers against the target (see the module docstring). `source`: the config.json
+    a fix is written into (default `cfg`, the config the draft class reads), on which a
+    proposed fix is replayed."""
     a = read_fc_aux(cfg, shapes, params, target, loader)
-    out, fc_layers = _fc_width(a, cfg)
+    out, fc_layers = _fc_width(a, cfg, lambda k: _loader_width(
+        a, k, fmt, cfg if source is None else source, shapes))
     out += _ids_out_of_range(a)
     out += _capture_disabled(a, fc_layers)
     if a.capture_on and not any(f.code.startswith("aux.") for f in out):
@@ -119,9 +123,11 @@ def _default_ids(fmt: Format, cfg: Mapping[str, Any], a: FcAux) -> Finding:
                     "version": a.loader.version})
 
 
-def _fc_width(a: FcAux, cfg: Mapping[str, Any]) -> tuple[list[Finding], int]:
+def _fc_width(a: FcAux, cfg: Mapping[str, Any], loader_width: Callable[[int], Finding]
+              ) -> tuple[list[Finding], int]:
     """(the fc-width finding, if any; the aux layers fc takes: its width over the target's
-    hidden size, else what the loader builds)."""
+    hidden size, else what the loader builds). `loader_width(k)`: the finding when fc takes
+    k layers and the loader builds another number."""
     g, ht, w = a.geometry, a.target_hidden, a.fc_in
     if g.hidden_in != ht:
         return [_hidden_in_mismatch(a, cfg)], g.num_aux
@@ -135,7 +141,7 @@ def _fc_width(a: FcAux, cfg: Mapping[str, Any]) -> tuple[list[Finding], int]:
     if a.capture_on and k != sent:
         return [_count_mismatch(a, k, sent, cfg)], k
     if k != g.num_aux:
-        return [_loader_width(a, k)], k
+        return [loader_width(k)], k
     return [], k
 
 
@@ -173,20 +179,39 @@ def _sized_by(a: FcAux, cfg: Mapping[str, Any]) -> str:
     """What this loader's fc width comes from, for this config (`loaders.num_aux`)."""
     if a.loader.aux_count == AuxCount.THREE:
         return "nothing in the config (always 3 aux layers)"
-    n = cfg.get("num_aux_hidden_states")
-    if a.loader.aux_count == AuxCount.CONFIG and n is not None:
-        return f"num_aux_hidden_states = {n}"
+    keys = {AuxCount.CONFIG: ("num_aux_hidden_states",),
+            AuxCount.CONFIG_OR_TOP: ("num_aux_layers", "num_aux_hidden_states")}
+    for key in keys.get(a.loader.aux_count, ()):
+        if cfg.get(key) is not None:
+            return f"{key} = {cfg[key]}"
     return (f"the number of aux layer ids ({len(a.ids)})" if a.ids else
             "no ids: the default of 3 aux layers")
 
 
-def _loader_width(a: FcAux, k: int) -> Finding:
-    message = (messages.FC_LOADER_WIDTH if a.loader.aux_count == AuxCount.THREE else
-               messages.FC_CONFIG_WIDTH)
-    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR, message.render(
-        fc_layers=k, target_hidden=a.target_hidden, fc_in=a.fc_in, loader=a.loader.name,
-        num_aux=a.geometry.num_aux, fc_built=a.geometry.num_aux * a.target_hidden),
-        {**a.details, "fc_layers": k})
+def _loader_width(a: FcAux, k: int, fmt: Format, source: Mapping[str, Any],
+                  shapes: Mapping[str, tuple]) -> Finding:
+    """fc is built for another number of aux layers than it takes. For a loader that sizes
+    fc from the config, the fix proposed is the place in config.json where the replayed
+    config path reads the count (`fix_replay`), in `details["fix"]` for `--fix`."""
+    facts = dict(fc_layers=k, target_hidden=a.target_hidden, fc_in=a.fc_in,
+                 loader=a.loader.name, num_aux=a.geometry.num_aux,
+                 fc_built=a.geometry.num_aux * a.target_hidden)
+    details: dict[str, Any] = {**a.details, "fc_layers": k}
+    if a.loader.aux_count == AuxCount.THREE:
+        return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR,
+                       messages.FC_LOADER_WIDTH.render(**facts), details)
+    proven, rejected = replay_aux_count(fmt, source, shapes, a.loader.runtime,
+                                        a.loader.version, k)
+    if proven is None:
+        fix = messages.FC_WIDTH_UNPROVEN.format(rejected="; ".join(rejected), **facts)
+    else:
+        details["fix"] = proven.to_dict()
+        fix = messages.FC_WIDTH_PROVEN.format(
+            key=proven.key, fc_layers=k, built=proven.replayed,
+            rejected=messages.FC_WIDTH_REJECTED.format(rejected="; ".join(rejected))
+            if rejected else "")
+    return Finding(signals.FC_CONFIG_WIDTH_MISMATCH, ERROR,
+                   messages.FC_CONFIG_WIDTH.render(fix=fix, **facts), details)
 
 
 def _ids_out_of_range(a: FcAux) -> list[Finding]:

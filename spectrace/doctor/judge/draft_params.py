@@ -43,8 +43,12 @@ def num_aux(cfg: Mapping[str, Any], loader: Loader) -> int:
         ids = eagle_ids(cfg) or cfg.get("eagle_aux_hidden_state_layer_ids")
         return len(ids) if ids else 3
     n = cfg.get("num_aux_hidden_states")
-    if n is None:
+    if loader.aux_count == AuxCount.CONFIG_OR_TOP:  # vLLM's qwen3_eagle3.py
+        n = next((v for v in (cfg.get("num_aux_layers"), n) if v is not None), None)
+        ids = cfg.get("eagle_aux_hidden_state_layer_ids") or eagle_ids(cfg)
+    else:
         ids = eagle_ids(cfg)
+    if n is None:
         n = len(ids) if ids else 3
     return int(n)
 

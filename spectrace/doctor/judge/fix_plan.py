@@ -14,6 +14,7 @@ from .formats import Format, FormatName, recognise
 from .inputs import CheckpointView, Target
 from .layer_ids import misread_ids
 from .draft_params import expected_params
+from .fix_replay import replay_aux_count, with_value
 from .load_replay import RouteKind, route_key
 from .loaders import Loader, UnknownKeys
 from .runtime_view import runtime_view
@@ -43,6 +44,7 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
         return plan, ck, orig
     # speculators -> SGLang: the ids become eagle_config ids for this target
     _fix_aux(plan, fmt, target, runtime, version, view.loader, ck)
+    _fix_aux_count(plan, orig, fmt, ck, runtime, version)
     untie_trained_head(plan, runtime, ck.shapes)
     borrow_target_head(plan, runtime, ck.shapes)
     view = runtime_view(recognise(plan.config, ck.shapes) or fmt, plan.config, runtime,
@@ -155,6 +157,25 @@ def _fix_aux(plan: Plan, fmt: Format, target: Target, runtime: str, version: str
         ChangeKind.CONFIG, f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} (SGLang's "
                            f"convention for the inputs of layers {want})",
         signals.AUX_LAYER_IDS_MISREAD))
+
+
+def _fix_aux_count(plan: Plan, orig: Judgement, fmt: Format, ck: CheckpointView,
+                   runtime: str, version: str) -> None:
+    """fc's aux-layer count where the replayed config path reads it (`fix_replay`), replayed
+    again on the copy's own config; a count no place in the file changes is a refusal."""
+    for f in orig.findings:
+        if f.code != signals.FC_CONFIG_WIDTH_MISMATCH or "fix" not in f.details:
+            continue
+        k = f.details["fc_layers"]
+        proven, rejected = replay_aux_count(fmt, plan.config, ck.shapes, runtime, version, k)
+        if proven is None:
+            plan.refusals.append(f"{f.code}: no place in config.json makes the runtime build "
+                                 f"fc for {k} aux layers ({'; '.join(rejected)})")
+            continue
+        plan.config = with_value(plan.config, proven.path, proven.value)
+        also = f"; not elsewhere: {'; '.join(proven.rejected)}" if proven.rejected else ""
+        plan.changes.append(Change(ChangeKind.CONFIG, f"{proven.key}: {proven.value} (replayed "
+                                   f"on a copy: {proven.replayed}{also})", f.code))
 
 
 def _fix_field_types(plan: Plan, runtime: str, version: str) -> None:

@@ -44,6 +44,8 @@ class AuxCount(Word):
     THREE = "three"    # always 3
     CONFIG = "config"  # num_aux_hidden_states, else the eagle_config ids, else 3
     IDS = "ids"        # the eagle_config ids, else the top-level ids, else 3
+    CONFIG_OR_TOP = "config+top"  # num_aux_layers, num_aux_hidden_states, the top-level
+                                  # ids, the eagle_config ids, else 3 (vLLM's Qwen3 draft)
 
 
 class UnknownKeys(Word):
@@ -297,8 +299,9 @@ def _rows(runtime: str, draft: str) -> list[LoaderRow]:
     if draft == DraftClass.MLA:
         return list(VLLM_MLA_ROWS)
     if draft == DraftClass.QWEN3:
-        return [r._replace(loader=replace(r.loader, draft=DraftClass.QWEN3,
-                                          arch="Eagle3Qwen3ForCausalLM"))
+        return [r._replace(loader=replace(
+            r.loader, draft=DraftClass.QWEN3, arch="Eagle3Qwen3ForCausalLM",
+            aux_count=AuxCount.CONFIG_OR_TOP, facts=r.loader.facts + ("vllm.qwen3_aux_count",)))
                 for r in VLLM_ROWS if r.loader.speculators_qwen3]
     return list(VLLM_ROWS)
 
