@@ -124,6 +124,7 @@ def test_v1_server_settings_read_from_0_5_12_server_args(v1_run):
         "attention_dp_size": 1, "tp_size": 1, "pp_size": 1, "ep_size": 1,
         "spec_method": "EAGLE3", "spec_num_steps": 3, "spec_topk": 1,
         "spec_num_draft_tokens": 4, "spec_adaptive": False,
+        "spec_verification": "standard",  # no block verification, no accept threshold
         "chat_template": "none"}, proc["settings"]  # the tiny target's tokenizer has none
 
 
