@@ -31,6 +31,7 @@ from .. import signals
 from ..rules.speculation import (  # noqa: F401 (the floors, re-exported by their old name)
     JUDGED_SHARE, MIN_DRAFTS, MIN_GAIN, MIN_STEPS, SIGMAS, SMALL_GAIN,
 )
+from ..rules import nothing_accepted as no_acceptance
 from .cost_model import ForwardFit, ForwardSums, fit
 from .runtime_settings import by_batch_size, fixed_k
 
@@ -371,7 +372,9 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
         se = math.sqrt(sum((b.speedup_stderr or 0.0) ** 2 * n * n
                            for b, n in zip(usable, weights))) / w
         upper, lower = speedup + SIGMAS * se, speedup - SIGMAS * se
-    counted = speedup is not None and nothing_accepted(accepted, drafts)
+    # known from the counts alone (issue 49): no draft token accepted past the floor makes
+    # every step one token for a target forward and the drafting, whatever the timings say
+    counted = speedup is not None and no_acceptance.holds(drafts, sum(accepted))
     if counted:  # below 1.0 whatever the step costs: the timing's estimate is detail
         notes.append(f"no draft token accepted in {drafts:.0f} request-steps: each step makes "
                      f"one token for a target forward and the drafting, so speculation is "
@@ -391,15 +394,6 @@ def advise(phase_costs: dict, accepted: list, drafted: list, drafts: float,
     return Advice(runtime, topk, configured, tuple(buckets), speedup, upper, best, gain,
                   flags, judged, verdict, tuple(notes), drafts, lower, bound, model,
                   None if tree else _loses_from(usable), batch_flags, counted)
-
-
-def nothing_accepted(accepted: list, drafts: float) -> bool:
-    """Known from the counts alone (issue 49): `MIN_DRAFTS` request-steps or more verified
-    and not one draft token accepted, so every step yields the one token the target makes
-    alone, for a target forward and the drafting besides: slower than no speculation,
-    whatever the step timings' noise says (`rules.nothing_accepted` is the error finding
-    on the same counts; this is the advisor's verdict on them)."""
-    return drafts >= MIN_DRAFTS and not any(accepted)
 
 
 def _best_over_mix(usable: list[BucketAdvice], weights: list[int], known: int | None = None

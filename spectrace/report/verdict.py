@@ -282,12 +282,10 @@ def _judge(view: ProcessSummary | CombinedSummary | None, clues: Iterable[Clue] 
                         # (a cost finding is not low acceptance)
                         f"mean acceptance length {mean:.2f} over {count_text(n)} request-steps"
                         if mean is not None else "no acceptance figures")
-        clause = "; ".join(c.where for c in where)
-        fixes = "; ".join(c.fix.rstrip(".") for c in where if c.fix)
+        clause, fix = _joined(where)
         return Verdict(UNDERPERFORMING,
                        f"Verdict: underperforming: {figures_text}"
-                       + (f", {clause}" if clause else "") + "."
-                       + (f" Fix: {fixes}." if fixes else ""), tuple(where))
+                       + (f", {clause}" if clause else "") + f".{fix}", tuple(where))
     if n < MIN_REQUEST_STEPS:
         return Verdict(NOT_ENOUGH_DATA,
                        f"Verdict: not enough data yet: {count_text(n)} request-steps verified "
@@ -302,12 +300,18 @@ def _slower(cost: list[Clue], mean: float | None, n: float) -> Verdict:
     """Speculation costs more than it saves while acceptance is not weak and no condition
     lowers it: the verdict says so in its own words ("underperforming" stays for
     acceptance), the acceptance figures after, as what is not the cause."""
-    clause = "; ".join(c.where for c in cost)
-    fixes = "; ".join(c.fix.rstrip(".") for c in cost if c.fix)
+    clause, fix = _joined(cost)
     accepts = (f"; acceptance is not weak as a whole (mean acceptance length {mean:.2f} over "
                f"{count_text(n)} request-steps)" if mean is not None else "")
-    return Verdict(SLOWER, f"Verdict: slower than plain decoding: {clause}{accepts}."
-                   + (f" Fix: {fixes}." if fixes else ""), tuple(cost))
+    return Verdict(SLOWER, f"Verdict: slower than plain decoding: {clause}{accepts}.{fix}",
+                   tuple(cost))
+
+
+def _joined(clues: list[Clue]) -> tuple[str, str]:
+    """The clues' clauses joined, and their fixes as the sentence's " Fix: ..." ("" for
+    none)."""
+    fixes = "; ".join(c.fix.rstrip(".") for c in clues if c.fix)
+    return "; ".join(c.where for c in clues), f" Fix: {fixes}." if fixes else ""
 
 
 def report_view(report: Report) -> ProcessSummary | CombinedSummary | None:

@@ -29,10 +29,16 @@ SPEC = FindingSpec(
         "with this target, and check that the draft was trained for this target."))
 
 
+def holds(drafts: float, accepted: float) -> bool:
+    """`FLOOR` request-steps or more verified and not one of their draft tokens accepted:
+    the fact this finding states, and the advisor's "slower" from the counts reads."""
+    return drafts >= FLOOR and accepted == 0
+
+
 def judge(drafts: float, draft_tokens: float, accepted: float) -> Finding | None:
     """The finding, or None: `drafts` request-steps verified, `draft_tokens` proposed in
     them, `accepted` of those accepted (the totals of one view)."""
-    if drafts < FLOOR or draft_tokens <= 0 or accepted != 0:
+    if draft_tokens <= 0 or not holds(drafts, accepted):
         return None
     facts = dict(drafts=int(drafts), draft_tokens=int(draft_tokens))
     return SPEC.found({**facts, "floor": FLOOR}, **facts)
