@@ -312,9 +312,10 @@ def fleet_rows(flt: str = F) -> list[list[dict]]:
                        "{{%s}} {{%s}} {{instance}}" % (Q.DEPLOYMENT, Q.DRAFT))], (8, 8),
               steps=ACCEPT_LENGTH_STEPS, decimals=2),
         _bars("Estimated speed-up by deployment and draft", "The estimated speed-up "
-              "against no speculation (the panel below: mean accept length x a plain "
-              "step's estimated cost / (step + between steps), each batch-size bucket "
-              "weighted by its measured steps) for each deployment (service_name) and "
+              "against no speculation (as 'Estimated speed-up vs no speculation' further "
+              "down: mean accept length x a plain step's estimated cost / (step + between "
+              "steps), each batch-size bucket weighted by its measured steps) for each "
+              "deployment (service_name) and "
               "draft: its processes' counts and step costs added up, the target's forward "
               "fitted over its own forwards; `spectrace report --prometheus` gives the "
               "same figure for each deployment. " + NEEDS_FLOORS + " the advisor's floor "
@@ -331,8 +332,8 @@ def fleet_rows(flt: str = F) -> list[list[dict]]:
               f"the highest of its processes'). At or below {1 - REFERENCE.MARGIN:.0%} "
               f"(red) `spectrace report` raises {S.BELOW_REFERENCE} where the mean is also "
               f"{REFERENCE.SIGMAS:g} standard errors below the reference. A deployment "
-              "without the setting has no bar. " + NEEDS_FLOORS + f" the rule's floor ({REFERENCE.FLOOR} request-steps "
-              "in the range). " + ONCE,
+              "without the setting has no bar. " + NEEDS_FLOORS
+              + f" the rule's floor ({REFERENCE.FLOOR} request-steps in the range). " + ONCE,
               [_target(Q.reference_ratio(RANGE, Q.FLEET, flt), fleet)], (8, 8),
               unit="percentunit", decimals=1, steps=BELOW_REFERENCE_STEPS),
     ], [
