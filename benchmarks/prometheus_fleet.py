@@ -75,6 +75,9 @@ def recorded_series() -> list[tuple[str, dict, float]]:
     return out
 
 
+REFERENCE = 3.0  # the reference mean accept length every simulated process exports
+
+
 def write_openmetrics(path: str, processes: int, tp: int, hours: float, step: int,
                       t0: float) -> tuple[int, int]:
     """The fleet's series as OpenMetrics, written as they are made (a family's series
@@ -105,6 +108,14 @@ def write_openmetrics(path: str, processes: int, tp: int, hours: float, step: in
                     fh.writelines(f"{head}{round(v * f, 6)} {t}\n"
                                   for f, t in zip(fractions, times))
                     n_series += 1
+        # the operator's reference (SPECTRACE_EXPECTED_ACCEPT_LENGTH), a constant gauge on
+        # every process, as a fleet that sets it exports (the recorded run did not set it)
+        name = S.SPEC_REFERENCE_ACCEPT_LENGTH.prometheus_name
+        fh.write(f"# TYPE {name} gauge\n")
+        for i in range(processes):
+            head = f"{name}{{{_text(_process(i, tp))}}} "
+            fh.writelines(f"{head}{REFERENCE} {t}\n" for t in times)
+            n_series += 1
         fh.write("# EOF\n")
     return n_series, n_series * steps
 
@@ -266,6 +277,9 @@ def main() -> int:
             print(f"{what} ({len(times)}): p50 {statistics.median(times):.3f} s, "
                   f"p95 {times[int(0.95 * (len(times) - 1))]:.3f} s, max {times[-1]:.3f} s "
                   f"({timed[-1][1]})")
+            for took, title in timed:  # the fleet rows' panels, each
+                if "by deployment" in title:
+                    print(f"  {title}: {took:.3f} s")
         print(f"Prometheus peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
         return 0
     finally:

@@ -16,6 +16,7 @@ from .families.steps import (  # noqa: F401
 from .families.acceptance import (  # noqa: F401
     SPEC_ACCEPTED_PER_POSITION, SPEC_ACCEPTED_TOKENS, SPEC_ACCEPT_LENGTH, SPEC_DRAFTS,
     SPEC_DRAFTS_PER_POSITION, SPEC_DRAFT_TOKENS, SPEC_NO_DRAFT_STEPS,
+    SPEC_REFERENCE_ACCEPT_LENGTH,
 )
 from .families.breakdowns import (  # noqa: F401
     SPEC_ACCEPTED_TOKENS_BY_CONTEXT, SPEC_ACCEPT_LENGTH_BY_CONTEXT,

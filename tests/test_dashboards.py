@@ -340,3 +340,32 @@ def test_side_by_side_panels_group_by_deployment_and_draft_from_target_info():
     assert queries["deployment"].endswith(", service_name)")
     assert queries["draft"].endswith(", spectrace_draft_model)")
     assert 'service_name=~"$deployment", spectrace_draft_model=~"$draft"' in queries["instance"]
+
+
+def test_fleet_panels_judge_each_deployment_past_its_floors():
+    """The fleet row's per-deployment speed-up and acceptance against the reference: each
+    process's series labelled with its deployment and draft from target_info and added up
+    by them (counted once), matched on those labels (no scalar(): one figure per
+    deployment), kept only past the floors of the advisor and of the reference rule."""
+    from spectrace.grafana import promql as Q
+    from spectrace.rules import reference, speculation
+    d = _dashboards()["spectrace-overview.json"]
+    panels = {p["title"]: p for p in d["panels"]}
+    on = "on(service_name, spectrace_draft_model)"
+    join = ('* on (job, instance) group_left (service_name, spectrace_draft_model) '
+            'target_info{job=~"$job", instance=~"$instance"}')
+    [speedup] = panels["Estimated speed-up by deployment and draft"]["targets"]
+    expr = speedup["expr"]
+    assert "scalar(" not in expr and join in expr and f"{on} group_left()" in expr, expr
+    assert expr.endswith(f"and {on} {Q.speedup_floor('$__range', Q.DASHBOARD_FILTER, Q.FLEET)}")
+    assert f">= {speculation.MIN_STEPS})" in expr and f">= {speculation.MIN_DRAFTS}))" in expr
+    [ratio] = panels["Acceptance against its reference by deployment and draft"]["targets"]
+    expr = ratio["expr"]
+    assert S.SPEC_REFERENCE_ACCEPT_LENGTH.prometheus_name in expr and join in expr, expr
+    assert expr.endswith(f">= {reference.FLOOR})") and expr.count('counted!="copy"') == 3, expr
+    steps = panels["Acceptance against its reference by deployment and draft"][
+        "fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert steps[1]["color"] == "green" and steps[1]["value"] > 1 - reference.MARGIN
+    assert steps[1]["value"] == pytest.approx(1 - reference.MARGIN, abs=1e-12)  # red at it
+    for t in (speedup, ratio):
+        assert t["legendFormat"] == "{{service_name}} {{spectrace_draft_model}}"

@@ -222,6 +222,26 @@ def rule_part_queries() -> list[tuple[tuple[str, str], str]]:
         (REPLICA_PART, replicas.labelled_gain())]
 
 
+# These runs set the operator's reference to 1.0: no run's mean accept length is below it
+# (no acceptance.below_reference to change what the other tests expect), and the panel of
+# acceptance against it reads the mean accept length itself.
+REFERENCE = "1.0"
+SPEEDUP_BY_DEPLOYMENT = "speed-up by deployment and draft"
+AGAINST_REFERENCE = "mean accept length against the reference"
+
+
+def fleet_part_queries(window: str) -> list[tuple[str, str]]:
+    """(part, query) of the fleet panels past their floors (`overview.NEEDS_FLOORS`): a
+    run's window holds fewer request-steps than either floor (under 100), so the panels
+    are empty; their queries without the floors prove that what they select arrives, and
+    that a deployment's estimate is the whole run's, where the run is the one deployment."""
+    return [(SPEEDUP_BY_DEPLOYMENT, Q.estimated_speedup(window, by=Q.FLEET)),
+            ("speed-up", Q.estimated_speedup(window)),
+            (AGAINST_REFERENCE, Q.against_reference(window, Q.FLEET)),
+            ("mean accept length by deployment and draft",
+             Q.mean_acceptance_length_side_by_side(window, Q.FLEET))]
+
+
 # -- one real run per model variant -------------------------------------------------------
 @dataclass
 class Run:
@@ -230,6 +250,7 @@ class Run:
     panels: dict = field(default_factory=dict)     # name -> result list
     rules: dict = field(default_factory=dict)      # alert -> result list
     rule_parts: dict = field(default_factory=dict)  # rule_part_queries() part -> result list
+    fleet_parts: dict = field(default_factory=dict)  # fleet_part_queries() part -> result list
     variables: dict = field(default_factory=dict)  # variable -> label values
     docs: dict = field(default_factory=dict)       # docs/metrics.md figure -> result list
     series: list = field(default_factory=list)     # series per (instance, metric name)
@@ -326,7 +347,7 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         server, generate, ports = _start(runtime, models, workdir, {
             "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
             "SPECTRACE_PROMETHEUS_PORT": str(sport), "SPECTRACE_AGREEMENT_EVERY": "1",
-            "SPECTRACE_STEP_COST_EVERY": "1",
+            "SPECTRACE_STEP_COST_EVERY": "1", "SPECTRACE_EXPECTED_ACCEPT_LENGTH": REFERENCE,
             "SPECTRACE_OUTPUT_DIR": data_dir, "SPECTRACE_REQUEST_LABEL": "routing_key"}, tp)
         drafts = S.SPEC_DRAFTS.prometheus_name
         position = S.SPEC_ACCEPTED_PER_POSITION.prometheus_name
@@ -392,6 +413,7 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         run.panels = {n: prom.query(substitute(e, window), at) for n, e in panel_queries()}
         run.rules = {n: prom.query(q, at) for n, q in rule_queries()}
         run.rule_parts = {n: prom.query(q, at) for n, q in rule_part_queries()}
+        run.fleet_parts = {n: prom.query(q, at) for n, q in fleet_part_queries(window)}
         run.variables = {n: {s.get(label) for s in prom.series(substitute(m, window))}
                          for n, m, label in variable_queries()}
         run.docs = {t: prom.query(e, at) for t, e, _ in metrics_doc.derived_queries()}
@@ -471,14 +493,29 @@ def test_every_panel_query_returns_data(runs, runtime):
     empty_on_vllm = {n for n, d in panel_descriptions().items()
                    if SGLANG_ONLY in d or VLLM_PER_REQUEST in d}
     assert empty_on_vllm, "no panel is marked SGLang only"
-    # the drift panel needs 15 minutes and its floors: empty in these runs, as it says
+    # the drift panel needs 15 minutes and its floors: empty in these runs, as it says;
+    # the fleet's speed-up and reference panels need 100 and 200 request-steps in the
+    # window, more than these runs' (their parts below have data)
     history = {n for n, d in panel_descriptions().items() if overview.NEEDS_HISTORY in d}
+    floors = {n for n, d in panel_descriptions().items() if overview.NEEDS_FLOORS in d}
     assert history, "no panel is marked as needing history"
+    assert len(floors) == 2, floors
     for run in (runs(runtime, "partial"), runs(runtime, "bypass")):
         empty = {n for n, r in run.panels.items() if not r}
-        assert history <= empty, (history, run.logs)
-        assert empty - history == (empty_on_vllm if runtime == "vllm" else set()) - history, (
+        assert history <= empty and floors <= empty, (history, floors, run.logs)
+        assert empty - history - floors == (
+            empty_on_vllm if runtime == "vllm" else set()) - history - floors, (
             f"panels without data: {sorted(empty)} ({run.logs})")
+        # the fleet panels without their floors: the one deployment's speed-up is the
+        # whole run's, its mean accept length over the reference (1.0) its mean
+        parts = {n: _by(r, "service_name") for n, r in run.fleet_parts.items()}
+        [speedup] = _by(run.fleet_parts["speed-up"], "").values()
+        assert parts[SPEEDUP_BY_DEPLOYMENT] == {runtime: pytest.approx(speedup, rel=1e-9)}, (
+            parts, run.logs)
+        length = parts["mean accept length by deployment and draft"]
+        assert set(length) == {runtime} and length[runtime] >= 1, (length, run.logs)
+        assert parts[AGAINST_REFERENCE] == {
+            runtime: pytest.approx(length[runtime] / float(REFERENCE), rel=1e-9)}, parts
 
 
 @pytest.mark.sglang

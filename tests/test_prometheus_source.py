@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -94,18 +95,21 @@ PROCESSES = {
 REQUEST_STEPS = 5  # request-steps per finished request
 
 
-def openmetrics(t0: float, processes: dict = PROCESSES) -> str:
+def openmetrics(t0: float, processes: dict = PROCESSES, costs: dict | None = None) -> str:
     """An hour of three processes' series, every `STEP` s from `t0`, as spectrace's
     endpoint names them (`MetricSpec.prometheus_name`): each request-step proposes two draft
-    tokens and accepts position 0 (accept length 2) or nothing (1), never position 1."""
+    tokens and accepts position 0 (accept length 2) or nothing (1), never position 1.
+    `costs`: instance -> its reference and step costs (`FLEET_COSTS`), for those that have
+    them."""
     families: dict[str, list[str]] = {}
     once = f'{S.ATTR_COUNTED}="{S.COUNTED_ONCE}"'
 
     def add(spec, labels: str, value: float, t: float) -> None:
         families.setdefault(spec.prometheus_name, []).append(
-            f"{spec.prometheus_name}{{{labels}}} {value} {t0 + t:.3f}")
+            f"{spec.prometheus_name}{{{labels}}} {value!r} {t0 + t:.3f}")
     for instance, (deployment, draft_at, drafts, share, bypass) in processes.items():
         base = f'job="spectrace",instance="{instance}"'
+        reference, scale, measured = (costs or {}).get(instance, (None, None, None))
         for i in range(HOUR // STEP + 1):
             t = i * STEP
             n = drafts(t)
@@ -113,11 +117,17 @@ def openmetrics(t0: float, processes: dict = PROCESSES) -> str:
                 continue
             k = round(share(t) * n)  # request-steps that accepted position 0
             draft = draft_at(t) if callable(draft_at) else draft_at
+            expected = ("" if reference is None else
+                        f',{S.RES_EXPECTED_ACCEPT_LENGTH.replace(".", "_")}="{reference}"')
             families.setdefault("target_info", []).append(
                 f'target_info{{{base},service_name="{deployment}",spectrace_version="0.0.0",'
                 f'spectrace_runtime="sglang",spectrace_process_role="scheduler",'
                 f'spectrace_counted="once",spectrace_tp_rank="0",'
-                f'spectrace_draft_model="{draft}"}} 1 {t0 + t:.3f}')
+                f'spectrace_draft_model="{draft}"{expected}}} 1 {t0 + t:.3f}')
+            if reference is not None:
+                add(S.SPEC_REFERENCE_ACCEPT_LENGTH, base, reference, t)
+            if measured is not None:
+                step_costs(add, f"{base},{once}", measured(n), scale, t)
             add(S.SPEC_STEPS, base, n, t)
             add(S.SPEC_DRAFTS, f"{base},{once}", n, t)
             add(S.SPEC_DRAFT_TOKENS, f"{base},{once}", 2 * n, t)
@@ -131,11 +141,65 @@ def openmetrics(t0: float, processes: dict = PROCESSES) -> str:
             add(S.FINDINGS, f'{base},{S.ATTR_CODE}="{S.FC_BYPASS}",{S.ATTR_SEVERITY}="error"',
                 bypass, t)
     out = []
+    gauges = ("target_info", S.SPEC_REFERENCE_ACCEPT_LENGTH.prometheus_name)
     for name, lines in families.items():
-        kind = "gauge" if name == "target_info" else "counter"
+        kind = "gauge" if name in gauges else "counter"
         family = name[:-len("_total")] if kind == "counter" else name
         out += [f"# TYPE {family} {kind}", *lines]
     return "\n".join(out + ["# EOF", ""])
+
+
+K = 2  # draft tokens per request-step in these series (positions 0 and 1)
+# phase -> its seconds in the batch-size buckets "1" and "2-3" (one request a step, two):
+# the target's forward costs 0.010 s + 0.002 s a token (K + 1 tokens a request)
+PHASE_SECONDS = {S.PHASE_STEP: (0.030, 0.040), S.PHASE_DRAFT: (0.006, 0.008),
+                 S.PHASE_VERIFY: (0.020, 0.026), S.PHASE_DRAFT_EXTEND: (0.003, 0.004),
+                 S.PHASE_BETWEEN: (0.002, 0.003), S.PHASE_FORWARD: (0.016, 0.022)}
+BATCHES = (("1", 1), ("2-3", 2))  # (bucket, requests a step)
+
+
+def step_costs(add, labels: str, measured: tuple, scale: float, t: float) -> None:
+    """A process's step-cost series at `t` (`families.step_cost`): `measured` steps so far
+    in each bucket of `BATCHES`, each phase `scale` times `PHASE_SECONDS` (with some
+    spread: the squares 1 % above a constant's); the forwards' tokens and requests."""
+    for (bucket, batch), steps, i in zip(BATCHES, measured, range(len(BATCHES))):
+        for phase, seconds in PHASE_SECONDS.items():
+            at = (f'{labels},{S.ATTR_PHASE}="{phase}",{S.ATTR_BATCH_BUCKET}="{bucket}",'
+                  f'{S.ATTR_NUM_STEPS}="{K}"')
+            v = scale * seconds[i]
+            add(S.SPEC_PHASE_SAMPLES, at, steps, t)
+            add(S.SPEC_PHASE_TIME, at, v * steps, t)
+            add(S.SPEC_PHASE_TIME_SQUARES, at, 1.01 * v * v * steps, t)
+            if phase == S.PHASE_FORWARD:
+                x = batch * (K + 1)
+                add(S.SPEC_PHASE_TOKENS, at, x * steps, t)
+                add(S.SPEC_PHASE_TOKENS_SQUARES, at, x * x * steps, t)
+                add(S.SPEC_PHASE_TIME_TOKENS, at, v * x * steps, t)
+                add(S.SPEC_PHASE_REQUESTS, at, batch * steps, t)
+
+
+# a fleet whose processes measure their step costs: fast (two replicas, 4800 request-steps
+# each, accepting position 0 at 0.8 and 0.6) and slow (2400, at 0.5, its steps 1.5 times as
+# long), and quiet: 192 request-steps in its first 12 minutes, 24 of its steps measured,
+# under the reference rule's floor (200 request-steps) and the advisor's (30 steps)
+FLEET = {"f1:9464": ("fast", "/models/draft-v1", lambda t: 4800 * t // HOUR, lambda t: 0.8, 0),
+         "f2:9464": ("fast", "/models/draft-v1", lambda t: 4800 * t // HOUR, lambda t: 0.6, 0),
+         "s1:9464": ("slow", "/models/draft-v2", lambda t: 2400 * t // HOUR, lambda t: 0.5, 0),
+         "q1:9464": ("quiet", "/models/draft-v1", lambda t: 4 * (min(t, 720) // STEP),
+                     lambda t: 1.0, 0)}
+# instance -> (its operator's reference or None, its step costs' scale, its measured steps
+# in each bucket of BATCHES from its request-steps so far): half the request-steps run alone,
+# half two to a step; every step measured (quiet's one in eight, all alone)
+FLEET_COSTS = {"f1:9464": (2.5, 1.0, lambda n: (n / 2, n / 4)),
+               "f2:9464": (2.5, 1.0, lambda n: (n / 2, n / 4)),
+               "s1:9464": (None, 1.5, lambda n: (n / 2, n / 4)),
+               "q1:9464": (2.0, 1.0, lambda n: (n / 8, 0))}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """(url, t0): a Prometheus holding the hour of `FLEET`, with step costs and references."""
+    yield from serving(tmp_path_factory.mktemp("prom-fleet"), FLEET, FLEET_COSTS)
 
 
 def free_port() -> int:
@@ -181,9 +245,9 @@ def replicated(tmp_path_factory):
     yield from serving(tmp_path_factory.mktemp("prom-replicated"), REPLICATED)
 
 
-def serving(work, processes: dict):
+def serving(work, processes: dict, costs: dict | None = None):
     t0 = float(int(time.time()) - 3 * HOUR)  # whole seconds, inside the default retention
-    (work / "series.om").write_text(openmetrics(t0, processes))
+    (work / "series.om").write_text(openmetrics(t0, processes, costs))
     subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics",
                     str(work / "series.om"), str(work / "tsdb")], check=True,
                    capture_output=True, timeout=300)
@@ -455,6 +519,74 @@ def test_one_replica_accepting_far_less_than_the_rest(replicated):
     healthy = prometheus_report(PrometheusRange(url, 'instance!="r3:9464"', HOUR + 60,
                                                 t0 + HOUR))
     assert replicas.CODE not in {x.code for x in healthy.combined.findings}
+
+
+def instant(url: str, expr: str, at: float) -> dict[tuple[str, str], float]:
+    """An instant query (POSTed: the panels' queries are long) -> value by (deployment,
+    draft)."""
+    body = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"}).encode()
+    with urllib.request.urlopen(f"{url}/api/v1/query", body, timeout=60) as resp:
+        out = json.loads(resp.read())
+    assert out["status"] == "success", out
+    return {(r["metric"].get("service_name"), r["metric"].get("spectrace_draft_model")):
+            float(r["value"][1]) for r in out["data"]["result"]}
+
+
+def fleet_panel(title: str) -> str:
+    """The overview dashboard's query of the panel `title` (grafana/dashboards), with its
+    variables as Grafana fills them for every job and instance over a range of an hour."""
+    with open(os.path.join(ROOT, "grafana", "dashboards", "spectrace-overview.json")) as fh:
+        [panel] = [p for p in json.load(fh)["panels"] if p["title"] == title]
+    [target] = panel["targets"]
+    return target["expr"].replace("$__range", "1h").replace('"$job"', '".*"').replace(
+        '"$instance"', '".*"')
+
+
+@needs_prometheus
+def test_the_fleet_row_gives_each_deployment_its_speedup_and_reference(fleet):
+    """The fleet row's per-deployment panels on a real Prometheus, over the backfilled hour:
+    each deployment's estimated speed-up (its processes' counts and step costs added up,
+    its own forward fit) equals the one `spectrace report --prometheus --json` gives that
+    deployment; its mean accept length over its reference (the gauge) is the report's mean
+    over the reference, red at 85 % or below as the report's acceptance.below_reference;
+    a deployment under the floors (quiet) has no bar, though its figures are there."""
+    from spectrace.grafana import promql as Q
+    from spectrace.rules import reference
+    url, t0 = fleet
+    end = t0 + HOUR
+    said = spectrace("report", "--prometheus", url, "--since", "4h", "--json")
+    assert said.returncode == 0, said.stderr
+    groups = {(g["group"]["service.name"], g["group"]["spectrace.draft_model"]): g
+              for g in json.loads(said.stdout)["groups"]}
+    fast, slow, quiet = (("fast", "/models/draft-v1"), ("slow", "/models/draft-v2"),
+                         ("quiet", "/models/draft-v1"))
+    assert set(groups) == {fast, slow, quiet}
+    assert groups[fast]["drafts"] == 9600 and groups[quiet]["drafts"] == 192
+
+    speedup = instant(url, fleet_panel("Estimated speed-up by deployment and draft"), end)
+    assert set(speedup) == {fast, slow}, speedup
+    for group in (fast, slow):
+        advice = groups[group]["speculation"]
+        assert advice["estimate"] == "fit", advice  # the forward fitted, not the bound
+        assert speedup[group] == pytest.approx(advice["estimated_speedup"], rel=1e-9), (
+            group, speedup[group], advice["estimated_speedup"])
+    assert speedup[fast] != pytest.approx(speedup[slow], rel=1e-3)
+    # the fleet as one (the panel "Estimated speed-up vs no speculation"): unchanged
+    [whole] = instant(url, Q.estimated_speedup("1h"), end).values()
+    combined = json.loads(said.stdout)["combined"]["speculation"]["estimated_speedup"]
+    assert whole == pytest.approx(combined, rel=1e-9)
+    # quiet's estimate is there, left out by the floor (24 measured steps, under 30)
+    assert quiet in instant(url, Q.estimated_speedup("1h", by=Q.FLEET), end)
+
+    ratio = instant(url, fleet_panel(
+        "Acceptance against its reference by deployment and draft"), end)
+    assert set(ratio) == {fast}, ratio  # slow sets no reference; quiet under the floor
+    length = groups[fast]["mean_acceptance_length"]
+    assert length == 1 + (16 + 12) / 40
+    assert ratio[fast] == pytest.approx(length / 2.5, rel=1e-9)
+    assert ratio[fast] <= 1 - reference.MARGIN  # red, and the report raised the finding
+    assert S.BELOW_REFERENCE in {f["code"] for f in groups[fast]["findings"]}
+    assert quiet in instant(url, Q.mean_acceptance_length_side_by_side("1h", Q.FLEET), end)
 
 
 # -- bad input: one line, exit status 2 (no Prometheus needed) --------------------------------

@@ -105,3 +105,16 @@ def test_every_step_bucket_reached_fills_the_budget_exactly(memory_telemetry):
                *(m for b in step for m in (b.accept_length, b.accepted_tokens))]
     got = {m.name: points[m.name] for m in metrics}
     assert got == {m.name: budget.series(m, shape) for m in metrics}
+
+
+def test_the_reference_is_one_series_only_while_it_is_set():
+    """SPECTRACE_EXPECTED_ACCEPT_LENGTH is exported as one gauge series of the process (its
+    value, no attribute), counted once in the budget; without the setting, no series."""
+    from tests.kit.process_state import memory_recorder
+    name = S.SPEC_REFERENCE_ACCEPT_LENGTH.name
+    assert budget.series(S.SPEC_REFERENCE_ACCEPT_LENGTH, budget.Shape(7)) == 1
+    assert budget.budget(budget.Shape(3))[S.SPEC_REFERENCE_ACCEPT_LENGTH.prometheus_name] == 1
+    with memory_recorder(expected_accept_length=2.5) as telemetry:
+        assert telemetry.collect()[name] == [({}, 2.5)]
+    with memory_recorder() as telemetry:
+        assert name not in telemetry.collect()

@@ -17,7 +17,7 @@ from opentelemetry.metrics import Observation
 from .. import names
 from ..rules.context import UNKNOWN
 from ..safety import INTERNAL_ERRORS
-from ..names import COUNTER, MetricSpec
+from ..names import COUNTER, GAUGE, MetricSpec
 from . import breakdowns, step_cost
 from .breakdowns import BucketCounts
 from .instruments import CollectionReads, by_attributes, observe
@@ -50,8 +50,14 @@ SPEC_NO_DRAFT_STEPS = MetricSpec(
     "Request-steps run with no draft token (adaptive speculation's K = 0: a plain decode "
     "through the verify path), kept out of every other acceptance figure and breakdown.",
     counted_once=True)
+SPEC_REFERENCE_ACCEPT_LENGTH = MetricSpec(
+    "spectrace.spec.reference_accept_length", GAUGE, "1",
+    "The mean accept length (bonus token included) the operator expects of this draft "
+    "(SPECTRACE_EXPECTED_ACCEPT_LENGTH, `rules.reference`): one series per process, only "
+    "while the setting is set; the dashboards divide the measured mean accept length by it.")
 METRICS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS, SPEC_ACCEPTED_PER_POSITION,
-           SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION, SPEC_NO_DRAFT_STEPS)
+           SPEC_ACCEPT_LENGTH, SPEC_DRAFTS_PER_POSITION, SPEC_NO_DRAFT_STEPS,
+           SPEC_REFERENCE_ACCEPT_LENGTH)
 
 
 NO_DRAFT = "no draft"  # `add_no_draft`'s steps: a step that proposed no draft token
@@ -336,6 +342,7 @@ class Acceptance:
         self.prepare = self.totals.prepare
         # whether a runtime that must keep more to give sequence lengths should keep it
         self.wants_lengths = bool(self.totals._lengths)
+        self.reference = getattr(cfg, "expected_accept_length", None)  # the operator's
 
     def folded(self) -> AcceptanceTotals:
         """The totals with everything kept so far counted."""
@@ -358,6 +365,10 @@ class Acceptance:
         observe(meter, SPEC_DRAFTS_PER_POSITION, read(lambda t: [
             Observation(v, {position: p}) for p, v in enumerate(t.offered_per_position)]), scope)
         observe(meter, SPEC_NO_DRAFT_STEPS, read(lambda t: [Observation(t.no_draft)]), scope)
+        if self.reference is not None:  # a constant of the process: no per-step cost
+            reference = float(self.reference)
+            observe(meter, SPEC_REFERENCE_ACCEPT_LENGTH, lambda: [Observation(reference)],
+                    scope)
         for b in self.totals.breakdowns:
             observe(meter, b.accept_length, read(lambda t, b=b: by_attributes(
                 t.by[b.name].lengths, b.attribute, names.ATTR_LENGTH)), scope)

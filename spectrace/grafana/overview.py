@@ -5,10 +5,14 @@ mean acceptance length red below 1.2, amber 1.2-2.0; position-0 acceptance red b
 """
 from __future__ import annotations
 
+import math
+
 from .. import signals as S
 from ..families.breakdowns import BREAKDOWNS, VLLM_PER_REQUEST
 
 from ..rules import drift as DRIFT
+from ..rules import reference as REFERENCE
+from ..rules import speculation as SPEED
 from . import promql as Q
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -28,6 +32,9 @@ HEALTHY_ACCEPT_LENGTH = (f"red below {S.ACCEPT_LENGTH_RED_BELOW}, amber "
 ZERO_IS_GOOD = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
 SPEEDUP_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 1.0},
                  {"color": "green", "value": 1.1}]
+# mean accept length / reference: red at or below 1 - MARGIN (rules.reference), green above
+BELOW_REFERENCE_STEPS = [{"color": "red", "value": None},
+                         {"color": "green", "value": math.nextafter(1 - REFERENCE.MARGIN, 2)}]
 
 
 def _target(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> dict:
@@ -79,6 +86,7 @@ def _bars(title, desc, targets, size, **kw) -> dict:
     return _panel("bargauge", title, desc, targets, size, options=opts, **kw)
 
 
+NEEDS_FLOORS = "No bar for a deployment until the range holds"  # ... the floor, in words
 NEEDS_HISTORY = ("No data until a process has served 15 minutes past the floors (a new "
                  "or quiet deployment shows none).")
 ONCE = ("Each request-step counted once: tensor-parallel copies (counted=\"copy\") "
@@ -207,7 +215,7 @@ def rows(flt: str = F) -> list[list[dict]]:
                            "{{instance}} {{hook}}")], (8, 8), steps=ZERO_IS_GOOD),
         ],
         side_by_side_row(flt),
-        fleet_row(flt),
+        *fleet_rows(flt),
         *breakdown_rows(flt),
         [
             _stat("Estimated speed-up vs no speculation", "Mean accept length x a plain "
@@ -289,11 +297,13 @@ SIDE_BY_SIDE_LEGEND = "{{%s}} {{%s}} {{%s}}" % Q.SIDE_BY_SIDE
 FLEET_WORST = 10  # instances the fleet's worst-instances panel lists
 
 
-def fleet_row(flt: str = F) -> list[dict]:
-    """A fleet, where per-instance panels would be hundreds of lines: the worst instances,
-    and the findings each deployment and draft raised (`spectrace report --prometheus`
-    judges each deployment; docs/report.md)."""
-    return [
+def fleet_rows(flt: str = F) -> list[list[dict]]:
+    """A fleet, where per-instance panels would be hundreds of lines: one bar per
+    deployment and draft (its estimated speed-up, its acceptance against its reference,
+    its drift, the findings it raised), and the worst instances (`spectrace report
+    --prometheus` judges each deployment; docs/report.md)."""
+    fleet = "{{%s}} {{%s}}" % Q.FLEET
+    return [[
         _bars(f"Worst {FLEET_WORST} instances by mean acceptance length", "The processes "
               "with the lowest 1 + accepted/request-steps over the selected range, each "
               "with its deployment (service_name) and draft from target_info: one bad "
@@ -301,6 +311,32 @@ def fleet_row(flt: str = F) -> list[dict]:
               [_target(Q.worst_instances(RANGE, FLEET_WORST, flt),
                        "{{%s}} {{%s}} {{instance}}" % (Q.DEPLOYMENT, Q.DRAFT))], (8, 8),
               steps=ACCEPT_LENGTH_STEPS, decimals=2),
+        _bars("Estimated speed-up by deployment and draft", "The estimated speed-up "
+              "against no speculation (as 'Estimated speed-up vs no speculation' further "
+              "down: mean accept length x a plain step's estimated cost / (step + between "
+              "steps), each batch-size bucket weighted by its measured steps) for each "
+              "deployment (service_name) and "
+              "draft: its processes' counts and step costs added up, the target's forward "
+              "fitted over its own forwards; `spectrace report --prometheus` gives the "
+              "same figure for each deployment. " + NEEDS_FLOORS + " the advisor's floor "
+              f"({SPEED.MIN_STEPS} measured steps and {SPEED.MIN_DRAFTS} request-steps in "
+              "the range). Below 1.0 (red) speculation is slower. " + ONCE,
+              [_target(f"{Q.estimated_speedup(RANGE, flt, Q.FLEET)} and on("
+                       f"{', '.join(Q.FLEET)}) {Q.speedup_floor(RANGE, flt, Q.FLEET)}",
+                       fleet)], (8, 8), decimals=2, steps=SPEEDUP_STEPS),
+        _bars("Acceptance against its reference by deployment and draft", "The mean "
+              "accept length (1 + accepted/request-steps over the selected range) of each "
+              "deployment (service_name) and draft, its processes' counts added up, "
+              "divided by the reference its operator set (SPECTRACE_EXPECTED_ACCEPT_LENGTH "
+              f"on the server, exported as {S.SPEC_REFERENCE_ACCEPT_LENGTH.prometheus_name}; "
+              f"the highest of its processes'). At or below {1 - REFERENCE.MARGIN:.0%} "
+              f"(red) `spectrace report` raises {S.BELOW_REFERENCE} where the mean is also "
+              f"{REFERENCE.SIGMAS:g} standard errors below the reference. A deployment "
+              "without the setting has no bar. " + NEEDS_FLOORS
+              + f" the rule's floor ({REFERENCE.FLOOR} request-steps in the range). " + ONCE,
+              [_target(Q.reference_ratio(RANGE, Q.FLEET, flt), fleet)], (8, 8),
+              unit="percentunit", decimals=1, steps=BELOW_REFERENCE_STEPS),
+    ], [
         _bars("Acceptance drift by deployment and draft", "Accepted draft tokens per "
               "request-step over the last 15 minutes divided by those over the 6 hours "
               "before them, for each deployment (service_name) and draft: its processes' "
@@ -308,18 +344,17 @@ def fleet_row(flt: str = F) -> list[dict]:
               f"({DRIFT.FLOOR} request-steps); a deployment at {DRIFT.RATIO:g} or below "
               "drifted (red). Per process: the drift panel above, and SpectraceAcceptanceDrift. "
               + NEEDS_HISTORY + " " + ONCE,
-              [_target(Q.drift_ratio("15m", "6h", (Q.DEPLOYMENT, Q.DRAFT), flt, labelled=True),
-                       "{{%s}} {{%s}}" % (Q.DEPLOYMENT, Q.DRAFT))], (8, 8),
-              steps=[{"color": "red", "value": None},
-                     {"color": "green", "value": DRIFT.RATIO}], decimals=2),
+              [_target(Q.drift_ratio("15m", "6h", Q.FLEET, flt, labelled=True), fleet)],
+              (12, 8), steps=[{"color": "red", "value": None},
+                              {"color": "green", "value": DRIFT.RATIO}], decimals=2),
         _bars("Findings by deployment and draft", "Findings raised since process start, "
               "by deployment (service_name), draft, code and severity, added up over each "
               "deployment's processes (every process raises its own; a healthy fleet shows "
               "0 for every code); docs/doctor.md explains each code. " + PER_PROCESS,
               [_target(Q.findings_side_by_side(flt=flt),
-                       "{{%s}} {{%s}} {{code}} ({{severity}})" % (Q.DEPLOYMENT, Q.DRAFT))],
-              (8, 8), steps=ZERO_IS_GOOD),
-    ]
+                       fleet + " {{code}} ({{severity}})")],
+              (12, 8), steps=ZERO_IS_GOOD),
+    ]]
 
 
 def side_by_side_row(flt: str = F) -> list[dict]:

@@ -145,12 +145,28 @@ def phase_seconds(window: str, by=(), flt="", extra="") -> str:
             f" / {srate(S.SPEC_PHASE_SAMPLES, window, by, flt, extra)}")
 
 
-def _phase_mean(phase: str, window: str, flt: str, by=()) -> str:
+def _on(by=()) -> str:
+    """`on(...)` over `by`: `on()` (one series each side) when `by` is empty."""
+    return f"on({', '.join(by)})"
+
+
+def _labelled(spec, window: str, by=(), flt="", extra="", keep=(), fn="rate") -> str:
+    """`srate` by `keep`; with `by` (`target_info` labels: deployment, draft) each process's
+    rates labelled from its target_info (`with_resource`), then added up by `by` and
+    `keep`."""
+    if not by:
+        return srate(spec, window, keep, flt, extra, fn)
+    inner = srate(spec, window, SCRAPE_LABELS + tuple(keep), flt, extra, fn)
+    return _sum(tuple(by) + tuple(keep), with_resource(inner, by, flt))
+
+
+def _phase_mean(phase: str, window: str, flt: str, keep=(), by=()) -> str:
     """A phase's mean seconds over `window`, only where it was measured in the window (a
-    series that did not grow there is left out, not 0 / 0, so `or` can stand in for it)."""
+    series that did not grow there is left out, not 0 / 0, so `or` can stand in for it);
+    by `keep`, and with `by` for each deployment and draft (`_labelled`)."""
     m = f'{S.ATTR_PHASE}="{phase}"'
-    return (f"({srate(S.SPEC_PHASE_TIME, window, by, flt, m)}"
-            f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, m)} > 0))")
+    return (f"({_labelled(S.SPEC_PHASE_TIME, window, by, flt, m, keep)}"
+            f" / ({_labelled(S.SPEC_PHASE_SAMPLES, window, by, flt, m, keep)} > 0))")
 
 
 FORWARD = f'{S.ATTR_PHASE}="{S.PHASE_FORWARD}"'
@@ -161,82 +177,106 @@ VERIFY_FORWARD = f'{FORWARD}, {IN_STEPS}'
 MIN_TOKEN_SPREAD = 1  # cost_model.MIN_TOKEN_SPREAD: the tokens' sd a fit needs
 
 
-def forward_fit(window: str, flt="") -> tuple[str, str, str]:
+def forward_fit(window: str, flt="", by=()) -> tuple[str, str, str]:
     """(slope, intercept, ok): the least-squares line of the target's forward seconds
     against its tokens over every measured forward (`cost_model.fit`), as single-series
-    vectors; `ok` is empty unless the tokens' standard deviation is at least
+    vectors (with `by`: one series for each deployment and draft, each fitted over its own
+    processes' forwards); `ok` is empty unless the tokens' standard deviation is at least
     MIN_TOKEN_SPREAD (no fit: one batch size and one K). Neither part below 0: a slope
     below 0 is 0, and where the intercept would be below 0 the line goes through the
     origin (slope: sum xy / sum xx), as `cost_model.fit`."""
     def r(spec, extra=FORWARD):
-        return srate(spec, window, (), flt, extra)
+        return _labelled(spec, window, by, flt, extra)
     n, x, y = r(S.SPEC_PHASE_SAMPLES), r(S.SPEC_PHASE_TOKENS), r(S.SPEC_PHASE_TIME)
     xx, xy = r(S.SPEC_PHASE_TOKENS_SQUARES), r(S.SPEC_PHASE_TIME_TOKENS)
+    on = _on(by)
     free = f"clamp_min(({n} * {xy} - {x} * {y}) / ({n} * {xx} - {x} * {x}), 0)"
     raw = f"(({y} - {free} * {x}) / {n})"
-    slope = f"(({free} and on() ({raw} >= 0)) or on() ({xy} / {xx}))"
+    slope = f"(({free} and {on} ({raw} >= 0)) or {on} ({xy} / {xx}))"
     intercept = f"clamp_min({raw}, 0)"
     ok = f"({xx} / {n} - ({x} / {n}) ^ 2 >= {MIN_TOKEN_SPREAD ** 2})"
     return slope, intercept, ok
 
 
-def plain_step_seconds(window: str, flt="") -> str:
+def _times(vector: str, per: str, by=()) -> str:
+    """`vector` (labelled by batch-size bucket) times `per`, a single-series vector
+    (`scalar()`), or with `by` one series for each deployment and draft (matched on
+    `by`)."""
+    if not by:
+        return f"scalar({per}) * {vector}"
+    return f"{vector} * {_on(by)} group_left() {per}"
+
+
+def plain_step_seconds(window: str, flt="", by=()) -> str:
     """A plain decode step's estimated seconds by batch-size bucket (docs/advisor.md): the
     fitted forward at the bucket's mean batch (scaled to the bucket's own forwards), plus
     the step's work beyond its forward and draft, plus the time between steps; without a
-    fit, the bound (verify + between)."""
-    by = (S.ATTR_BATCH_BUCKET,)
-    step = _phase_mean(S.PHASE_STEP, window, flt, by)
+    fit, the bound (verify + between). With `by`: for each deployment and draft, from its
+    own processes' step costs and fit."""
+    keep = (S.ATTR_BATCH_BUCKET,)
+    step = _phase_mean(S.PHASE_STEP, window, flt, keep, by)
     zero = f"({step} * 0)"
 
     def mean(phase):
-        return f"({_phase_mean(phase, window, flt, by)} or {zero})"
-    slope, intercept, ok = forward_fit(window, flt)
+        return f"({_phase_mean(phase, window, flt, keep, by)} or {zero})"
+    slope, intercept, ok = forward_fit(window, flt, by)
 
     def per_forward(spec):
-        return (f"({srate(spec, window, by, flt, VERIFY_FORWARD)}"
-                f" / ({srate(S.SPEC_PHASE_SAMPLES, window, by, flt, VERIFY_FORWARD)} > 0))")
+        return (f"({_labelled(spec, window, by, flt, VERIFY_FORWARD, keep)}"
+                f" / ({_labelled(S.SPEC_PHASE_SAMPLES, window, by, flt, VERIFY_FORWARD, keep)}"
+                f" > 0))")
     forward = per_forward(S.SPEC_PHASE_TIME)
 
     def line(x):
-        return f"(scalar({intercept}) + scalar({slope}) * {x})"
+        if not by:
+            return f"(scalar({intercept}) + {_times(x, slope)})"
+        return f"({_times(x, slope, by)} + {_on(by)} group_left() {intercept})"
     # the line at the batch, scaled to the bucket's own forwards (`advisor._plain`)
     plain_forward = (f"({forward} * {line(per_forward(S.SPEC_PHASE_REQUESTS))}"
                      f" / {line(per_forward(S.SPEC_PHASE_TOKENS))})")
     rest = (f"clamp_min({step} - {forward} - {mean(S.PHASE_DRAFT)}"
             f" - {mean(S.PHASE_DRAFT_EXTEND)}, 0)")
     fitted = f"({mean(S.PHASE_BETWEEN)} + {plain_forward} + {rest})"
-    bound = f"({mean(S.PHASE_BETWEEN)} + {_phase_mean(S.PHASE_VERIFY, window, flt, by)})"
-    return f"(({fitted} and on() {ok}) or {bound})"
+    bound = (f"({mean(S.PHASE_BETWEEN)} +"
+             f" {_phase_mean(S.PHASE_VERIFY, window, flt, keep, by)})")
+    return f"(({fitted} and {_on(by)} {ok}) or {bound})"
 
 
-def speedup_by_batch(window: str, flt="") -> str:
+def speedup_by_batch(window: str, flt="", by=()) -> str:
     """Estimated speed-up against no speculation by batch-size bucket: mean accept length
-    x plain step / (step + between steps) (`spectrace.report.advisor`; a bound without a fit)."""
-    by = (S.ATTR_BATCH_BUCKET,)
-    step = _phase_mean(S.PHASE_STEP, window, flt, by)
-    between = f"({_phase_mean(S.PHASE_BETWEEN, window, flt, by)} or ({step} * 0))"
-    return (f"scalar({mean_acceptance_length(window, (), flt)}) * "
-            f"{plain_step_seconds(window, flt)} / ({step} + {between})")
+    x plain step / (step + between steps) (`spectrace.report.advisor`; a bound without a
+    fit). With `by` (`target_info` labels): for each deployment and draft, its processes'
+    counts and step costs added up (tensor-parallel copies left out of the counts)."""
+    keep = (S.ATTR_BATCH_BUCKET,)
+    step = _phase_mean(S.PHASE_STEP, window, flt, keep, by)
+    between = f"({_phase_mean(S.PHASE_BETWEEN, window, flt, keep, by)} or ({step} * 0))"
+    if not by:
+        length = mean_acceptance_length(window, (), flt)
+    else:
+        length = f"({mean_acceptance_length_side_by_side(window, by, flt)})"
+    return (f"{_times(plain_step_seconds(window, flt, by), length, by)}"
+            f" / ({step} + {between})")
 
 
-def estimated_speedup(window: str, flt="") -> str:
+def estimated_speedup(window: str, flt="", by=()) -> str:
     """Estimated speed-up against no speculation over every bucket, each weighted by its
-    measured steps (`speedup_by_batch`)."""
-    samples = srate(S.SPEC_PHASE_SAMPLES, window, (S.ATTR_BATCH_BUCKET,), flt,
-                    f'{S.ATTR_PHASE}="{S.PHASE_STEP}"')
-    return (f"sum({speedup_by_batch(window, flt)} * {samples})"
-            f" / sum({samples})")
+    measured steps (`speedup_by_batch`); with `by`, one for each deployment and draft."""
+    samples = _labelled(S.SPEC_PHASE_SAMPLES, window, by, flt,
+                        f'{S.ATTR_PHASE}="{S.PHASE_STEP}"', (S.ATTR_BATCH_BUCKET,))
+    return (f"{_sum(tuple(by), f'{speedup_by_batch(window, flt, by)} * {samples}')}"
+            f" / {_sum(tuple(by), samples)}")
 
 
-def speedup_floor(window: str, flt="") -> str:
+def speedup_floor(window: str, flt="", by=()) -> str:
     """Empty unless the window holds the advisor's floor: MIN_STEPS measured steps and
-    MIN_DRAFTS request-steps (`spectrace.report.advisor`)."""
+    MIN_DRAFTS request-steps (`spectrace.report.advisor`); with `by`, for each deployment
+    and draft (its processes' added up)."""
     from ..rules import speculation as floor
-    steps = srate(S.SPEC_PHASE_SAMPLES, window, (), flt, f'{S.ATTR_PHASE}="{S.PHASE_STEP}"',
-                  fn="increase")
-    drafts = srate(S.SPEC_DRAFTS, window, (), flt, fn="increase")
-    return f"(({steps} >= {floor.MIN_STEPS}) and on() ({drafts} >= {floor.MIN_DRAFTS}))"
+    steps = _labelled(S.SPEC_PHASE_SAMPLES, window, by, flt,
+                      f'{S.ATTR_PHASE}="{S.PHASE_STEP}"', fn="increase")
+    drafts = _labelled(S.SPEC_DRAFTS, window, by, flt, fn="increase")
+    return (f"(({steps} >= {floor.MIN_STEPS}) and {_on(by)}"
+            f" ({drafts} >= {floor.MIN_DRAFTS}))")
 
 
 def bucket_request_steps(b: Breakdown, window: str, by=(), flt="", copies=False) -> str:
@@ -368,8 +408,7 @@ def with_resource(inner: str, labels=SIDE_BY_SIDE, flt="") -> str:
 
 def _side_by_side(spec: S.MetricSpec, window: str, labels, flt, extra_by=()) -> str:
     """rate(spec) summed per process, labelled from target_info, summed by `labels`."""
-    inner = srate(spec, window, SCRAPE_LABELS + tuple(extra_by), flt)
-    return _sum(tuple(labels) + tuple(extra_by), with_resource(inner, labels, flt))
+    return _labelled(spec, window, labels, flt, keep=extra_by)
 
 
 def mean_acceptance_length_side_by_side(window: str, labels=SIDE_BY_SIDE, flt="") -> str:
@@ -388,6 +427,30 @@ def per_position_acceptance_side_by_side(window: str, labels=SIDE_BY_SIDE, flt="
 
 
 # -- a fleet: the worst instances, and what each deployment raised ----------------------------
+FLEET = (DEPLOYMENT, DRAFT)  # a fleet's rows: one per deployment and draft
+
+
+def against_reference(window: str, by=FLEET, flt="") -> str:
+    """The mean accept length over `window` divided by the operator's reference
+    (SPECTRACE_EXPECTED_ACCEPT_LENGTH, the gauge `SPEC_REFERENCE_ACCEPT_LENGTH`) for each
+    deployment and draft: its processes' counts added up (tensor-parallel copies left
+    out), over the highest reference among them."""
+    per_process = (f"max by ({', '.join(SCRAPE_LABELS)})"
+                   f" ({sel(S.SPEC_REFERENCE_ACCEPT_LENGTH, flt)})")
+    expected = f"max by ({', '.join(by)}) ({with_resource(per_process, by, flt)})"
+    return f"({mean_acceptance_length_side_by_side(window, by, flt)}) / {_on(by)} {expected}"
+
+
+def reference_ratio(window: str, by=FLEET, flt="") -> str:
+    """`against_reference`, only where the window holds the reference rule's floor of
+    request-steps (`rules.reference.FLOOR`): the rule's finding is raised at or below
+    1 - `rules.reference.MARGIN` (and `SIGMAS` standard errors below)."""
+    from ..rules import reference
+    drafts = _labelled(S.SPEC_DRAFTS, window, by, flt, fn="increase")
+    return (f"{against_reference(window, by, flt)}"
+            f" and {_on(by)} ({drafts} >= {reference.FLOOR})")
+
+
 def worst_instances(window: str, n: int = 10, flt="") -> str:
     """The `n` processes with the lowest mean acceptance length over `window`, each with its
     deployment and draft (from `target_info`): where a fleet's hundreds of lines hide one
