@@ -179,3 +179,23 @@ def test_a_misread_of_vllms_v1_runner_only_is_a_warning_naming_the_runners(tmp_p
              if f.code == MISREAD]
     assert old.severity == "error" and old.details["default_runner"] == "V1"
     assert "runs this target on the V1 model runner by default" in old.message
+
+
+@pytest.mark.parametrize("p", [p for p in PUBLISHED if p.name in V1_ONLY_MISREAD],
+                         ids=lambda p: p.name.split(" ")[1])
+def test_judged_on_the_v1_runner_its_misread_is_an_error_and_fix_answers_it(tmp_path, p):
+    """`--vllm-runner v1` (an operator serving with VLLM_USE_V2_MODEL_RUNNER=0): the V1
+    runner's misreading is then an error, the message says the runner was chosen, and the
+    copy `--fix` writes is clean on that runner; `v2` (the default here) changes nothing."""
+    draft, target = write(tmp_path, p)
+    [f] = [f for f in check_checkpoint(draft, target, "vllm==0.33.0",
+                                       vllm_runner="v1").findings if f.code == MISREAD]
+    assert f.severity == "error" and f.details["judged_runner"] == "V1"
+    assert f.details["default_runner"] == "V2"
+    assert "judged on the V1 model runner (--vllm-runner)" in f.message
+    [same] = [f for f in check_checkpoint(draft, target, "vllm==0.33.0",
+                                          vllm_runner="v2").findings if f.code == MISREAD]
+    assert same.severity == "warning"
+    ck, tgt = read_checkpoint(draft), read_target(target)
+    plan, _copy, after = plan_fix(ck.view, tgt[0], "vllm", "0.33.0", "V1")
+    assert not plan.refusals and after.errors == [], [f.message for f in after.errors]

@@ -72,3 +72,37 @@ def test_the_runner_rules_are_each_releases(version):
     body1 = v1[v1.index("def _get_eagle3_aux_layers_from_config"):]
     body1 = body1[:body1.index("\n    def ")]
     assert 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in body1
+
+
+def test_the_runner_option():
+    """`--vllm-runner default|v1|v2`: None (the release's default), V1 or V2; a bad value, a
+    runtime other than vLLM, or V2 before it exists is a one-line ValueError (exit 2)."""
+    o = vr.runner_option
+    assert o(None, "vllm", "0.33.0") is None and o("default", "sglang", "0.5.23") is None
+    assert o("v1", "vllm", "0.33.0") == "V1" and o(" V2 ", "vllm", "0.13.0") == "V2"
+    assert o("v1", "vllm", "0.11.0") == "V1"
+    for bad, rt, v, says in (("v3", "vllm", "0.33.0", "expected one of default, v1, v2"),
+                             ("v1", "sglang", "0.5.23", "only vLLM"),
+                             ("v2", "vllm", "0.11.0", "no V2 model runner")):
+        with pytest.raises(ValueError, match=says):
+            o(bad, rt, v)
+    assert vr.judged_runner("0.33.0", MOE, None) == "V2"
+    assert vr.judged_runner("0.33.0", MOE, "V1") == "V1"
+
+
+def test_a_bad_runner_option_is_one_line_and_exit_2(tmp_path, capsys):
+    from spectrace.doctor.cli import main
+    assert main([str(tmp_path), "--target", str(tmp_path), "--runtime", "vllm==0.33.0",
+                 "--vllm-runner", "v3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--vllm-runner 'v3'" in err and "Traceback" not in err
+
+
+@pytest.mark.sources
+@pytest.mark.parametrize("version", rs.RELEASES["vllm"])
+def test_the_v2_runner_exists_from_0_13(version):
+    """`VLLM_USE_V2_MODEL_RUNNER` (vllm/envs.py), the switch `--vllm-runner` stands for, and
+    the V2 runner's spec-decode package exist from 0.13 on (`V2_EXISTS_FROM`)."""
+    v = tuple(int(x) for x in version.split("."))
+    envs = rs.source("vllm", version, "vllm/envs.py")
+    assert ('"VLLM_USE_V2_MODEL_RUNNER"' in envs) == (v >= vr.V2_EXISTS_FROM), version

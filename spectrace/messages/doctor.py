@@ -153,6 +153,13 @@ MISREAD_DEFAULT_RUNNER = " {loader} runs this target on the {runner} model runne
 MISREAD_ONLY_OTHER_RUNNER = (
     " This holds only on the {other} model runner: {loader} runs this target on the {runner} "
     "model runner by default, which captures the layers the draft was trained on ({why}).")
+# judged on the runner --vllm-runner chose, which is not the release's default for the target
+MISREAD_CHOSEN_RUNNER = (" This is judged on the {runner} model runner (--vllm-runner); {loader} "
+                         "runs this target on the {default} model runner by default.")
+MISREAD_ONLY_OTHER_CHOSEN = (
+    " This holds only on the {other} model runner, {loader}'s default for this target: the "
+    "{runner} model runner it is judged on (--vllm-runner) captures the layers the draft was "
+    "trained on.")
 MISREAD_WHY_V1 = ("the V1 runner is taken with VLLM_USE_V2_MODEL_RUNNER=0, on a build without "
                   "Triton such as vLLM's CPU build, or for a feature the V2 runner lacks")
 MISREAD_WHY_V2 = "the V2 runner is taken with VLLM_USE_V2_MODEL_RUNNER=1"

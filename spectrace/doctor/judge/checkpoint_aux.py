@@ -25,7 +25,7 @@ from .draft_params import Geometry, eagle_config, geometry
 from .fix_replay import replay_aux_count
 from .load_replay import route_key
 from .loaders import AuxCount, Loader
-from .vllm_runner import V1, default_runner
+from .vllm_runner import V1, default_runner, judged_runner
 
 
 # The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
@@ -71,7 +71,9 @@ class FcAux:
 def read_fc_aux(cfg: Mapping[str, Any], shapes: Mapping[str, tuple], params: Mapping[str, Any],
                 target: Target, loader: Loader) -> FcAux:
     g = geometry(cfg, loader)
-    ids = runtime_ids(cfg, loader)[0][1]
+    readings = runtime_ids(cfg, loader)
+    # the reading of the runner --vllm-runner chose, else the first (the V1 runner's)
+    ids = next((r for w, r in readings if RUNNER_OF.get(w) == loader.runner), readings[0][1])
     inputs = captured_inputs(loader.runtime, loader.version, target.archs, target.layers, ids)
     flag = eagle_config(cfg).get("use_aux_hidden_state", True)
     fc_key = next((k for k in shapes
@@ -260,12 +262,17 @@ def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader
         reading=f"ids {ids}" if ids is not None else "the default") for when, ids, got in wrong)
     runners = [RUNNER_OF[when] for when, _, _ in wrong if when in RUNNER_OF]
     default = default_runner(loader.version, target.config) if runners else None
-    # true only of a runner the release does not take for this target by default: a warning
-    only_other = bool(runners) and len(runners) == len(wrong) and default not in runners
-    note = "" if not default else (
-        messages.MISREAD_ONLY_OTHER_RUNNER if only_other else messages.MISREAD_DEFAULT_RUNNER
-    ).format(loader=loader.name, runner=default, other="/".join(runners),
-             why=messages.MISREAD_WHY_V2 if default == V1 else messages.MISREAD_WHY_V1)
+    judged = judged_runner(loader.version, target.config, loader.runner) if runners else None
+    # true only of a runner other than the one judged on (the release's default for this
+    # target, or --vllm-runner's): a warning
+    only_other = bool(runners) and len(runners) == len(wrong) and judged not in runners
+    chosen = judged != default
+    note = "" if not default else ((
+        messages.MISREAD_ONLY_OTHER_CHOSEN if only_other else messages.MISREAD_CHOSEN_RUNNER)
+        if chosen else (
+        messages.MISREAD_ONLY_OTHER_RUNNER if only_other else messages.MISREAD_DEFAULT_RUNNER)
+    ).format(loader=loader.name, runner=judged, default=default, other="/".join(runners),
+             why=messages.MISREAD_WHY_V2 if judged == V1 else messages.MISREAD_WHY_V1)
     return [Finding(signals.AUX_LAYER_IDS_MISREAD, WARNING if only_other else ERROR,
                     messages.IDS_MISREAD.render(
         trained=want, ids=fmt.ids, loader=loader.name, how=how, runner=note,
@@ -274,4 +281,5 @@ def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader
         fix=messages.MISREAD_FIX[loader.runtime]),
         {"trained_inputs": want, "runtime_inputs": [g for _, _, g in wrong],
          "ids": fmt.ids, "id_convention": fmt.id_convention,
-         **({"misread_on": runners, "default_runner": default} if runners else {})})]
+         **({"misread_on": runners, "default_runner": default} if runners else {}),
+         **({"judged_runner": judged} if runners and loader.runner else {})})]
