@@ -28,6 +28,12 @@ V1, V2 = "V1", "V2"
 V2_DEFAULT_FROM = (0, 22, 0)   # for some targets (below)
 V2_FOR_ALL_FROM = (0, 29, 0)
 V2_EXISTS_FROM = (0, 13, 0)    # envs.VLLM_USE_V2_MODEL_RUNNER
+# the V2 runner's `use_aux_hidden_state_outputs` is True for every EAGLE-3 draft in 0.18-0.32
+# (v1/worker/gpu/model_runner.py), which reads eagle_config.use_aux_hidden_state from 0.33
+# (spec_decode/eagle/eagle3_utils.py `requires_aux_hidden_states`); the V1 runner always
+# reads it (llm_base_proposer.py `_get_eagle3_use_aux_hidden_state_from_config`)
+V2_CAPTURES_AUX_FROM = (0, 18, 0)    # 0.13: the V2 runner passes no aux hidden states
+V2_READS_AUX_FLAG_FROM = (0, 33, 0)
 DEFAULT = "default"
 OPTION = {DEFAULT: None, "v1": V1, "v2": V2}  # --vllm-runner
 
@@ -110,3 +116,9 @@ def judged_runner(version: str, target: Mapping[str, Any], chosen: str | None) -
     """The runner the doctor judges a pair on: the one `--vllm-runner` chose, else the
     release's default for the target."""
     return chosen or default_runner(version, target)
+
+
+def v2_ignores_aux_flag(version: str) -> bool:
+    """The release's V2 runner captures the aux layers whatever eagle_config's
+    `use_aux_hidden_state` says, while its V1 runner switches capture off."""
+    return V2_CAPTURES_AUX_FROM <= parse_version(version) < V2_READS_AUX_FLAG_FROM
