@@ -39,8 +39,8 @@ SPECS: tuple[FindingSpec, ...] = (
     FindingSpec(signals.AUX_LAYER_IDS_MISREAD, ERROR,
                 "the target would capture other layers than the draft was trained on (the ids "
                 "read in the other convention, or ignored for a default that differs); names "
-                "vLLM's model runner, a warning where only the runner the release does not "
-                "take by default for the target misreads them"),
+                "vLLM's model runner, a warning where only a runner other than the one judged "
+                "on (the release's default for the target, or --vllm-runner's) misreads them"),
     FindingSpec(signals.AUX_LAYER_IDS_DEFAULT, WARNING,
                 "the draft names no aux layer ids, so the runtime captures its default for "
                 "this target (a warning where that is not what the draft was trained on)"),
