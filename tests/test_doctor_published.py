@@ -199,6 +199,7 @@ def test_judged_on_the_v1_runner_its_misread_is_an_error_and_fix_answers_it(tmp_
     ck, tgt = read_checkpoint(draft), read_target(target)
     plan, _copy, after = plan_fix(ck.view, tgt[0], "vllm", "0.33.0", "V1")
     assert not plan.refusals and after.errors == [], [f.message for f in after.errors]
+    assert after.loader.runner == "V1"  # the copy is judged on the runner chosen
 
 
 @pytest.mark.parametrize("p", PUBLISHED, ids=[str(i) for i in range(len(PUBLISHED))])

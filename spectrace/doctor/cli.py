@@ -125,7 +125,9 @@ def format_fix(result) -> str:
         lines.append("  weights written as safetensors: " + ", ".join(
             f"{a} -> {b}" for a, b in result.converted.items()))
     check = result.check
-    lines.append(f"--fix: the copy checked again for {check.runtime_label}: {summary(check)}")
+    lines.append(f"--fix: the copy checked again for {check.runtime_label}"
+                 + (f" on the {check.runner} model runner" if check.runner else "")
+                 + f": {summary(check)}")
     lines += [f"{f.severity.upper():7} {f.code}: {f.message}" for f in check.findings]
     left = [f for f in check.findings if f.severity != ERROR]
     if left:
