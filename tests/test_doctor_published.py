@@ -179,3 +179,45 @@ def test_a_misread_of_vllms_v1_runner_only_is_a_warning_naming_the_runners(tmp_p
              if f.code == MISREAD]
     assert old.severity == "error" and old.details["default_runner"] == "V1"
     assert "runs this target on the V1 model runner by default" in old.message
+
+
+@pytest.mark.parametrize("p", [p for p in PUBLISHED if p.name in V1_ONLY_MISREAD],
+                         ids=lambda p: p.name.split(" ")[1])
+def test_judged_on_the_v1_runner_its_misread_is_an_error_and_fix_answers_it(tmp_path, p):
+    """`--vllm-runner v1` (an operator serving with VLLM_USE_V2_MODEL_RUNNER=0): the V1
+    runner's misreading is then an error, the message says the runner was chosen, and the
+    copy `--fix` writes is clean on that runner; `v2` (the default here) changes nothing."""
+    draft, target = write(tmp_path, p)
+    [f] = [f for f in check_checkpoint(draft, target, "vllm==0.33.0",
+                                       vllm_runner="v1").findings if f.code == MISREAD]
+    assert f.severity == "error" and f.details["judged_runner"] == "V1"
+    assert f.details["default_runner"] == "V2"
+    assert "judged on the V1 model runner (--vllm-runner)" in f.message
+    [same] = [f for f in check_checkpoint(draft, target, "vllm==0.33.0",
+                                          vllm_runner="v2").findings if f.code == MISREAD]
+    assert same.severity == "warning"
+    ck, tgt = read_checkpoint(draft), read_target(target)
+    plan, _copy, after = plan_fix(ck.view, tgt[0], "vllm", "0.33.0", "V1")
+    assert not plan.refusals and after.errors == [], [f.message for f in after.errors]
+    assert after.loader.runner == "V1"  # the copy is judged on the runner chosen
+
+
+@pytest.mark.parametrize("p", PUBLISHED, ids=[str(i) for i in range(len(PUBLISHED))])
+def test_on_vllms_v1_runner_the_errors_are_the_known_ones_and_its_misreads(tmp_path, p):
+    """`--vllm-runner v1`: vLLM 0.33.0's known errors, plus the misreading of the drafts
+    only that runner misreads (scripts/doctor_published_alarms.py counts both)."""
+    draft, target = write(tmp_path, p)
+    errors = {f.code for f in check_checkpoint(draft, target, "vllm==0.33.0",
+                                               vllm_runner="v1").errors}
+    assert errors == set(p.errors["vllm==0.33.0"]) | (
+        {MISREAD} if p.name in V1_ONLY_MISREAD else set()), p.name
+
+
+def test_the_docs_state_the_count_of_cases():
+    """docs/doctor.md's figure (written by scripts/doctor_published_alarms.py) is the
+    fixtures' count: every case asserted above, 0 false alarms."""
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "doctor.md").read_text()
+                   .split())
+    healthy = sum(not e for p in PUBLISHED for e in p.errors.values())
+    assert (f"{len(PUBLISHED)} published drafts x 2 runtimes = {len(CASES)} cases: "
+            f"{healthy} healthy pairs, errors on them 0") in doc

@@ -24,6 +24,7 @@ from .judge.checkpoint import Judgement, NotADraft, judge
 from .judge.dtypes import AUTO, parse_dtype_option
 from .judge.inputs import Target
 from .judge.loaders import NEWEST
+from .judge.vllm_runner import runner_option
 
 
 @dataclass
@@ -37,6 +38,7 @@ class DoctorReport:
     judgement: Judgement
     dtype: dict[str, Any] = field(default_factory=dict)  # saved / run in (files.target_files.check_pairing)
     chat_template: dict[str, Any] = field(default_factory=dict)  # trained / target / note
+    runner: str | None = None  # vLLM's model runner --vllm-runner chose (None: the default)
 
     @property
     def errors(self) -> list[Finding]:
@@ -57,7 +59,8 @@ class DoctorReport:
                 "version": self.version, "version_source": self.version_source,
                 "loader": j.loader.to_dict() if j.loader else None,
                 "judged_translation": j.translated, "dtype": self.dtype,
-                "chat_template": self.chat_template}
+                "chat_template": self.chat_template,
+                **({"vllm_runner": self.runner} if self.runner else {})}
 
 
 # -- which runtime --------------------------------------------------------------------------
@@ -99,19 +102,22 @@ def resolve_runtime(spec: str | None, sglang_version: str | None = None
 def check_checkpoint(draft_dir: str | os.PathLike, target: str | os.PathLike,
                      runtime: str | None = None, sglang_version: str | None = None,
                      dtype: str | None = None,
-                     context_length: int | None = None) -> DoctorReport:
+                     context_length: int | None = None,
+                     vllm_runner: str | None = None) -> DoctorReport:
     """Check the EAGLE-3 draft in `draft_dir` against `target` (a model directory with
     config.json, or a config.json path) for the loader of `runtime` (`sglang[==V]` or
     `vllm[==V]`; a bare version such as "0.5.8" means SGLang), launched with `--dtype
     dtype` (default auto), served at `context_length` tokens (default: the target's
-    max_position_embeddings)."""
+    max_position_embeddings), on vLLM's model runner `vllm_runner` (default, v1 or v2;
+    default: the one the release takes for the target)."""
     if runtime is not None and re.match(r"^\s*v?\d", runtime):
         runtime, sglang_version = None, runtime
     rt, version, source = resolve_runtime(runtime, sglang_version)
     run_dtype = resolve_dtype(dtype)
+    runner = resolve_runner(vllm_runner, rt, version)
     ck = read_checkpoint(draft_dir)
     tgt = read_target(target, context_length)
-    return judge_checkpoint(ck, tgt, rt, version, source, run_dtype)
+    return judge_checkpoint(ck, tgt, rt, version, source, run_dtype, runner)
 
 
 def resolve_dtype(option: str | None) -> str:
@@ -122,11 +128,21 @@ def resolve_dtype(option: str | None) -> str:
         raise UnusableInput(str(e)) from None
 
 
+def resolve_runner(option: str | None, runtime: str, version: str) -> str | None:
+    """`--vllm-runner default|v1|v2` (`judge.vllm_runner.runner_option`): V1, V2, or None
+    for the release's default for the target."""
+    try:
+        return runner_option(option, runtime, version)
+    except ValueError as e:
+        raise UnusableInput(str(e)) from None
+
+
 def judge_checkpoint(ck: Checkpoint, tgt: tuple[Target, Path], runtime: str, version: str,
-                     source: str, dtype: str = AUTO) -> DoctorReport:
+                     source: str, dtype: str = AUTO, runner: str | None = None
+                     ) -> DoctorReport:
     target, target_file = tgt
     try:
-        j = judge(ck.view, target, runtime, version)
+        j = judge(ck.view, target, runtime, version, runner)
     except NotADraft as e:
         raise UnusableInput(f"{ck.path / 'config.json'}: {e}") from None
     cfg = j.view or j.format.flat
@@ -144,4 +160,5 @@ def judge_checkpoint(ck: Checkpoint, tgt: tuple[Target, Path], runtime: str, ver
                 **{k: target.config[k] for k in TARGET_INT_KEYS},
                 "quantization": pairing.facts["target_quantization"]},
         dtype=pairing.facts["dtype"], chat_template=pairing.facts["chat_template"],
-        runtime=runtime, version=str(version), version_source=source, judgement=j)
+        runtime=runtime, version=str(version), version_source=source, judgement=j,
+        runner=runner)

@@ -1,5 +1,6 @@
 """`spectrace doctor DRAFT_DIR --target TARGET [--runtime sglang[==V]|vllm[==V]]
-[--dtype DTYPE] [--context-length TOKENS] [--json] [--fix OUT_DIR]`.
+[--vllm-runner default|v1|v2] [--dtype DTYPE] [--context-length TOKENS] [--json]
+[--fix OUT_DIR]`.
 
 Exit status: 0 no errors (warnings allowed; with --fix: the copy was written and has no
 errors), 1 errors found (with --fix: refused, nothing written, or the copy still has
@@ -12,7 +13,8 @@ import json
 import sys
 
 from ..findings import ERROR, WARNING
-from .check import DoctorReport, judge_checkpoint, resolve_dtype, resolve_runtime
+from .check import (DoctorReport, judge_checkpoint, resolve_dtype, resolve_runner,
+                    resolve_runtime)
 from .errors import UnusableInput
 from .files.checkpoint_files import read_checkpoint, read_target
 
@@ -31,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "newest known)")
     parser.add_argument("--sglang-version", default=None, metavar="VERSION",
                         help="same as --runtime sglang==VERSION")
+    parser.add_argument("--vllm-runner", default=None, metavar="RUNNER",
+                        help="vLLM's model runner the pair will run on: default (the one the "
+                             "release takes for the target), v1 (VLLM_USE_V2_MODEL_RUNNER=0) "
+                             "or v2 (VLLM_USE_V2_MODEL_RUNNER=1); vLLM only")
     parser.add_argument("--dtype", default=None, metavar="DTYPE",
                         help="the runtime's --dtype: auto (default), half, float16, bfloat16, "
                              "float, float32; SGLang runs the draft in it (auto: the draft "
@@ -48,13 +54,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         runtime, version, source = resolve_runtime(args.runtime, args.sglang_version)
         dtype = resolve_dtype(args.dtype)
+        runner = resolve_runner(args.vllm_runner, runtime, version)
         ck = read_checkpoint(args.draft_dir)
         tgt = read_target(args.target, args.context_length)
-        report = judge_checkpoint(ck, tgt, runtime, version, source, dtype)
+        report = judge_checkpoint(ck, tgt, runtime, version, source, dtype, runner)
         result = None
         if args.fix is not None:
             from .write_copy import fix_checkpoint
-            result = fix_checkpoint(ck, tgt, runtime, version, source, args.fix, dtype=dtype)
+            result = fix_checkpoint(ck, tgt, runtime, version, source, args.fix, dtype=dtype,
+                                    runner=runner)
     except UnusableInput as e:
         print(f"spectrace doctor: {' '.join(str(e).splitlines())}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -75,6 +83,7 @@ def format_text(report: DoctorReport) -> str:
     lines = [f"spectrace doctor: {report.draft['path']} against {report.target['config']}",
              f"  format: {j.format.title} ({j.format.evidence})",
              f"  judged for {report.runtime_label} (version: {report.version_source})"
+             + (f" on the {report.runner} model runner (--vllm-runner)" if report.runner else "")
              + (f"; note: {j.loader.assumed}" if j.loader and j.loader.assumed else ""),
              f"  dtype: saved in {report.dtype.get('weights') or '?'}"
              f" (config: {report.dtype.get('config') or 'not stated'}), runs in "
@@ -116,7 +125,9 @@ def format_fix(result) -> str:
         lines.append("  weights written as safetensors: " + ", ".join(
             f"{a} -> {b}" for a, b in result.converted.items()))
     check = result.check
-    lines.append(f"--fix: the copy checked again for {check.runtime_label}: {summary(check)}")
+    lines.append(f"--fix: the copy checked again for {check.runtime_label}"
+                 + (f" on the {check.runner} model runner" if check.runner else "")
+                 + f": {summary(check)}")
     lines += [f"{f.severity.upper():7} {f.code}: {f.message}" for f in check.findings]
     left = [f for f in check.findings if f.severity != ERROR]
     if left:

@@ -78,11 +78,11 @@ def check_out_dir(draft_dir: Path, out_dir: Path) -> None:
 
 def fix_checkpoint(ck: Checkpoint, tgt, runtime: str, version: str, source: str,
                    out_dir: str | os.PathLike, progress: bool | None = None,
-                   dtype: str = AUTO) -> FixResult:
+                   dtype: str = AUTO, runner: str | None = None) -> FixResult:
     out = Path(out_dir)
     check_out_dir(ck.path, out)
     target, _ = tgt
-    plan, _copy, _after = plan_fix(ck.view, target, runtime, version)
+    plan, _copy, _after = plan_fix(ck.view, target, runtime, version, runner)
     if plan.refusals or not plan.changes:
         return FixResult(plan, False, out)
     t0 = time.perf_counter()
@@ -94,7 +94,8 @@ def fix_checkpoint(ck: Checkpoint, tgt, runtime: str, version: str, source: str,
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    check = judge_checkpoint(read_checkpoint(out), tgt, runtime, version, source, dtype)
+    check = judge_checkpoint(read_checkpoint(out), tgt, runtime, version, source, dtype,
+                             runner)
     converted = {os.path.basename(f): pickled.safetensors_name(os.path.basename(f))
                  for f in ck.files} if ck.tensors else None
     return FixResult(plan, True, out, check, copied, seconds, converted)

@@ -91,7 +91,11 @@ COUNT_FAILS_AT_RUN = (
     "loads, but the target sends {sent} x {target_hidden} wide hidden states: the first "
     "target-fed draft pass fails on fc's shapes, or worse, runs on features the draft was not "
     "trained on.")
-SENT_FOR_IDS = "the target is given aux layer ids {ids} and captures {sent} layers"
+SENT_FOR_IDS = "the target is given aux layer ids {ids}{when} and captures {sent} layers"
+# where vLLM's two model runners read the ids differently (top level empty, eagle_config ids),
+# the fc and aux-count checks take the V1 runner's reading; they say so
+IDS_READ_ON_V1 = (" on the V1 model runner, which takes eagle_config's ids when the top level "
+                  "names none (the V2 model runner captures the default layers instead)")
 SENT_BY_DEFAULT = ("no aux layer ids are given, so the target captures its default layers (the "
                    "inputs of {inputs}: {sent} distinct for {layers} layers)")
 FC_LOADER_WIDTH = Message(
@@ -113,7 +117,8 @@ FC_WIDTH_UNPROVEN = ("no config.json value was found that makes {loader} build f
                      "version that reads one, or retrain the draft.")
 IDS_OUT_OF_RANGE = Message(
     names.AUX_LAYER_IDS_OUT_OF_RANGE,
-    "aux layer ids {ids}, but the target has {layers} layers: {loader} {rule}, and can capture "
+    "aux layer ids {ids}{when}, but the target has {layers} layers: {loader} {rule}, and can "
+    "capture "
     "the inputs of layers {lo}..{hi}, so {bad} are never captured. The target sends fewer aux "
     "layers than fc expects: the draft pass fails, or fc is silently skipped when the width "
     "equals the draft's hidden size.",
@@ -128,8 +133,14 @@ CAPTURE_FLAG_OFF = Message(
     "eagle_config.use_aux_hidden_state is false, but fc expects {fc_layers} concatenated "
     "target layers. The target then sends only its last hidden state; when its width equals "
     "the draft's hidden size the draft silently skips fc, sees features it was not trained on, "
-    "and acceptance falls to about 1.0 with no error anywhere.",
+    "and acceptance falls to about 1.0 with no error anywhere.{runner}",
     "set eagle_config.use_aux_hidden_state to true (or remove it).")
+# vLLM 0.18-0.32: the V2 model runner captures aux layers for every EAGLE-3 draft
+# (gpu/model_runner.py); from 0.33 it reads the flag too (eagle3_utils.requires_aux_hidden_states)
+CAPTURE_FLAG_RUNNERS = (
+    " That is the V1 model runner; {loader}'s V2 model runner captures the aux layers whatever "
+    "the flag says, and the draft, built without fc, fails at its first draft pass on their "
+    "width instead.{which}")
 CAPTURE_FLAG_IGNORED = Message(
     names.AUX_CAPTURE_DISABLED,
     "eagle_config.use_aux_hidden_state is false, but fc expects {fc_layers} concatenated "
@@ -153,6 +164,13 @@ MISREAD_DEFAULT_RUNNER = " {loader} runs this target on the {runner} model runne
 MISREAD_ONLY_OTHER_RUNNER = (
     " This holds only on the {other} model runner: {loader} runs this target on the {runner} "
     "model runner by default, which captures the layers the draft was trained on ({why}).")
+# judged on the runner --vllm-runner chose, which is not the release's default for the target
+MISREAD_CHOSEN_RUNNER = (" This is judged on the {runner} model runner (--vllm-runner); {loader} "
+                         "runs this target on the {default} model runner by default.")
+MISREAD_ONLY_OTHER_CHOSEN = (
+    " This holds only on the {other} model runner, {loader}'s default for this target: the "
+    "{runner} model runner it is judged on (--vllm-runner) captures the layers the draft was "
+    "trained on.")
 MISREAD_WHY_V1 = ("the V1 runner is taken with VLLM_USE_V2_MODEL_RUNNER=0, on a build without "
                   "Triton such as vLLM's CPU build, or for a feature the V2 runner lacks")
 MISREAD_WHY_V2 = "the V2 runner is taken with VLLM_USE_V2_MODEL_RUNNER=1"

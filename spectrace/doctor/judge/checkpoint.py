@@ -11,7 +11,7 @@ loader on the keys (`loaders`), and checks weights, shapes, fc width and aux lay
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ... import messages, signals
@@ -79,7 +79,10 @@ class NotADraft(ValueError):
     """No known trainer writes a draft like this (the doctor reports unusable input)."""
 
 
-def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Judgement:
+def judge(ck: CheckpointView, target: Target, runtime: str, version: str,
+          runner: str | None = None) -> Judgement:
+    """`runner`: vLLM's model runner (V1 / V2) to judge on; None: the release's default for
+    the target (`vllm_runner`)."""
     fmt = formats.recognise(ck.config, ck.shapes)
     if fmt is None:
         archs = ck.config.get("architectures")
@@ -104,6 +107,8 @@ def judge(ck: CheckpointView, target: Target, runtime: str, version: str) -> Jud
         if fixed.config is None:
             return Judgement(fmt, loader, None, False, findings)
         cfg, loader, translated = fixed.config, fixed.loader, True
+    if runner is not None:
+        loader = replace(loader, runner=runner)
     if translated or fmt.name != FormatName.SPECULATORS:  # vLLM: SpeculatorsConfig, not strict
         findings += check_field_types(plan.config if translated else ck.config, runtime,
                                       version)

@@ -25,7 +25,7 @@ from .draft_params import Geometry, eagle_config, geometry
 from .fix_replay import replay_aux_count
 from .load_replay import route_key
 from .loaders import AuxCount, Loader
-from .vllm_runner import V1, default_runner
+from .vllm_runner import V1, default_runner, judged_runner, v2_ignores_aux_flag
 
 
 # The findings the doctor raises here, declared once (`doctor.judge.codes` gathers them;
@@ -39,8 +39,8 @@ SPECS: tuple[FindingSpec, ...] = (
     FindingSpec(signals.AUX_LAYER_IDS_MISREAD, ERROR,
                 "the target would capture other layers than the draft was trained on (the ids "
                 "read in the other convention, or ignored for a default that differs); names "
-                "vLLM's model runner, a warning where only the runner the release does not "
-                "take by default for the target misreads them"),
+                "vLLM's model runner, a warning where only a runner other than the one judged "
+                "on (the release's default for the target, or --vllm-runner's) misreads them"),
     FindingSpec(signals.AUX_LAYER_IDS_DEFAULT, WARNING,
                 "the draft names no aux layer ids, so the runtime captures its default for "
                 "this target (a warning where that is not what the draft was trained on)"),
@@ -57,6 +57,7 @@ class FcAux:
     target_layers: int
     target_archs: tuple[str, ...]
     ids: list[int] | None       # the aux layer ids the target is given (first reading)
+    when: str                   # "" or layer_ids.ON_V1: that reading is the V1 runner's only
     inputs: list[int]           # the layer inputs it captures for them
     use_aux_flag: Any           # eagle_config.use_aux_hidden_state (True when absent)
     capture_on: bool            # the flag is on, or this loader ignores it
@@ -67,11 +68,18 @@ class FcAux:
         return id_inputs(self.loader.runtime, self.loader.version, self.target_archs,
                          self.target_layers, self.ids)
 
+    def read_on(self) -> str:
+        """The words naming the runner whose reading of the ids these checks use, where
+        vLLM's runners read them differently ("" elsewhere)."""
+        return messages.IDS_READ_ON_V1 if self.when else ""
+
 
 def read_fc_aux(cfg: Mapping[str, Any], shapes: Mapping[str, tuple], params: Mapping[str, Any],
                 target: Target, loader: Loader) -> FcAux:
     g = geometry(cfg, loader)
-    ids = runtime_ids(cfg, loader)[0][1]
+    # where vLLM's runners read the ids differently, the first reading (the V1 runner's,
+    # whichever runner is judged): the V2 runner's is compared by `check_id_meaning`
+    when, ids = runtime_ids(cfg, loader)[0]
     inputs = captured_inputs(loader.runtime, loader.version, target.archs, target.layers, ids)
     flag = eagle_config(cfg).get("use_aux_hidden_state", True)
     fc_key = next((k for k in shapes
@@ -81,8 +89,8 @@ def read_fc_aux(cfg: Mapping[str, Any], shapes: Mapping[str, tuple], params: Map
     details = {"fc_in": w, "target_hidden_size": target.hidden, "draft_hidden_in": g.hidden_in,
                "num_aux": g.num_aux, "aux_layer_ids": ids, "captured_inputs": inputs,
                "runtime": loader.runtime, "version": loader.version}
-    return FcAux(loader, g, target.hidden, target.layers, target.archs, ids, inputs, flag,
-                 bool(flag) or not loader.honors_use_aux_flag, w, details)
+    return FcAux(loader, g, target.hidden, target.layers, target.archs, ids, when, inputs,
+                 flag, bool(flag) or not loader.honors_use_aux_flag, w, details)
 
 
 def check_fc_and_aux(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, tuple],
@@ -96,7 +104,7 @@ def check_fc_and_aux(fmt: Format, cfg: Mapping[str, Any], shapes: Mapping[str, t
     out, fc_layers = _fc_width(a, cfg, lambda k: _loader_width(
         a, k, fmt, cfg if source is None else source, shapes))
     out += _ids_out_of_range(a)
-    out += _capture_disabled(a, fc_layers)
+    out += _capture_disabled(a, fc_layers, target)
     if a.capture_on and not any(f.code.startswith("aux.") for f in out):
         out += check_id_meaning(fmt, cfg, target, loader)
     if a.capture_on and a.ids is None and not any(f.code.startswith("aux.") for f in out):
@@ -159,7 +167,7 @@ def _not_whole_layers(a: FcAux) -> Finding:
 
 
 def _count_mismatch(a: FcAux, k: int, sent: int, cfg: Mapping[str, Any]) -> Finding:
-    what = (messages.SENT_FOR_IDS.format(ids=a.ids, sent=sent) if a.ids else
+    what = (messages.SENT_FOR_IDS.format(ids=a.ids, sent=sent, when=a.read_on()) if a.ids else
             messages.SENT_BY_DEFAULT.format(inputs=a.inputs, sent=sent, layers=a.target_layers))
     g = a.geometry
     facts = dict(loader=a.loader.name, sized_by=_sized_by(a, cfg), num_aux=g.num_aux,
@@ -172,7 +180,8 @@ def _count_mismatch(a: FcAux, k: int, sent: int, cfg: Mapping[str, Any]) -> Find
         what=what, fc_layers=k, fc_in=a.fc_in, target_hidden=a.target_hidden,
         consequence=consequence),
         {**a.details, "fc_layers": k, "target_sends": sent,
-         "fails": "load" if fails_at_load else "first target-fed draft pass"})
+         "fails": "load" if fails_at_load else "first target-fed draft pass",
+         **({"ids_read_on": RUNNER_OF[a.when]} if a.when else {})})
 
 
 def _sized_by(a: FcAux, cfg: Mapping[str, Any]) -> str:
@@ -223,10 +232,11 @@ def _ids_out_of_range(a: FcAux) -> list[Finding]:
     if not bad:
         return []
     return [Finding(signals.AUX_LAYER_IDS_OUT_OF_RANGE, ERROR, messages.IDS_OUT_OF_RANGE.render(
-        ids=a.ids, layers=n, loader=a.loader.name, rule=_id_rule(a.loader, a.target_archs),
-        lo=lo, hi=hi, bad=bad),
+        ids=a.ids, when=a.read_on(), layers=n, loader=a.loader.name,
+        rule=_id_rule(a.loader, a.target_archs), lo=lo, hi=hi, bad=bad),
         {"aux_layer_ids": a.ids, "out_of_range": bad, "target_num_layers": n,
-         "capturable_inputs": [lo, hi]})]
+         "capturable_inputs": [lo, hi],
+         **({"ids_read_on": RUNNER_OF[a.when]} if a.when else {})})]
 
 
 def _id_rule(loader: Loader, archs) -> str:
@@ -235,16 +245,26 @@ def _id_rule(loader: Loader, archs) -> str:
     return messages.ID_RULE_KEPT if keeps_ids(archs) else messages.ID_RULE_PLUS_ONE
 
 
-def _capture_disabled(a: FcAux, fc_layers: int) -> list[Finding]:
+def _capture_disabled(a: FcAux, fc_layers: int, target: Target) -> list[Finding]:
     if a.use_aux_flag or fc_layers <= 1:
         return []
     honored = a.loader.honors_use_aux_flag
     message = messages.CAPTURE_FLAG_OFF if honored else messages.CAPTURE_FLAG_IGNORED
+    runner, both = "", {}
+    if honored and a.loader.runtime == VLLM and v2_ignores_aux_flag(a.loader.version):
+        # an error on both runners, for different reasons: say which is which
+        default = default_runner(a.loader.version, target.config)
+        judged = judged_runner(a.loader.version, target.config, a.loader.runner)
+        which = (messages.MISREAD_CHOSEN_RUNNER if judged != default else
+                 messages.MISREAD_DEFAULT_RUNNER).format(
+            loader=a.loader.name, runner=judged, default=default)
+        runner = messages.CAPTURE_FLAG_RUNNERS.format(loader=a.loader.name, which=which)
+        both = {"flag_read_on": [V1], "judged_runner": judged}
     return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR if honored else WARNING, message.render(
-        fc_layers=fc_layers, loader=a.loader.name),
+        fc_layers=fc_layers, loader=a.loader.name, runner=runner),
         {"use_aux_hidden_state": a.use_aux_flag, "fc_layers": fc_layers,
          "honored_by_version": honored, "runtime": a.loader.runtime,
-         "version": a.loader.version})]
+         "version": a.loader.version, **both})]
 
 
 def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader: Loader
@@ -260,12 +280,17 @@ def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader
         reading=f"ids {ids}" if ids is not None else "the default") for when, ids, got in wrong)
     runners = [RUNNER_OF[when] for when, _, _ in wrong if when in RUNNER_OF]
     default = default_runner(loader.version, target.config) if runners else None
-    # true only of a runner the release does not take for this target by default: a warning
-    only_other = bool(runners) and len(runners) == len(wrong) and default not in runners
-    note = "" if not default else (
-        messages.MISREAD_ONLY_OTHER_RUNNER if only_other else messages.MISREAD_DEFAULT_RUNNER
-    ).format(loader=loader.name, runner=default, other="/".join(runners),
-             why=messages.MISREAD_WHY_V2 if default == V1 else messages.MISREAD_WHY_V1)
+    judged = judged_runner(loader.version, target.config, loader.runner) if runners else None
+    # true only of a runner other than the one judged on (the release's default for this
+    # target, or --vllm-runner's): a warning
+    only_other = bool(runners) and len(runners) == len(wrong) and judged not in runners
+    chosen = judged != default
+    note = "" if not default else ((
+        messages.MISREAD_ONLY_OTHER_CHOSEN if only_other else messages.MISREAD_CHOSEN_RUNNER)
+        if chosen else (
+        messages.MISREAD_ONLY_OTHER_RUNNER if only_other else messages.MISREAD_DEFAULT_RUNNER)
+    ).format(loader=loader.name, runner=judged, default=default, other="/".join(runners),
+             why=messages.MISREAD_WHY_V2 if judged == V1 else messages.MISREAD_WHY_V1)
     return [Finding(signals.AUX_LAYER_IDS_MISREAD, WARNING if only_other else ERROR,
                     messages.IDS_MISREAD.render(
         trained=want, ids=fmt.ids, loader=loader.name, how=how, runner=note,
@@ -274,4 +299,5 @@ def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader
         fix=messages.MISREAD_FIX[loader.runtime]),
         {"trained_inputs": want, "runtime_inputs": [g for _, _, g in wrong],
          "ids": fmt.ids, "id_convention": fmt.id_convention,
-         **({"misread_on": runners, "default_runner": default} if runners else {})})]
+         **({"misread_on": runners, "default_runner": default} if runners else {}),
+         **({"judged_runner": judged} if runners and loader.runner else {})})]

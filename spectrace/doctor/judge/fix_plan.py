@@ -27,12 +27,13 @@ from ...rules.vocab import absolute_to_offsets, t2d_reading
 from ...rules.weights import is_network_weight
 
 
-def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> tuple[
-        Plan, CheckpointView, Judgement]:
+def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str,
+             runner: str | None = None) -> tuple[Plan, CheckpointView, Judgement]:
     """The corrected copy for `runtime` `version`: (plan, the copy as the checks see it,
-    the judgement of that copy). The plan's refusals say what cannot be fixed: everything
+    the judgement of that copy, on vLLM's model runner `runner`, default the
+    release's). The plan's refusals say what cannot be fixed: everything
     the translation does not reach stays an error of the copy and is listed there."""
-    orig = judge(ck, target, runtime, version)
+    orig = judge(ck, target, runtime, version, runner)
     fmt = orig.format
     plan = translate_config(fmt, ck.config, runtime, version, target, ck.shapes)
     new_fmt = recognise(plan.config, ck.shapes) or fmt
@@ -58,7 +59,7 @@ def plan_fix(ck: CheckpointView, target: Target, runtime: str, version: str) -> 
     copy_ck = CheckpointView(plan.config, shapes, dtypes,
                              {plan.rename(k): v for k, v in copy_d2t.items()
                               if k not in plan.drops}, ck.t2d_hot)
-    after = judge(copy_ck, target, runtime, version)
+    after = judge(copy_ck, target, runtime, version, runner)
     plan.refusals += [f"{f.code}: {f.message}" for f in after.errors
                       if not any(f.message in r or r in f.message for r in plan.refusals)]
     return plan, copy_ck, after

@@ -92,6 +92,9 @@ class Loader:
     # a speculators config with a Qwen3 layer builds Eagle3Qwen3ForCausalLM, and a layer
     # other than Llama or Qwen3 is refused (not in the report: `to_dict`)
     speculators_qwen3: bool = False
+    # vLLM: the model runner `--vllm-runner` chose (V1 / V2); None: the release's default
+    # for the target (`vllm_runner.judged_runner`)
+    runner: str | None = None
 
     @property
     def name(self) -> str:
@@ -100,6 +103,8 @@ class Loader:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         del out["speculators_qwen3"]
+        if self.runner is None:
+            del out["runner"]
         return out
 
 
