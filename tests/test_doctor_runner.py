@@ -146,6 +146,7 @@ def _capture_off(tmp_path, version, runner=None):
     return f
 
 
+@pytest.mark.torch  # writes a draft's tensors (tests/test_doctor.py)
 def test_capture_off_names_the_runners_where_they_differ(tmp_path):
     f = _capture_off(tmp_path / "a", "vllm==0.28.0")
     assert f.severity == "error" and f.details["judged_runner"] == "V2"
@@ -157,6 +158,7 @@ def test_capture_off_names_the_runners_where_they_differ(tmp_path):
     assert "model runner" not in f.message and "judged_runner" not in f.details
 
 
+@pytest.mark.torch  # writes a draft's tensors (tests/test_doctor.py)
 def test_a_count_mismatch_of_the_v1_reading_says_so(tmp_path):
     """Top level empty, eagle_config ids: the count check takes the V1 runner's reading and
     says so (the V2 runner's default capture is what `aux.layer_ids_misread` compares)."""
