@@ -84,8 +84,7 @@ def test_step_spans_are_written(partial_run):
 
 def test_concurrent_requests_keep_counters_consistent(partial_run):
     run = partial_run[0]
-    with ThreadPoolExecutor(4) as pool:
-        responses = list(pool.map(lambda p: run.server.generate(p, 24), PROMPTS))
+    responses = run.server.generate_together(PROMPTS, 24)
     verify, accepted, _ = sglang_totals(answered(partial_run, responses))
     proc = settle(run, verify)
     assert proc["drafts"] == verify

@@ -12,7 +12,6 @@ import glob
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -42,8 +41,7 @@ def v1_run(tiny_models, tmp_path_factory):
                           env_extra={**ENV, "SPECTRACE_OUTPUT_DIR": str(data)})
     try:
         sequential = [server.generate(p, 16, timeout=300) for p in PROMPTS[:2]]
-        with ThreadPoolExecutor(4) as pool:
-            concurrent = list(pool.map(lambda p: server.generate(p, 16, timeout=300), PROMPTS))
+        concurrent = server.generate_together(PROMPTS, 16, timeout=300)
         yield server, data, sequential + concurrent
     finally:
         server.stop()

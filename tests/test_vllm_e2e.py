@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import pytest
@@ -40,10 +39,10 @@ def tokens(response: dict) -> str:
 
 
 def serve(run, sequential: int = 2, concurrent: int = 0) -> list[dict]:
+    """`sequential` requests one after the other, then `concurrent` scheduled together."""
     out = [run.server.complete(p, 24) for p in PROMPTS[:sequential]]
     if concurrent:
-        with ThreadPoolExecutor(concurrent) as pool:
-            out += list(pool.map(lambda p: run.server.complete(p, 24), PROMPTS[:concurrent]))
+        out += run.server.complete_together(PROMPTS[:concurrent], 24)
     return out
 
 

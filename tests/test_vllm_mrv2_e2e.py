@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import pytest
@@ -165,8 +164,7 @@ def test_partial_concurrent_requests_on_mrv2(partial):
     agreement compares the steps whose requests all verify 3 drafts (never more drafts
     than vLLM verified), where still only position 0 agrees."""
     run = partial.run
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda p: run.server.complete(p, 24), PROMPTS))
+    run.server.complete_together(PROMPTS, 24)
     metrics = run.server.metrics()
     report = run.settle(metrics[DRAFTS])
     engine, worker = run.process("engine_core", report), run.process("worker", report)
