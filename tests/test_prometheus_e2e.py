@@ -22,7 +22,6 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
@@ -274,7 +273,8 @@ def endpoint_ports(runtime: str, base: int, tp: int) -> list[int]:
 
 
 def _start(runtime: str, models: str, workdir: str, env: dict, tp: int = 1):
-    """(server, generate(prompt, n), the spectrace endpoints' ports) for either runtime."""
+    """(server, generate(prompt, n), together(prompts, n): the prompts scheduled together,
+    the spectrace endpoints' ports) for either runtime."""
     log = os.path.join(workdir, "server.log")
     port = int(env["SPECTRACE_PROMETHEUS_PORT"])
     if runtime == "vllm":
@@ -283,9 +283,10 @@ def _start(runtime: str, models: str, workdir: str, env: dict, tp: int = 1):
         extra = ["--tensor-parallel-size", str(tp)] if tp > 1 else []
         server = start_vllm_server(vllm_python_or_skip(), models, log, env_extra=env,
                                    extra_args=extra, timeout=600)
-        return server, server.complete, endpoint_ports(runtime, port, tp)
+        return (server, server.complete, server.complete_together,
+                endpoint_ports(runtime, port, tp))
     server = start_server(models, log, env_extra=env, tp_size=tp, timeout=600)
-    return server, server.generate, endpoint_ports(runtime, port, tp)
+    return server, server.generate, server.generate_together, endpoint_ports(runtime, port, tp)
 
 
 def _own_totals(runtime: str, server, responses: list[dict]) -> dict:
@@ -344,7 +345,7 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
     run = Run(mode, tp, logs=f"server log {workdir}/server.log, {prom.log_path}")
     data_dir = os.path.join(workdir, "spectrace-data")
     try:
-        server, generate, ports = _start(runtime, models, workdir, {
+        server, generate, together, ports = _start(runtime, models, workdir, {
             "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "file,prometheus",
             "SPECTRACE_PROMETHEUS_PORT": str(sport), "SPECTRACE_AGREEMENT_EVERY": "1",
             "SPECTRACE_STEP_COST_EVERY": "1", "SPECTRACE_EXPECTED_ACCEPT_LENGTH": REFERENCE,
@@ -358,10 +359,10 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
         # first sample is never counted by rate(). One alone and three batched, as the
         # window's own (on an idle machine the window's requests end within a scrape or
         # two, so a series born there would show no increase at all). The batched ones as
-        # long as the window's: on a loaded machine three of 8 tokens ran one after the
-        # other (CI rehearsal: vLLM's batch-1 series only, the speed-up panels empty), so
-        # they are sent again (up to three times) until Prometheus holds the step costs of
-        # both batch sizes; if they never batch, the panels' test says what is missing.
+        # long as the window's, scheduled together (threads sent at once ran one after the
+        # other on a loaded machine: CI rehearsal, vLLM's batch-1 series only, the speed-up
+        # panels empty); then a wait until Prometheus holds the step costs of both batch
+        # sizes.
         responses = [generate(PROMPT, 8)]
         samples = S.SPEC_PHASE_SAMPLES.prometheus_name
         step_costs = f'{samples}{{{S.ATTR_PHASE}="{S.PHASE_STEP}"}}'
@@ -371,16 +372,10 @@ def run_variant(mode: str, models: str, workdir: str, runtime: str = "sglang",
             return {r["metric"].get(S.ATTR_BATCH_BUCKET) for r in prom.query(step_costs)}
 
         def three_batched() -> list[dict]:
-            """Three requests of the window's length, sent at once to be batched together."""
-            with ThreadPoolExecutor(3) as pool:
-                return list(pool.map(lambda _: generate(PROMPT, 24), range(3)))
-        for _ in range(3):
-            responses += three_batched()
-            try:
-                prom.wait(lambda: buckets() >= both, 10, "step costs of batch 1 and 2-3")
-                break
-            except TimeoutError:
-                continue
+            """Three requests of the window's length, scheduled together."""
+            return together([PROMPT] * 3, 24)
+        responses += three_batched()
+        prom.wait(lambda: buckets() >= both, 30, "step costs of batch 1 and 2-3")
         agreement = S.SPEC_AGREEMENT_PER_POSITION.prometheus_name
         prom.wait(lambda: prom.query(position) and prom.query(agreement), 20,
                   "per-position series")
