@@ -342,7 +342,7 @@ class Acceptance:
         self.prepare = self.totals.prepare
         # whether a runtime that must keep more to give sequence lengths should keep it
         self.wants_lengths = bool(self.totals._lengths)
-        self.reference = getattr(cfg, "expected_accept_length", None)  # the operator's
+        self.reference = cfg.expected_accept_length  # the operator's
 
     def folded(self) -> AcceptanceTotals:
         """The totals with everything kept so far counted."""

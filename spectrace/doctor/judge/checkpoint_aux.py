@@ -73,6 +73,10 @@ class FcAux:
         vLLM's runners read them differently ("" elsewhere)."""
         return messages.IDS_READ_ON_V1 if self.when else ""
 
+    def read_on_details(self) -> dict[str, str]:
+        """`read_on()` for a finding's details: `{"ids_read_on": runner}`, or nothing."""
+        return {"ids_read_on": RUNNER_OF[self.when]} if self.when else {}
+
 
 def read_fc_aux(cfg: Mapping[str, Any], shapes: Mapping[str, tuple], params: Mapping[str, Any],
                 target: Target, loader: Loader) -> FcAux:
@@ -181,7 +185,7 @@ def _count_mismatch(a: FcAux, k: int, sent: int, cfg: Mapping[str, Any]) -> Find
         consequence=consequence),
         {**a.details, "fc_layers": k, "target_sends": sent,
          "fails": "load" if fails_at_load else "first target-fed draft pass",
-         **({"ids_read_on": RUNNER_OF[a.when]} if a.when else {})})
+         **a.read_on_details()})
 
 
 def _sized_by(a: FcAux, cfg: Mapping[str, Any]) -> str:
@@ -235,8 +239,7 @@ def _ids_out_of_range(a: FcAux) -> list[Finding]:
         ids=a.ids, when=a.read_on(), layers=n, loader=a.loader.name,
         rule=_id_rule(a.loader, a.target_archs), lo=lo, hi=hi, bad=bad),
         {"aux_layer_ids": a.ids, "out_of_range": bad, "target_num_layers": n,
-         "capturable_inputs": [lo, hi],
-         **({"ids_read_on": RUNNER_OF[a.when]} if a.when else {})})]
+         "capturable_inputs": [lo, hi], **a.read_on_details()})]
 
 
 def _id_rule(loader: Loader, archs) -> str:
@@ -255,9 +258,7 @@ def _capture_disabled(a: FcAux, fc_layers: int, target: Target) -> list[Finding]
         # an error on both runners, for different reasons: say which is which
         default = default_runner(a.loader.version, target.config)
         judged = judged_runner(a.loader.version, target.config, a.loader.runner)
-        which = (messages.MISREAD_CHOSEN_RUNNER if judged != default else
-                 messages.MISREAD_DEFAULT_RUNNER).format(
-            loader=a.loader.name, runner=judged, default=default)
+        which = _runner_note(a.loader, judged, default)
         runner = messages.CAPTURE_FLAG_RUNNERS.format(loader=a.loader.name, which=which)
         both = {"flag_read_on": [V1], "judged_runner": judged}
     return [Finding(signals.AUX_CAPTURE_DISABLED, ERROR if honored else WARNING, message.render(
@@ -265,6 +266,23 @@ def _capture_disabled(a: FcAux, fc_layers: int, target: Target) -> list[Finding]
         {"use_aux_hidden_state": a.use_aux_flag, "fc_layers": fc_layers,
          "honored_by_version": honored, "runtime": a.loader.runtime,
          "version": a.loader.version, **both})]
+
+
+def _runner_note(loader: Loader, judged: str, default: str, only_other: bool = False,
+                 other: list[str] | None = None) -> str:
+    """The sentence naming the vLLM model runner a finding is judged on: the one
+    --vllm-runner chose where it is not the release's default for the target, else that
+    default. `only_other`: the finding holds only on the `other` runner(s), not this one."""
+    if judged != default:
+        template = (messages.MISREAD_ONLY_OTHER_CHOSEN if only_other else
+                    messages.MISREAD_CHOSEN_RUNNER)
+    else:
+        template = (messages.MISREAD_ONLY_OTHER_RUNNER if only_other else
+                    messages.MISREAD_DEFAULT_RUNNER)
+    return template.format(loader=loader.name, runner=judged, default=default,
+                           other="/".join(other or ()),
+                           why=messages.MISREAD_WHY_V2 if judged == V1 else
+                           messages.MISREAD_WHY_V1)
 
 
 def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader: Loader
@@ -284,13 +302,7 @@ def check_id_meaning(fmt: Format, cfg: Mapping[str, Any], target: Target, loader
     # true only of a runner other than the one judged on (the release's default for this
     # target, or --vllm-runner's): a warning
     only_other = bool(runners) and len(runners) == len(wrong) and judged not in runners
-    chosen = judged != default
-    note = "" if not default else ((
-        messages.MISREAD_ONLY_OTHER_CHOSEN if only_other else messages.MISREAD_CHOSEN_RUNNER)
-        if chosen else (
-        messages.MISREAD_ONLY_OTHER_RUNNER if only_other else messages.MISREAD_DEFAULT_RUNNER)
-    ).format(loader=loader.name, runner=judged, default=default, other="/".join(runners),
-             why=messages.MISREAD_WHY_V2 if judged == V1 else messages.MISREAD_WHY_V1)
+    note = _runner_note(loader, judged, default, only_other, runners) if default else ""
     return [Finding(signals.AUX_LAYER_IDS_MISREAD, WARNING if only_other else ERROR,
                     messages.IDS_MISREAD.render(
         trained=want, ids=fmt.ids, loader=loader.name, how=how, runner=note,
