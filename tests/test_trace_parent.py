@@ -4,11 +4,13 @@ caller's span; the caller's sampled flag decides whether it is recorded at all (
 SPECTRACE_REQUEST_SAMPLE_RATIO); a malformed header is ignored as the W3C spec says (a
 root span, as without one) and counted once. The real OpenTelemetry SDK records the spans
 (its in-memory exporter) and the real Requests family makes them; the live joins with
-vLLM's and SGLang's own request spans are in tests/test_trace_join_vllm.py.
+vLLM's and SGLang's own request spans are in tests/test_trace_join_vllm.py and
+tests/test_trace_join_sglang.py.
 """
 from __future__ import annotations
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -106,4 +108,21 @@ def test_no_carrier_or_no_traceparent_is_a_root_span_not_counted(family):
     finish(requests, None, "a")
     finish(requests, {"tracestate": "vendor=1"}, "b")
     assert [s.parent for s in spans.get_finished_spans()] == [None, None]
+    assert requests.invalid_traceparents == 0
+
+
+@pytest.mark.parametrize("flags", [trace.TraceFlags.SAMPLED, trace.TraceFlags.DEFAULT])
+def test_a_runtimes_extracted_context_is_the_parent(family, flags):
+    """SGLang's scheduler holds its request span's context, already extracted."""
+    requests, spans = family()
+    runtime_span = trace.SpanContext(int(TRACE_ID, 16), int(SPAN_ID, 16), is_remote=True,
+                                     trace_flags=trace.TraceFlags(flags))
+    finish(requests, trace.set_span_in_context(trace.NonRecordingSpan(runtime_span)))
+    got = spans.get_finished_spans()
+    if flags == trace.TraceFlags.SAMPLED:
+        [span] = got
+        assert format(span.parent.span_id, "016x") == SPAN_ID
+        assert format(span.context.trace_id, "032x") == TRACE_ID
+    else:
+        assert got == ()
     assert requests.invalid_traceparents == 0

@@ -81,8 +81,9 @@ class FinishedRequest(NamedTuple):
     cached_tokens: int | None = None  # of them, served from the prefix cache
     grammar: str | None = None  # the kind of its structured-output constraint, None: none
     # the W3C trace context it came with (`traceparent`, `tracestate`), as the runtime kept
-    # it: a reference, parsed off the decode loop (`trace_parent`)
-    trace_carrier: dict | None = None
+    # it (a carrier, or an OpenTelemetry context the runtime extracted): a reference,
+    # parsed off the decode loop (`trace_parent`)
+    trace_carrier: object = None
 
 
 def draft_tokens_of(r: FinishedRequest, positions: int) -> int | None:

@@ -2,8 +2,9 @@
 request span: so the span lands in the trace the caller (gateway, client) started, beside
 the runtime's own request spans, instead of starting a trace of its own.
 
-The carrier is what the runtime already keeps per request (vLLM's `Request.trace_headers`,
-SGLang's trace context carrier), read when the request finishes and parsed here, in the
+The carrier is what the runtime already keeps per request (vLLM's `Request.trace_headers`;
+SGLang's trace context of its request span `Req <rid>`, a W3C carrier or an extracted
+OpenTelemetry context), read when the request finishes and parsed here, in the
 metric reader's thread: nothing is added to the decode loop. Parsing is OpenTelemetry's
 W3C TraceContext propagator, which ignores a malformed `traceparent` (wrong version, bad
 hex, all-zero ids) as the W3C spec says; such a request gets a root span, as without a
@@ -33,10 +34,15 @@ class Parent(NamedTuple):
 ROOT = Parent(None, True, False)
 
 
-def parent_of(carrier: Mapping[str, str] | None) -> Parent:
-    """The parent a request's span takes from its carrier (W3C `traceparent`/`tracestate`)."""
+def parent_of(carrier: Mapping[str, str] | Context | None) -> Parent:
+    """The parent a request's span takes from its carrier (W3C `traceparent`/`tracestate`),
+    or from a context the runtime already extracted (SGLang's, holding its request span)."""
     if not carrier:
         return ROOT
+    if isinstance(carrier, Context):  # a dict too: before the carrier's reading
+        span_context = trace.get_current_span(carrier).get_span_context()
+        return Parent(carrier, span_context.trace_flags.sampled, False) \
+            if span_context.is_valid else ROOT
     header = _header(carrier)
     if header is None:
         return ROOT
