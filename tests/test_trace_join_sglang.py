@@ -121,3 +121,34 @@ def test_malformed_traceparent_is_ignored_and_served(traced):
     assert ours.trace_id == sglangs.trace_id and ours.parent_span_id == sglangs.span_id
     assert ours.trace_id.hex() not in (CALLER_TRACE, UNSAMPLED_TRACE)
 
+
+
+# -- SGLang not tracing: the header stays in its tokenizer process --------------------------
+@pytest.fixture(scope="module")
+def untraced(tiny_models, tmp_path_factory, traced):
+    """After `traced` (one server at a time): the same server without `--enable-trace`."""
+    receiver = GrpcReceiver()
+    log = str(tmp_path_factory.mktemp("trace-off") / "server.log")
+    server = None
+    try:
+        server = start_server(tiny_models("partial"), log, env_extra={
+            "SPECTRACE_ENABLED": "1", "SPECTRACE_EXPORTERS": "otlp",
+            "SPECTRACE_METRIC_INTERVAL": "0.5", "SPECTRACE_REQUEST_SAMPLE_RATIO": "1",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+        response = server.generate(PROMPT, 16, headers={
+            "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+        out = Run(receiver.received, {"sampled": response}, log)
+        deadline = time.time() + 120
+        while time.time() < deadline and not out.spans(S.SPAN_REQUEST):
+            time.sleep(0.25)
+        yield out
+    finally:
+        if server is not None:
+            server.stop()
+        receiver.stop()
+
+
+def test_without_sglang_tracing_the_span_is_a_root_span(untraced):
+    ours = untraced.request_span(untraced.responses["sampled"])
+    assert not ours.parent_span_id and ours.trace_id.hex() != CALLER_TRACE

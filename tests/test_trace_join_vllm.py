@@ -121,3 +121,37 @@ def test_malformed_traceparent_is_ignored_served_and_counted_once(traced):
     points = traced.received.metric_points(S.SPEC_REQUEST_INVALID_TRACEPARENT.name)
     assert points and max(v for _, v in points) == 1
 
+
+
+# -- vLLM not tracing: the header does not reach the EngineCore -----------------------------
+@pytest.fixture(scope="module")
+def untraced(tiny_models, vllm_server, traced):
+    """After `traced` (one server at a time): the same server without
+    `--otlp-traces-endpoint`."""
+    receiver = GrpcReceiver()
+    try:
+        run = vllm_server(tiny_models("partial"), env={
+            "SPECTRACE_EXPORTERS": "otlp", "SPECTRACE_METRIC_INTERVAL": "0.5",
+            "SPECTRACE_REQUEST_SAMPLE_RATIO": "1",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            extra_args=["--per-request-spec-decode-metrics", "summary"])
+        response = run.server.complete(PROMPT, 24, headers={
+            "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+        out = Run(receiver, {"sampled": response}, str(run.log_path))
+        deadline = time.time() + 120
+        while time.time() < deadline and not out.spans(S.SPAN_REQUEST):
+            time.sleep(0.25)
+        yield out, run.server.log()
+    finally:
+        vllm_server.stop_all()
+        receiver.stop()
+
+
+def test_without_vllm_tracing_the_span_is_a_root_span(untraced):
+    """vLLM's `AsyncLLM.add_request` drops the trace headers (and logs that it did) when it
+    does not trace: the EngineCore's request carries none."""
+    run, log = untraced
+    ours = run.request_span(run.responses["sampled"])
+    assert not ours.parent_span_id and ours.trace_id.hex() != CALLER_TRACE
+    assert "Received a request with trace context but tracing is disabled" in log
