@@ -207,11 +207,14 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def generate(self, input_ids, max_new_tokens: int = 24, timeout: float = 120) -> dict:
+    def generate(self, input_ids, max_new_tokens: int = 24, timeout: float = 120,
+                 headers: dict | None = None) -> dict:
+        """`headers`: more HTTP headers (a caller's `traceparent`)."""
         body = {"input_ids": input_ids,
                 "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
         req = urllib.request.Request(self.url + "/generate", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              **(headers or {})})
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())
 

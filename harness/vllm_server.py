@@ -79,15 +79,17 @@ class VllmServer:
         return self.server.url
 
     def complete(self, prompt: list[int], max_tokens: int = 24, timeout: float = 180,
-                 temperature: float = 0, seed: int | None = None) -> dict:
+                 temperature: float = 0, seed: int | None = None,
+                 headers: dict | None = None) -> dict:
         """A completion of token ids (greedy unless `temperature`), to the full length
-        (EOS ignored)."""
+        (EOS ignored). `headers`: more HTTP headers (a caller's `traceparent`)."""
         body = {"model": os.path.join(self.models, "target"), "prompt": prompt,
                 "max_tokens": max_tokens, "temperature": temperature, "ignore_eos": True}
         if seed is not None:
             body["seed"] = seed
         req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              **(headers or {})})
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())
 

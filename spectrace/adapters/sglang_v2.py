@@ -234,7 +234,7 @@ LABEL_FIELDS = {"routing_key": "routing_key", "extra_key": "extra_key",
 def _before_release(processor, req) -> None:
     """A finished request (`_prepare_kv_cache_release`, once per finished request): its
     own speculative counters, as SGLang reports them in meta_info (`spec_verify_ct`,
-    `cached_tokens`), its prompt's length and its grammar's kind."""
+    `cached_tokens`), its prompt's length, its grammar's kind and its trace context."""
     steps = getattr(req, "spec_verify_ct", 0)
     if not steps:
         return
@@ -254,7 +254,20 @@ def _before_release(processor, req) -> None:
         getattr(params, "temperature", None), getattr(params, "top_k", None),
         getattr(req, LABEL_FIELDS[label], None) if label else None, None,
         len(getattr(req, "origin_input_ids", None) or ()) or None,
-        getattr(req, "cached_tokens", None), _grammar_kind(params)))
+        getattr(req, "cached_tokens", None), _grammar_kind(params), _trace_context(req)))
+
+
+def _trace_context(req):
+    """SGLang's trace context of a request, with `--enable-trace`: its request span
+    `Req <rid>` (a child of the caller's `traceparent`), as the scheduler's copy holds it
+    (`TraceReqContext.root_span_context`, an extracted context; the async exporter's
+    `_root_span_carrier`, a W3C carrier). None while SGLang does not trace: the caller's
+    header then stays in its tokenizer process."""
+    ctx = getattr(getattr(req, "time_stats", None), "trace_ctx", None)
+    if ctx is None or getattr(ctx, "tracing_enable", False) is not True:
+        return None
+    carrier = getattr(ctx, "_root_span_carrier", None)
+    return carrier if carrier else getattr(ctx, "root_span_context", None)
 
 
 # the `SamplingParams` fields that give a request a grammar, in the order SGLang's grammar

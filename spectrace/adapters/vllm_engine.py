@@ -33,7 +33,9 @@ tokens, which vLLM fills each step when it is started with
 `--per-request-spec-decode-metrics summary` or `detailed`), read once per request at
 `Scheduler._free_request`, which every finished or aborted request goes through. Without
 that option vLLM keeps no per-request figure and spectrace records none (logged once, at
-INFO).
+INFO). The request's W3C trace headers (`Request.trace_headers`) go with it, so its span
+joins the caller's trace: vLLM carries them to the EngineCore only when it traces itself
+(`--otlp-traces-endpoint`; without it `AsyncLLM.add_request` drops them).
 """
 from __future__ import annotations
 
@@ -246,7 +248,7 @@ on_reset(_FIRST_COMPUTED.clear)
 def _before_free_request(scheduler, request) -> None:
     """A finished (or aborted) request: vLLM's own per-request counts, when it keeps them
     (histogram index j = verify steps that accepted j draft tokens), with its prefix-cache
-    hit and its grammar's kind."""
+    hit, its grammar's kind and its trace headers (a reference, parsed off this thread)."""
     cached = _FIRST_COMPUTED.pop(request.request_id, None)
     metrics = getattr(request, "spec_decode_metrics", None)
     hist = getattr(metrics, "histogram", None)
@@ -266,7 +268,7 @@ def _before_free_request(scheduler, request) -> None:
         temperature, getattr(params, "top_k", None), _label(request, label) if label else None,
         getattr(metrics, "num_draft_tokens", None) or None,
         getattr(request, "num_prompt_tokens", None),
-        cached, _grammar_kind(request)))
+        cached, _grammar_kind(request), getattr(request, "trace_headers", None)))
 
 
 def _grammar_kind(request) -> str | None:

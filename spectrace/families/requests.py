@@ -5,6 +5,11 @@ in the runtime's traces or logs leads to its acceptance).
 
 `finished` keeps a reference; the counting and the spans happen when the metric reader
 collects, in its own thread (a span costs tens of µs to make).
+
+A request that came with a W3C trace context (the runtime's carrier, `trace_parent`) gets
+its span in the caller's trace, as a child of the caller's span; the caller's sampled flag
+then decides instead of `SPECTRACE_REQUEST_SAMPLE_RATIO` (a head-sampled trace shows
+spectrace's span whenever it shows the request, and an unsampled one gets none).
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from ..names import COUNTER, MetricSpec
 from . import breakdowns
 from .breakdowns import BucketCounts
 from .instruments import CollectionReads, by_attributes, histogram, observe
+from .trace_parent import parent_of
 
 MAX_PENDING_SPANS = 4096  # sampled requests waiting for `emit_spans`; more are dropped
 # requests with steps that drafted nothing, waiting for their release (a bound: a request
@@ -50,7 +56,15 @@ SPEC_REQUEST_ACCEPTANCE = MetricSpec(
     "--per-request-spec-decode-metrics), in fixed buckets up to 0.96 and 0.99 (the tails "
     "`spectrace report` names requests from: rules.outliers).", (), counted_once=True,
     bounds=RATE_BOUNDS)
-METRICS = (SPEC_REQUESTS, SPEC_REQUEST_LABEL_OVERFLOW, SPEC_REQUEST_ACCEPTANCE)
+SPEC_REQUEST_INVALID_TRACEPARENT = MetricSpec(
+    "spectrace.spec.request_invalid_traceparent", COUNTER, "{request}",
+    "Finished requests whose W3C `traceparent` was malformed (wrong version, bad hex, "
+    "all-zero ids) and was ignored as the W3C spec says: their span, when recorded, "
+    "starts a trace of its own. Counted among requests that came with a trace context "
+    "the runtime kept (vLLM with --otlp-traces-endpoint, SGLang with --enable-trace).",
+    (), counted_once=True)
+METRICS = (SPEC_REQUESTS, SPEC_REQUEST_LABEL_OVERFLOW, SPEC_REQUEST_ACCEPTANCE,
+           SPEC_REQUEST_INVALID_TRACEPARENT)
 
 
 class FinishedRequest(NamedTuple):
@@ -66,6 +80,10 @@ class FinishedRequest(NamedTuple):
     prompt_tokens: int | None = None  # its prompt's length
     cached_tokens: int | None = None  # of them, served from the prefix cache
     grammar: str | None = None  # the kind of its structured-output constraint, None: none
+    # the W3C trace context it came with (`traceparent`, `tracestate`), as the runtime kept
+    # it (a carrier, or an OpenTelemetry context the runtime extracted): a reference,
+    # parsed off the decode loop (`trace_parent`)
+    trace_carrier: object = None
 
 
 def draft_tokens_of(r: FinishedRequest, positions: int) -> int | None:
@@ -144,6 +162,7 @@ class Requests:
         self._spans_lock = threading.Lock()
         self._rand = random.random
         self._no_draft: dict = {}  # request id -> its steps with no draft (`no_draft`)
+        self.invalid_traceparents = 0  # requests whose traceparent was malformed
 
     def no_draft(self, reqs) -> None:
         """These requests ran a step with no draft token (adaptive K = 0), which the
@@ -162,11 +181,11 @@ class Requests:
         return self._no_draft.pop(rid, 0)
 
     def finished(self, r: FinishedRequest) -> None:
-        """A request finished: count it; keep a sampled one, with when it finished, for its
-        span (`emit_spans`, off the decode loop)."""
+        """A request finished: count it; keep a sampled one, or one with a trace context
+        (its caller decides, in `emit_spans`), with when it finished, for its span
+        (`emit_spans`, off the decode loop)."""
         self.totals.add(r)
-        ratio = self.cfg.request_sample_ratio
-        if r.verify_steps > 0 and ratio > 0 and (ratio >= 1 or self._rand() < ratio):
+        if r.verify_steps > 0 and (r.trace_carrier or self._ratio_keeps()):
             if len(self._spans) < MAX_PENDING_SPANS:
                 self._spans.append((time.time_ns(), r))
             else:
@@ -181,6 +200,13 @@ class Requests:
             pending = self._spans
             while pending:
                 t, r = pending.popleft()
+                parent = None
+                if r.trace_carrier:
+                    parent, sampled, invalid = parent_of(r.trace_carrier)
+                    if invalid:
+                        self.invalid_traceparents += 1
+                    if not sampled or (parent is None and not self._ratio_keeps()):
+                        continue  # the caller's trace is unsampled, or the ratio decides
                 attrs = {
                     names.SPAN_ATTR_REQUEST_ID: str(r.request_id),
                     names.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
@@ -196,8 +222,13 @@ class Requests:
                 attrs[names.SPAN_ATTR_REQUEST_GRAMMAR] = grammar_bucket(r.grammar)
                 if label:
                     attrs[names.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
-                self.tracer.start_span(names.SPAN_REQUEST, attributes=attrs,
+                self.tracer.start_span(names.SPAN_REQUEST, context=parent, attributes=attrs,
                                        start_time=t).end(end_time=t)
+
+    def _ratio_keeps(self) -> bool:
+        """SPECTRACE_REQUEST_SAMPLE_RATIO's draw, for a request without a valid parent."""
+        ratio = self.cfg.request_sample_ratio
+        return ratio > 0 and (ratio >= 1 or self._rand() < ratio)
 
     def folded(self) -> RequestTotals:
         """The totals with every finished request counted (its acceptance rate in the
@@ -223,6 +254,8 @@ class Requests:
                     read(lambda t: [Observation(t.labels.overflow, key)]), scope)
         else:
             observe(meter, SPEC_REQUEST_LABEL_OVERFLOW, lambda: [], scope)
+        observe(meter, SPEC_REQUEST_INVALID_TRACEPARENT,
+                read(lambda t: [Observation(self.invalid_traceparents)]), scope)
         for b in self.totals.breakdowns:
             observe(meter, b.accept_length, read(lambda t, b=b: by_attributes(
                 t.by[b.name].lengths, b.attribute, names.ATTR_LENGTH)), scope)

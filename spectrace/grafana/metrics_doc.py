@@ -66,7 +66,10 @@ SPANS = (
      "to the step's end)"),
     (S.SPAN_FINDING, "one finding (the first ones of each code per process)"),
     (S.SPAN_REQUEST, "SGLang, vLLM: one finished request (`SPECTRACE_REQUEST_SAMPLE_RATIO`, "
-     "default 0.1), named by the runtime's own request id"),
+     "default 0.1), named by the runtime's own request id; in the caller's trace when the "
+     "runtime traces the request (SGLang `--enable-trace`: a child of its `Req <rid>` span; "
+     "vLLM `--otlp-traces-endpoint`: a child of the caller's span, beside `llm_request`), "
+     "the caller's sampled flag deciding (docs/dashboards.md, \"One trace per request\")"),
 )
 SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_ID, "request: the runtime's request id (SGLang's `rid`, as in "
