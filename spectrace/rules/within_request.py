@@ -33,7 +33,8 @@ and the larger kept:
   r (K - r), Bhatia-Davis: a count in [0, K] of mean r), exact in its moments when a
   request's steps are exchangeable;
 - from the requests: the cluster-robust (sandwich) variance, sum over requests of the
-  squared residuals d_i - w_i D / W (W = sum w_i), times m / (m - 1) for m requests. It
+  squared residuals of d_i about a common ratio R = P / Q fitted to all (below), times
+  m / (m - 1) for m requests. It
   makes no assumption about how a request's steps are correlated (stretches of boilerplate
   and of prose, a split that is in time for context), so where steps within a request are
   correlated it is the larger one; its ratio to the first, the design effect, is reported.
