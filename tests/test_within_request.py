@@ -11,7 +11,7 @@ import pytest
 from spectrace.rules import context as ctx
 from spectrace.rules.buckets import BucketFigures, gap
 from spectrace.rules.within_request import (
-    MIN_REQUESTS, Cell, RequestSteps, WithinRule, compare, within_gap)
+    MIN_REQUESTS, Cell, RequestSteps, WithinRule, compare, critical, within_gap)
 
 K = 5
 RULE = WithinRule.of(ctx.RULE)          # floor 200 request-steps, 0.5x and 0.3 fewer
@@ -40,7 +40,7 @@ def test_a_planted_fall_within_every_request_is_found():
     assert c.floor_met and c.fires
     assert c.requests == 20 and c.steps_first == 800 and c.steps_second == 600
     assert c.ratio < 0.5 and c.interval[0] < c.ratio < c.interval[1] < 1
-    assert c.z <= -RULE.z and c.drop >= RULE.drop and c.design_effect >= 1
+    assert c.z <= -c.critical and c.drop >= RULE.drop and c.design_effect >= 1
     # the same as the ordered breakdown's choice of buckets
     assert within_gap(reqs, RULE, ctx.BUCKETS, K) == c
 
@@ -61,7 +61,7 @@ def test_no_fall_within_any_request_is_not_flagged_however_the_mix_falls():
     assert gap(pooled, ctx.RULE, ctx.BUCKETS) is not None
     c = compare(reqs, SHORT, LONG, K, RULE)
     assert c.floor_met and not c.fires
-    assert abs(c.z) < RULE.z and c.interval[0] < 1 < c.interval[1]
+    assert abs(c.z) < c.critical and c.interval[0] < 1 < c.interval[1]
 
 
 def test_floors_no_finding_below_them():
@@ -70,7 +70,7 @@ def test_floors_no_finding_below_them():
     few = [request(rng, f"r{i}", 0.8, 60, 60, factor=0.3) for i in range(MIN_REQUESTS - 1)]
     c = compare(few, SHORT, LONG, K, RULE)
     assert c.requests == MIN_REQUESTS - 1 and not c.floor_met and not c.fires
-    assert c.ratio < 0.5 and c.z < -RULE.z  # it would have fired
+    assert c.ratio < 0.5 and c.z < -c.critical  # it would have fired
     assert within_gap(few, RULE, ctx.BUCKETS, K) is None
     # enough requests, too few request-steps in the long bucket (10 x 19 < 200)
     thin = [request(rng, f"r{i}", 0.8, 60, 19, factor=0.3) for i in range(10)]
@@ -140,3 +140,12 @@ def test_the_rule_restates_the_breakdowns_gap_rule():
     assert (RULE.floor, RULE.ratio, RULE.drop, RULE.min_apart) == (
         ctx.FLOOR, ctx.RATIO, ctx.DROP, ctx.MIN_BUCKETS_APART)
     assert RULE.min_requests == MIN_REQUESTS and "200 request-steps" in RULE.words()
+
+
+def test_critical_is_students_t():
+    """Student's t at one-sided 0.1 % (tables: 5.893, 4.297, 3.579, 3.232 at 5, 9, 19,
+    59 degrees of freedom), the normal quantile far out."""
+    for df, t in ((5, 5.893), (9, 4.297), (19, 3.579), (59, 3.232)):
+        assert abs(critical(3.0902, df) - t) < 0.02
+    assert abs(critical(3.0902, 10 ** 6) - 3.0902) < 1e-4
+    assert critical(3.09, 0) == float("inf")
