@@ -149,3 +149,16 @@ def test_critical_is_students_t():
         assert abs(critical(3.0902, df) - t) < 0.02
     assert abs(critical(3.0902, 10 ** 6) - 3.0902) < 1e-4
     assert critical(3.09, 0) == float("inf")
+
+
+def test_numpy_counts_are_counts_and_the_same_bucket_twice_is_an_error():
+    rng = numpy.random.default_rng(7)
+    reqs = [request(rng, f"r{i}", 0.6, 30, 30) for i in range(12)]
+    as_numpy = [RequestSteps(r.request, {b: Cell(numpy.int64(c.steps), numpy.int64(c.accepted),
+                                                 numpy.float64(c.squares))
+                                         for b, c in r.buckets.items()}) for r in reqs]
+    assert compare(as_numpy, SHORT, LONG, K, RULE) == compare(reqs, SHORT, LONG, K, RULE)
+    with pytest.raises(ValueError, match="^second: "):
+        compare(reqs, SHORT, SHORT, K, RULE)
+    with pytest.raises(ValueError, match="^min_requests: "):
+        WithinRule(200, 0.5, 0.3, min_requests=1)

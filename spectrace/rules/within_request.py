@@ -57,6 +57,7 @@ report still judges the step breakdowns with `rules.buckets.gap`.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
@@ -89,13 +90,19 @@ class WithinRule:
     """When the within-request comparison fires: `floor` request-steps in each bucket from
     at least `min_requests` requests seen in both; a fall at least `z` standard errors, to
     at most `ratio` of the first bucket's acceptance and `drop` fewer tokens a step.
-    `ordered` and `min_apart` choose the buckets as `GapRule` does."""
+    `min_apart`: how far apart the buckets `within_gap` compares must be, as in the
+    ordered `GapRule`. `z` is the level: compared at Student's t (`critical`)."""
     floor: int
     ratio: float
     drop: float
     min_requests: int = MIN_REQUESTS
     z: float = Z_CRIT
     min_apart: int = 0
+
+    def __post_init__(self) -> None:
+        if self.min_requests < 2:
+            raise ValueError(f"min_requests: at least 2 (the variance over requests needs "
+                             f"two), got {self.min_requests}")
 
     @classmethod
     def of(cls, rule: GapRule, min_requests: int = MIN_REQUESTS) -> "WithinRule":
@@ -108,8 +115,9 @@ class WithinRule:
         return (f"over the requests seen in both of two buckets (at least {self.min_requests}, "
                 f"{self.floor} request-steps in each bucket{apart}), each request's accepted "
                 f"tokens per request-step in the later bucket against its own in the earlier: "
-                f"at most {self.ratio:g}x and {self.drop:g} fewer, {self.z:g} standard errors "
-                f"or more")
+                f"at most {self.ratio:g}x and {self.drop:g} fewer, beyond Student's t at the "
+                f"level of {self.z:g} normal standard errors with requests less one degrees "
+                f"of freedom")
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,8 @@ def check(requests: Iterable[RequestSteps], k: int) -> None:
             for field in ("steps", "accepted") + (("squares",) if cell.squares is not None
                                                   else ()):
                 v = getattr(cell, field)
-                if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                if isinstance(v, bool) or not isinstance(v, numbers.Real) \
+                        or not math.isfinite(v) or v < 0:
                     raise ValueError(f"{where}: {field} must be a finite count >= 0, "
                                      f"got {v!r}")
             if cell.accepted > cell.steps * k:
@@ -182,6 +191,8 @@ def compare(requests: Iterable[RequestSteps], first: str, second: str, k: int,
             rule: WithinRule) -> WithinComparison:
     """Bucket `second` against `first` over the requests with request-steps in both (the
     others do not count); `k`: draft tokens a step. Checks the counts (`check`)."""
+    if first == second:
+        raise ValueError(f"second: the same bucket as first ({first!r})")
     requests = tuple(requests)
     check(requests, k)
     pairs = []
