@@ -48,7 +48,8 @@ both buckets, and the gap rule's floor of request-steps in each bucket from thos
 (few requests make the sandwich variance, the guard against correlated steps, worthless).
 The effect size is the Mantel-Haenszel ratio of acceptance in B to A within requests,
 P / Q with P = sum w_i mean_B,i and Q = sum w_i mean_A,i, with a 95 % interval by the delta
-method at the same design effect.
+method at the same design effect and Student's t (its coverage of 1 on traffic with no
+effect: `benchmarks/within_request_rules.py`, `within_covers`).
 
 Pure functions over counts (no runtime imports). The runtime feed (request ids per
 request-step: SGLang v2's batch `reqs`, vLLM's scheduler output) is not wired yet: the
@@ -68,7 +69,7 @@ MIN_REQUESTS = 10  # requests seen in both buckets
 # (request-steps in each bucket, from those requests: the breakdown's own GapRule.floor)
 Z_CRIT = 3.09      # one-sided: 0.1 % of runs with no effect, were the variance exact
 # (compared at Student's t of as many degrees of freedom as requests less one: `critical`)
-Z_INTERVAL = 1.96  # the effect's interval: 95 %
+Z_INTERVAL = 1.96  # the effect's interval: 95 % (at Student's t too)
 
 
 class Cell(NamedTuple):
@@ -243,7 +244,8 @@ def compare(requests: Iterable[RequestSteps], first: str, second: str, k: int,
         ratio = P / Q
         scale = deff or 1.0
         se = math.sqrt(scale * (vp / Q ** 2 + P ** 2 * vq / Q ** 4))
-        interval = (max(ratio - Z_INTERVAL * se, 0.0), ratio + Z_INTERVAL * se)
+        half = critical(Z_INTERVAL, m - 1) * se
+        interval = (max(ratio - half, 0.0), ratio + half)
     crit = critical(rule.z, m - 1)
     fires = (floor_met and ratio is not None and z <= -crit and ratio <= rule.ratio
              and gain_a - gain_b >= rule.drop)
