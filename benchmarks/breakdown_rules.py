@@ -14,6 +14,8 @@ speculative decoding). Whole requests in a bucket are the worst case: a request'
 are correlated, and the request breakdowns (sampling, label) do put whole requests in one
 bucket; the step breakdowns (context, batch size) spread a request's steps over buckets,
 so their real false-alarm rate is at most this.
+benchmarks/within_request_rules.py measures them with requests split over the buckets
+(mixed, confounded, drifting) against the within-request comparison (issue #48).
 
 Buckets compared: context `<512` and `2k-4k`, batch size `1` and `64-127` (the ordered
 rules' first and last, far enough apart); sampling `greedy` and `t>=1`; prefix cache `none`
