@@ -131,9 +131,19 @@ SPAN_ATTR_REQUEST_MEAN_LENGTH = "spectrace.request.mean_accept_length"
 SPAN_ATTR_REQUEST_SAMPLING = "spectrace.request.sampling"
 SPAN_ATTR_REQUEST_LABEL = "spectrace.request.label"  # SPECTRACE_REQUEST_LABEL's value (uncapped)
 SPAN_ATTR_REQUEST_DRAFT_TOKENS = "spectrace.request.draft_tokens"  # drafts it could accept
-SPAN_ATTR_REQUEST_PROMPT_TOKENS = "spectrace.request.prompt_tokens"
-SPAN_ATTR_REQUEST_CACHED_TOKENS = "spectrace.request.cached_tokens"  # of them, from the cache
+# OpenTelemetry GenAI semantic conventions where they name the figure (opentelemetry-
+# semantic-conventions' `gen_ai_attributes`), spectrace's own names for the rest
+SPAN_ATTR_REQUEST_PROMPT_TOKENS = "gen_ai.usage.input_tokens"
+SPAN_ATTR_REQUEST_CACHED_TOKENS = "gen_ai.usage.cache_read.input_tokens"  # of them, cached
+SPAN_ATTR_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+SPAN_ATTR_REQUEST_TOP_K = "gen_ai.request.top_k"
 SPAN_ATTR_REQUEST_GRAMMAR = "spectrace.request.grammar"  # its structured-output bucket
+SPAN_ATTR_REQUEST_PREFIX_CACHE = "spectrace.request.prefix_cache"  # its prefix-cache bucket
+SPAN_ATTR_REQUEST_CONTEXT = "spectrace.request.context"  # the context buckets it spanned
+# verify steps by draft tokens accepted (index j: j accepted, accept length j + 1)
+SPAN_ATTR_REQUEST_HISTOGRAM = "spectrace.request.accepted_histogram"
+SPAN_ATTR_REQUEST_ACCEPTED_PER_POSITION = "spectrace.request.accepted_per_position"
+SPAN_ATTR_REQUEST_PROPOSED_PER_POSITION = "spectrace.request.proposed_per_position"
 SPAN_ATTR_FORWARD_MODE = "spectrace.forward_mode"  # SGLang: the draft pass's ForwardMode
 
 # Resource attributes (one set per process); the first three are OpenTelemetry's.

@@ -10,6 +10,11 @@ A request that came with a W3C trace context (the runtime's carrier, `trace_pare
 its span in the caller's trace, as a child of the caller's span; the caller's sampled flag
 then decides instead of `SPECTRACE_REQUEST_SAMPLE_RATIO` (a head-sampled trace shows
 spectrace's span whenever it shows the request, and an unsampled one gets none).
+
+The span carries the request's acceptance (mean, the runtime's histogram, accepted and
+proposed drafts per position by the chain rule), the breakdown buckets it fell in, and the
+GenAI semantic conventions' names where they name the figure (`span_attributes`); the
+draft's identity is on the span's resource, as on everything the process exports.
 """
 from __future__ import annotations
 
@@ -23,8 +28,9 @@ from opentelemetry.metrics import Observation
 
 from .. import names
 from ..rules.outliers import RATE_BOUNDS, rate_of
-from ..rules.requests import (LabelCap, grammar_bucket, label_text, request_bucket,
-                              sampling_bucket)
+from ..rules import context as ctx
+from ..rules.requests import (LabelCap, grammar_bucket, label_text, prefix_cache_bucket,
+                              request_bucket, sampling_bucket)
 from ..safety import DROPPED, INTERNAL_ERRORS
 from ..names import COUNTER, MetricSpec
 from . import breakdowns
@@ -91,6 +97,75 @@ def draft_tokens_of(r: FinishedRequest, positions: int) -> int | None:
     if r.draft_tokens:
         return r.draft_tokens
     return r.verify_steps * positions if positions > 0 else None
+
+
+def per_position(r: FinishedRequest, positions: int):
+    """(accepted, proposed) draft tokens per draft position of a request, from its
+    histogram (index j: verify steps with j correct drafts) by the chain rule: a step with j
+    correct drafts accepted positions 0..j-1, so position i accepted the steps with more than
+    i. Proposed: a draft at every position on every verify step, where K (`positions`) is
+    known and the draft tokens the runtime counted are steps x K (a runtime that drafted
+    fewer on some steps, vLLM near a request's end, does not say which positions: None).
+    Accepted is None without a histogram that sums to the verify steps."""
+    proposed = None
+    if positions > 0 and (not r.draft_tokens or r.draft_tokens == r.verify_steps * positions):
+        proposed = [r.verify_steps] * positions
+    hist = r.correct_histogram
+    if not hist or sum(hist) != r.verify_steps:
+        return None, proposed
+    accepted, above = [], r.verify_steps
+    for i in range(max(positions, len(hist) - 1)):
+        above -= hist[i] if i < len(hist) else 0
+        accepted.append(above)
+    return accepted, proposed
+
+
+def context_buckets(r: FinishedRequest) -> list[str] | None:
+    """The context buckets a request's steps fell in (`rules.context`), from its length at
+    its first verify step (its prompt and the prefill's token) to its length when it
+    finished less one (its prompt, a token a step and the accepted drafts): the last step
+    began within K + 1 tokens of that, so at a bucket's edge this may name one bucket more
+    than its steps were counted in. None without its prompt's length."""
+    if not isinstance(r.prompt_tokens, int) or r.prompt_tokens <= 0:
+        return None
+    lo = ctx.BUCKETS.index(ctx.bucket_of(r.prompt_tokens + 1))
+    hi = ctx.BUCKETS.index(ctx.bucket_of(r.prompt_tokens + r.verify_steps + r.accepted_tokens))
+    return list(ctx.BUCKETS[lo:max(lo, hi) + 1])
+
+
+def span_attributes(r: FinishedRequest, positions: int, label: str | None) -> dict:
+    """A finished request's span attributes (`emit_spans`, in the collecting thread)."""
+    attrs = {
+        names.SPAN_ATTR_REQUEST_ID: str(r.request_id),
+        names.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
+        names.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
+        names.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
+        names.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)}
+    if r.temperature is not None:
+        attrs[names.SPAN_ATTR_REQUEST_TEMPERATURE] = float(r.temperature)
+    if r.top_k is not None:
+        attrs[names.SPAN_ATTR_REQUEST_TOP_K] = float(r.top_k)
+    drafts = draft_tokens_of(r, positions)
+    if drafts:
+        attrs[names.SPAN_ATTR_REQUEST_DRAFT_TOKENS] = drafts
+    accepted, proposed = per_position(r, positions)
+    if accepted is not None:
+        attrs[names.SPAN_ATTR_REQUEST_HISTOGRAM] = [int(n) for n in r.correct_histogram]
+        attrs[names.SPAN_ATTR_REQUEST_ACCEPTED_PER_POSITION] = accepted
+    if proposed is not None:
+        attrs[names.SPAN_ATTR_REQUEST_PROPOSED_PER_POSITION] = proposed
+    if r.prompt_tokens is not None and r.cached_tokens is not None:
+        attrs[names.SPAN_ATTR_REQUEST_PROMPT_TOKENS] = r.prompt_tokens
+        attrs[names.SPAN_ATTR_REQUEST_CACHED_TOKENS] = r.cached_tokens
+    attrs[names.SPAN_ATTR_REQUEST_PREFIX_CACHE] = prefix_cache_bucket(r.cached_tokens,
+                                                                      r.prompt_tokens)
+    context = context_buckets(r)
+    if context is not None:
+        attrs[names.SPAN_ATTR_REQUEST_CONTEXT] = context
+    attrs[names.SPAN_ATTR_REQUEST_GRAMMAR] = grammar_bucket(r.grammar)
+    if label:
+        attrs[names.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
+    return attrs
 
 
 class RequestTotals:
@@ -207,21 +282,7 @@ class Requests:
                         self.invalid_traceparents += 1
                     if not sampled or (parent is None and not self._ratio_keeps()):
                         continue  # the caller's trace is unsampled, or the ratio decides
-                attrs = {
-                    names.SPAN_ATTR_REQUEST_ID: str(r.request_id),
-                    names.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
-                    names.SPAN_ATTR_REQUEST_ACCEPTED: r.accepted_tokens,
-                    names.SPAN_ATTR_REQUEST_MEAN_LENGTH: 1 + r.accepted_tokens / r.verify_steps,
-                    names.SPAN_ATTR_REQUEST_SAMPLING: sampling_bucket(r.temperature, r.top_k)}
-                drafts = draft_tokens_of(r, self.totals.positions())
-                if drafts:
-                    attrs[names.SPAN_ATTR_REQUEST_DRAFT_TOKENS] = drafts
-                if r.prompt_tokens is not None and r.cached_tokens is not None:
-                    attrs[names.SPAN_ATTR_REQUEST_PROMPT_TOKENS] = r.prompt_tokens
-                    attrs[names.SPAN_ATTR_REQUEST_CACHED_TOKENS] = r.cached_tokens
-                attrs[names.SPAN_ATTR_REQUEST_GRAMMAR] = grammar_bucket(r.grammar)
-                if label:
-                    attrs[names.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
+                attrs = span_attributes(r, self.totals.positions(), label)
                 self.tracer.start_span(names.SPAN_REQUEST, context=parent, attributes=attrs,
                                        start_time=t).end(end_time=t)
 

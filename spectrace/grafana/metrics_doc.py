@@ -69,7 +69,10 @@ SPANS = (
      "default 0.1), named by the runtime's own request id; in the caller's trace when the "
      "runtime traces the request (SGLang `--enable-trace`: a child of its `Req <rid>` span; "
      "vLLM `--otlp-traces-endpoint`: a child of the caller's span, beside `llm_request`), "
-     "the caller's sampled flag deciding (docs/dashboards.md, \"One trace per request\")"),
+     "the caller's sampled flag deciding (docs/dashboards.md, \"One trace per request\"); "
+     "the draft's identity is on its resource (`spectrace.draft_model`, "
+     "`spectrace.draft_hash`, `spectrace.spec_algorithm`, as on every span and metric of "
+     "the process), not repeated on the span"),
 )
 SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_ID, "request: the runtime's request id (SGLang's `rid`, as in "
@@ -88,12 +91,35 @@ SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_DRAFT_TOKENS, "request: the draft tokens it could accept (vLLM's "
      "own count with --per-request-spec-decode-metrics, grammar-cut drafts left out; else "
      "verify steps x K): its acceptance rate is accepted_tokens over this"),
-    (S.SPAN_ATTR_REQUEST_PROMPT_TOKENS, "request: its prompt's tokens (SGLang: "
-     "`origin_input_ids`; vLLM: `num_prompt_tokens`); with cached_tokens, only where the "
-     "runtime gave both"),
+    (S.SPAN_ATTR_REQUEST_HISTOGRAM, "request: its verify steps by draft tokens accepted "
+     "(index j: j accepted, accept length j + 1; vLLM's "
+     "`metrics.speculative_decoding.acceptance_histogram`, SGLang's "
+     "`spec_correct_drafts_histogram`, its steps with no draft taken off index 0); only "
+     "where the runtime keeps one that sums to the verify steps"),
+    (S.SPAN_ATTR_REQUEST_ACCEPTED_PER_POSITION, "request: draft tokens accepted at each "
+     "draft position 0..K-1, from the histogram by the chain rule (a step with j accepted "
+     "accepted positions 0..j-1); with the histogram only"),
+    (S.SPAN_ATTR_REQUEST_PROPOSED_PER_POSITION, "request: draft tokens proposed at each "
+     "position: its verify steps at every one, where K is known (once the process counted "
+     "a step) and the runtime's draft count is verify steps x K; absent where K is unknown "
+     "or the runtime drafted fewer on some steps (vLLM near a request's end), which do "
+     "not say at which positions"),
+    (S.SPAN_ATTR_REQUEST_PROMPT_TOKENS, "request: its prompt's tokens (GenAI semantic "
+     "conventions; SGLang: `origin_input_ids`; vLLM: `num_prompt_tokens`); with "
+     "`gen_ai.usage.cache_read.input_tokens`, only where the runtime gave both"),
     (S.SPAN_ATTR_REQUEST_CACHED_TOKENS, "request: of them, served from the prefix cache "
-     "(meta_info `cached_tokens`; vLLM: the computed tokens it was first scheduled with, "
-     "as `usage.prompt_tokens_details.cached_tokens`)"),
+     "(GenAI semantic conventions; meta_info `cached_tokens`; vLLM: the computed tokens it "
+     "was first scheduled with, as `usage.prompt_tokens_details.cached_tokens`)"),
+    (S.SPAN_ATTR_REQUEST_TEMPERATURE, "request: its sampling temperature as the runtime "
+     "holds it (GenAI semantic conventions; vLLM: 0 for a greedy request)"),
+    (S.SPAN_ATTR_REQUEST_TOP_K, "request: its top-k as the runtime holds it (GenAI "
+     "semantic conventions, a double; the runtime's own value for no limit: vLLM 0 or -1, "
+     "SGLang 2^30)"),
+    (S.SPAN_ATTR_REQUEST_PREFIX_CACHE, "request: its prefix-cache bucket (`none`, `<50%`, "
+     "`>=50%`, `unknown` without its prompt's length)"),
+    (S.SPAN_ATTR_REQUEST_CONTEXT, "request: the context buckets its steps fell in, from "
+     "its prompt + 1 to its final length less one (at a bucket's edge one more than its "
+     "steps were counted in, within its last step's tokens); only with its prompt's length"),
     (S.SPAN_ATTR_REQUEST_GRAMMAR, "request: its structured-output bucket (`none`, `json`, "
      "`regex`, `grammar`, `choice`, `structural_tag`)"),
     (S.SPAN_ATTR_BATCH_SIZE, "step: requests in the batch"),
