@@ -19,7 +19,7 @@ from .families.acceptance import Acceptance
 from .families.agreement import Agreement
 from .families.draft_passes import DraftPasses
 from .families.findings import Findings
-from .families.requests import Requests
+from .families.requests import Requests, draft_identity
 from .families.step_cost import StepCosts
 from .families.steps import Steps
 from .findings import Finding
@@ -42,7 +42,8 @@ class Recorder:
         self.inflight = self.steps.inflight  # what one step's hooks pass each other
         self.acceptance = Acceptance(cfg)
         self.requests = Requests(cfg, tel.tracer,
-                                 lambda: len(self.acceptance.totals.per_position))
+                                 lambda: len(self.acceptance.totals.per_position),
+                                 draft_identity(getattr(tel, "resource", None)))
         self.agreement = Agreement()
         self.cost = StepCosts(cfg, self.steps.inflight)
         self.findings = Findings(tel)

@@ -22,6 +22,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as tgr
 def _value(v):
     """An OTLP AnyValue as a Python value."""
     kind = v.WhichOneof("value")
+    if kind == "array_value":  # a sequence attribute: a list of its values
+        return [_value(x) for x in v.array_value.values]
     return getattr(v, kind) if kind else None
 
 

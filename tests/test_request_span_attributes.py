@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from spectrace import config as config_mod
 from spectrace import signals as S
-from spectrace.families.requests import FinishedRequest, Requests
+from spectrace.export.resource import build_resource
+from spectrace.families.requests import FinishedRequest, Requests, draft_identity
 
 
 @pytest.fixture
@@ -23,13 +24,15 @@ def span_of():
     """span_of(request, K, env) -> the attributes of the one span it recorded."""
     made = []
 
-    def make(r: FinishedRequest, positions: int = 3, env: dict | None = None) -> dict:
+    def make(r: FinishedRequest, positions: int = 3, env: dict | None = None,
+             draft: dict | None = None) -> dict:
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         made.append(provider)
         cfg = config_mod.from_env(env or {}, request_sample_ratio=1.0)
-        requests = Requests(cfg, provider.get_tracer("test"), positions=lambda: positions)
+        requests = Requests(cfg, provider.get_tracer("test"), positions=lambda: positions,
+                            draft=draft)
         requests.finished(r)
         requests.folded()
         spans = exporter.get_finished_spans()
@@ -130,3 +133,18 @@ def test_the_gen_ai_names_are_the_semantic_conventions_own():
             S.SPAN_ATTR_REQUEST_TEMPERATURE, S.SPAN_ATTR_REQUEST_TOP_K) == (
         G.GEN_AI_USAGE_INPUT_TOKENS, G.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
         G.GEN_AI_REQUEST_TEMPERATURE, G.GEN_AI_REQUEST_TOP_K)
+
+
+def test_the_span_repeats_the_processs_draft_identity(span_of):
+    """The draft named on spectrace's resource rides on the span too: under a host's
+    tracer provider (SGLang --enable-trace) the span goes out with the host's resource."""
+    cfg = config_mod.from_env({})
+    resource = build_resource(cfg, {"draft_model": "/m/draft", "draft_hash": "ab12",
+                                    "spec_algorithm": "EAGLE3", "model": "/m/target"}, "scheduler")
+    draft = draft_identity(resource)
+    assert draft == {"spectrace.draft_model": "/m/draft", "spectrace.draft_hash": "ab12",
+                     "spectrace.spec_algorithm": "EAGLE3"}
+    attrs = span_of(FinishedRequest("req-8", 1, 1, [0, 1], 0.0, None), draft=draft)
+    assert {k: attrs[k] for k in draft} == draft
+    assert draft_identity(build_resource(cfg, {}, "scheduler")) == {}
+    assert draft_identity(None) == {}

@@ -107,6 +107,29 @@ def test_span_acceptance_is_sglangs_own_per_request_figure(traced):
         1 + meta["spec_num_correct_drafts"] / meta["spec_verify_ct"])
 
 
+def test_span_histogram_and_positions_are_sglangs_own(traced):
+    """The span's histogram is SGLang's `spec_correct_drafts_histogram` (meta_info), its
+    accepted drafts per position that histogram's by the chain rule (a step with j correct
+    accepted positions 0..j-1), its proposed ones its verify steps at each of the K
+    positions; the draft identity is on the span (SGLang's resource names none)."""
+    meta = traced.responses["sampled"]["meta_info"]
+    span = traced.request_span(traced.responses["sampled"])
+    ours = attributes(span.attributes)
+    hist, steps = meta["spec_correct_drafts_histogram"], meta["spec_verify_ct"]
+    assert ours[S.SPAN_ATTR_REQUEST_HISTOGRAM] == hist
+    k = 3  # the harness's --speculative-num-steps
+    assert ours[S.SPAN_ATTR_REQUEST_ACCEPTED_PER_POSITION] == [
+        sum(hist[i + 1:]) for i in range(k)]
+    assert sum(ours[S.SPAN_ATTR_REQUEST_ACCEPTED_PER_POSITION]) == meta[
+        "spec_num_correct_drafts"]
+    assert ours[S.SPAN_ATTR_REQUEST_PROPOSED_PER_POSITION] == [steps] * k
+    assert ours[S.SPAN_ATTR_REQUEST_PROMPT_TOKENS] == meta["prompt_tokens"]
+    assert ours[S.SPAN_ATTR_REQUEST_CACHED_TOKENS] == meta["cached_tokens"]
+    [resource] = [res for res, s in traced.received.spans if s is span]
+    # SGLang's own tracer provider exports the span (its resource): the span names the draft
+    assert ours[S.RES_DRAFT_MODEL] and S.RES_DRAFT_MODEL not in resource
+
+
 def test_unsampled_caller_trace_gets_no_span_from_spectrace(traced):
     assert traced.responses["unsampled"]["meta_info"]["completion_tokens"] == 16
     assert [s.name for s in traced.spans(S.SPAN_REQUEST)

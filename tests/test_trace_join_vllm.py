@@ -106,6 +106,36 @@ def test_span_acceptance_is_vllms_own_per_request_figure(traced):
     assert ours[S.SPAN_ATTR_REQUEST_DRAFT_TOKENS] == theirs["num_draft_tokens"]
 
 
+def chain_rule(histogram: list, k: int) -> list:
+    """Draft tokens accepted at positions 0..k-1 of a request whose verify steps accepted j
+    drafts `histogram[j]` times (a step with j accepted positions 0..j-1)."""
+    return [sum(histogram[i + 1:]) for i in range(k)]
+
+
+def test_span_histogram_and_positions_are_vllms_own(traced):
+    """The span's histogram is vLLM's `acceptance_histogram`, its accepted drafts per
+    position that histogram's by the chain rule, its proposed ones K at every verify step
+    where vLLM drafted K on every one (its `num_draft_tokens`), else left out; the draft
+    identity is on the span."""
+    response = traced.responses["sampled"]
+    theirs = response["metrics"]["speculative_decoding"]
+    span = traced.request_span(response)
+    ours = attributes(span.attributes)
+    k, steps = theirs["num_spec_tokens"], theirs["num_spec_steps"]
+    assert ours[S.SPAN_ATTR_REQUEST_HISTOGRAM] == theirs["acceptance_histogram"]
+    assert ours[S.SPAN_ATTR_REQUEST_ACCEPTED_PER_POSITION] == chain_rule(
+        theirs["acceptance_histogram"], k)
+    assert sum(ours[S.SPAN_ATTR_REQUEST_ACCEPTED_PER_POSITION]) == theirs[
+        "num_accepted_draft_tokens"]
+    if theirs["num_draft_tokens"] == steps * k:
+        assert ours[S.SPAN_ATTR_REQUEST_PROPOSED_PER_POSITION] == [steps] * k
+    else:
+        assert S.SPAN_ATTR_REQUEST_PROPOSED_PER_POSITION not in ours
+    assert ours[S.SPAN_ATTR_REQUEST_PROMPT_TOKENS] == response["usage"]["prompt_tokens"]
+    assert ours[S.SPAN_ATTR_REQUEST_TEMPERATURE] == 0.0  # the harness's greedy requests
+    assert ours[S.RES_DRAFT_MODEL]  # the draft identity, repeated from the resource
+
+
 def test_unsampled_caller_trace_gets_no_span(traced):
     assert traced.responses["unsampled"]["choices"][0]["text"]
     assert [s.name for _, s in traced.received.spans

@@ -13,8 +13,8 @@ spectrace's span whenever it shows the request, and an unsampled one gets none).
 
 The span carries the request's acceptance (mean, the runtime's histogram, accepted and
 proposed drafts per position by the chain rule), the breakdown buckets it fell in, and the
-GenAI semantic conventions' names where they name the figure (`span_attributes`); the
-draft's identity is on the span's resource, as on everything the process exports.
+GenAI semantic conventions' names where they name the figure (`span_attributes`), and the
+draft's identity (spectrace's resource attributes, repeated: `draft_identity`).
 """
 from __future__ import annotations
 
@@ -133,8 +133,22 @@ def context_buckets(r: FinishedRequest) -> list[str] | None:
     return list(ctx.BUCKETS[lo:max(lo, hi) + 1])
 
 
-def span_attributes(r: FinishedRequest, positions: int, label: str | None) -> dict:
-    """A finished request's span attributes (`emit_spans`, in the collecting thread)."""
+# the resource attributes that say which draft a process runs, repeated on its request
+# spans: with the host's tracer provider (SGLang --enable-trace, an application's own) the
+# spans go out under the host's resource, which names no draft
+DRAFT_IDENTITY = (names.RES_DRAFT_MODEL, names.RES_DRAFT_HASH, names.RES_SPEC_ALGORITHM)
+
+
+def draft_identity(resource) -> dict:
+    """The draft identity attributes of spectrace's resource of this process ({} without)."""
+    attrs = getattr(resource, "attributes", None) or {}
+    return {k: attrs[k] for k in DRAFT_IDENTITY if attrs.get(k)}
+
+
+def span_attributes(r: FinishedRequest, positions: int, label: str | None,
+                    draft: dict | None = None) -> dict:
+    """A finished request's span attributes (`emit_spans`, in the collecting thread);
+    `draft`: the process's draft identity (`draft_identity`)."""
     attrs = {
         names.SPAN_ATTR_REQUEST_ID: str(r.request_id),
         names.SPAN_ATTR_REQUEST_STEPS: r.verify_steps,
@@ -165,6 +179,8 @@ def span_attributes(r: FinishedRequest, positions: int, label: str | None) -> di
     attrs[names.SPAN_ATTR_REQUEST_GRAMMAR] = grammar_bucket(r.grammar)
     if label:
         attrs[names.SPAN_ATTR_REQUEST_LABEL] = label_text(r.label)
+    if draft:
+        attrs.update(draft)
     return attrs
 
 
@@ -224,11 +240,13 @@ class Requests:
     """The requests family of one process: totals, their metrics, and the sampled request
     spans."""
 
-    def __init__(self, cfg, tracer, positions=lambda: 0) -> None:
+    def __init__(self, cfg, tracer, positions=lambda: 0, draft: dict | None = None) -> None:
         """`positions`: K, the draft tokens per verify step (for a request's acceptance
-        rate where the runtime counts none itself)."""
+        rate where the runtime counts none itself); `draft`: the draft identity its spans
+        carry (`draft_identity`)."""
         self.cfg = cfg
         self.tracer = tracer
+        self.draft = dict(draft or {})
         self.totals = RequestTotals(
             (b for b in breakdowns.BREAKDOWNS if b.source == breakdowns.REQUEST and b.enabled(cfg)),
             cfg.request_label_cap if cfg.request_label else None, positions)
@@ -282,7 +300,7 @@ class Requests:
                         self.invalid_traceparents += 1
                     if not sampled or (parent is None and not self._ratio_keeps()):
                         continue  # the caller's trace is unsampled, or the ratio decides
-                attrs = span_attributes(r, self.totals.positions(), label)
+                attrs = span_attributes(r, self.totals.positions(), label, self.draft)
                 self.tracer.start_span(names.SPAN_REQUEST, context=parent, attributes=attrs,
                                        start_time=t).end(end_time=t)
 

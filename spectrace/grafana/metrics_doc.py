@@ -70,9 +70,10 @@ SPANS = (
      "runtime traces the request (SGLang `--enable-trace`: a child of its `Req <rid>` span; "
      "vLLM `--otlp-traces-endpoint`: a child of the caller's span, beside `llm_request`), "
      "the caller's sampled flag deciding (docs/dashboards.md, \"One trace per request\"); "
-     "the draft's identity is on its resource (`spectrace.draft_model`, "
-     "`spectrace.draft_hash`, `spectrace.spec_algorithm`, as on every span and metric of "
-     "the process), not repeated on the span"),
+     "it repeats the draft's identity from spectrace's resource (`spectrace.draft_model`, "
+     "`spectrace.draft_hash`, `spectrace.spec_algorithm`, where known): with the host's "
+     "tracer provider (SGLang `--enable-trace`) the span goes out under the host's "
+     "resource, which names no draft"),
 )
 SPAN_ATTRIBUTES = (
     (S.SPAN_ATTR_REQUEST_ID, "request: the runtime's request id (SGLang's `rid`, as in "
